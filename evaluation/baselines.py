@@ -1,0 +1,320 @@
+"""Classic codecs behind the :class:`~evaluation.codecs.Codec` interface.
+
+- ``x264`` (libx264) and ``x265`` (libx265) through PyAV, in memory: low delay (no B-frames),
+  CRF or QP, preset (default ``medium``), GOP length, and an optional ``scale`` for the
+  ultra-low-rate regime (encode small, upscale after decode). The payload is the coded
+  bitstream (packets plus the parameter sets in the MP4's codec configuration); the other
+  MP4 boxes are reported as container overhead.
+- ``jpeg`` and ``webp``: each frame coded alone with OpenCV's libjpeg / libwebp.
+- ``raw``: the uncompressed 24-bit RGB frames, the reference row of a benchmark.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from fractions import Fraction
+
+import av
+import cv2
+import numpy as np
+
+from evaluation.codecs import Codec, CodecError, Encoded, Setting, SettingError, register_codec
+
+DEFAULT_CRFS = (23, 28, 33, 38)
+DEFAULT_IMAGE_QUALITIES = (30, 50, 70, 90)
+
+
+def check_frames(frames: np.ndarray) -> np.ndarray:
+    """Validates ``(T, H, W, 3) uint8`` frames and returns them C-contiguous."""
+    if not isinstance(frames, np.ndarray) or frames.dtype != np.uint8:
+        raise CodecError(
+            f"frames must be a uint8 numpy array, got {type(frames).__name__}"
+            f"{'' if not isinstance(frames, np.ndarray) else ' ' + str(frames.dtype)}"
+        )
+    if frames.ndim != 4 or frames.shape[-1] != 3 or min(frames.shape[:3]) < 1:
+        raise CodecError(
+            f"frames must have shape (T, H, W, 3) with T, H, W >= 1, got {frames.shape}"
+        )
+    return np.ascontiguousarray(frames)
+
+
+def scaled_size(width: int, height: int, scale: float) -> tuple[int, int]:
+    """Size after scaling, rounded to even numbers (4:2:0 chroma needs them), at least 16 px."""
+    if not 0 < scale <= 1:
+        raise SettingError(f"scale must be in (0, 1], got {scale}")
+    even = lambda v: max(16, int(round(v * scale / 2)) * 2)  # noqa: E731
+    return even(width), even(height)
+
+
+def resize_frames(frames: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Resizes ``(T, H, W, 3)`` uint8 frames: area filter when shrinking, bicubic when growing."""
+    t, h, w, _ = frames.shape
+    if (w, h) == (width, height):
+        return frames
+    interp = cv2.INTER_AREA if width < w else cv2.INTER_CUBIC
+    out = np.empty((t, height, width, 3), np.uint8)
+    for i in range(t):
+        out[i] = cv2.resize(frames[i], (width, height), interpolation=interp)
+    return out
+
+
+class _PyAVVideoCodec(Codec):
+    """An FFmpeg video encoder run through PyAV into an in-memory MP4."""
+
+    quality_key = "crf"
+    lower_is_better_quality = True
+    encoder_name = ""
+
+    def __init__(self, preset: str = "medium", gop: int = 0, threads: int = 0):
+        """``gop``: frames between intra frames; 0 puts one intra frame at the start only.
+        ``threads``: encoder threads, 0 lets the encoder choose."""
+        if gop < 0:
+            raise ValueError(f"gop must be >= 0, got {gop}")
+        self.preset = preset
+        self.gop = gop
+        self.threads = threads
+
+    def default_settings(self) -> list[Setting]:
+        return [Setting.of(crf=c) for c in DEFAULT_CRFS]
+
+    def describe(self) -> dict[str, str]:
+        return {
+            "encoder": f"{self.encoder_name} ({self.preset}, gop {self.gop or 'inf'}, no B)",
+            "encoder_version": f"PyAV {av.__version__}, libavcodec "
+            + ".".join(map(str, av.library_versions["libavcodec"])),
+        }
+
+    def _rate_control(self, setting: Setting) -> tuple[str, int]:
+        allowed = {"crf", "qp", "scale"}
+        unknown = {k for k, _ in setting.params} - allowed
+        if unknown:
+            raise SettingError(
+                f"{self.name}: unknown setting key(s) {sorted(unknown)}; "
+                f"use crf=N or qp=N, and optionally scale=F"
+            )
+        if (setting.get("crf") is None) == (setting.get("qp") is None):
+            raise SettingError(f"{self.name}: give exactly one of crf=N or qp=N, got '{setting}'")
+        mode = "crf" if setting.get("crf") is not None else "qp"
+        value = setting.number(mode)
+        if value is None or not 0 <= value <= 51 or not float(value).is_integer():
+            raise SettingError(f"{self.name}: {mode} must be an integer in 0..51, got {value}")
+        return mode, int(value)
+
+    def _options(self, mode: str, value: int, frames: int) -> dict[str, str]:
+        raise NotImplementedError
+
+    def encode(self, frames: np.ndarray, setting: Setting, fps: float) -> Encoded:
+        frames = check_frames(frames)
+        mode, value = self._rate_control(setting)
+        t, h, w, _ = frames.shape
+        cw, ch = scaled_size(w, h, setting.number("scale", 1.0))
+        start = time.perf_counter()
+        small = resize_frames(frames, cw, ch)
+        payload, mp4_bytes = self._encode(small, mode, value, fps)
+        seconds = time.perf_counter() - start
+        return Encoded(
+            codec=self.name,
+            setting=setting,
+            frames=t,
+            width=w,
+            height=h,
+            fps=fps,
+            payload=payload,
+            stream_bytes={"video": len(payload)},
+            container_bytes=mp4_bytes - len(payload),
+            encode_seconds=seconds,
+            metadata={"coded_width": cw, "coded_height": ch},
+        )
+
+    def _encode(self, frames: np.ndarray, mode: str, value: int, fps: float):
+        """Returns (payload, size of the same stream in an MP4 file).
+
+        The payload is the parameter sets followed by every packet the encoder wrote: an
+        Annex-B elementary stream, which is what a link carries. The packets are also
+        muxed into an in-memory MP4 so that the container's overhead can be reported.
+        """
+        t, h, w, _ = frames.shape
+        buf = io.BytesIO()
+        packets = bytearray()
+        rate = Fraction(fps).limit_denominator(1001)
+        with av.open(buf, mode="w", format="mp4") as container:
+            stream = container.add_stream(self.encoder_name, rate=rate)
+            stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+            stream.codec_context.time_base = 1 / rate
+            stream.options = self._options(mode, value, t)
+            if self.threads:
+                stream.codec_context.thread_count = self.threads
+            for i in range(t):
+                frame = av.VideoFrame.from_ndarray(frames[i], format="rgb24")
+                frame.pts = i
+                for packet in stream.encode(frame):
+                    packets += bytes(packet)
+                    container.mux(packet)
+            for packet in stream.encode(None):
+                packets += bytes(packet)
+                container.mux(packet)
+            # The MP4 muxer asks for global headers, so the parameter sets are in extradata.
+            headers = bytes(stream.codec_context.extradata or b"")
+        if headers and not headers.startswith((b"\x00\x00\x00\x01", b"\x00\x00\x01")):
+            raise CodecError(f"{self.name}: expected Annex-B parameter sets from the encoder")
+        return headers + bytes(packets), len(buf.getvalue())
+
+    def decode(self, encoded: Encoded) -> np.ndarray:
+        """Decodes the Annex-B payload and upscales to the input size."""
+        fmt = {"libx264": "h264", "libx265": "hevc"}[self.encoder_name]
+        decoded = []
+        with av.open(io.BytesIO(encoded.payload), mode="r", format=fmt) as container:
+            for frame in container.decode(video=0):
+                decoded.append(frame.to_ndarray(format="rgb24"))
+        if len(decoded) != encoded.frames:
+            raise CodecError(
+                f"{self.name}: decoded {len(decoded)} frames, expected {encoded.frames}"
+            )
+        return resize_frames(np.stack(decoded), encoded.width, encoded.height)
+
+
+@register_codec("x264")
+class X264(_PyAVVideoCodec):
+    """H.264 / AVC with libx264, low delay (``bframes=0``)."""
+
+    encoder_name = "libx264"
+
+    def _options(self, mode: str, value: int, frames: int) -> dict[str, str]:
+        gop = self.gop or max(frames, 1) + 1
+        params = ["bframes=0", f"keyint={gop}", f"min-keyint={gop}", "scenecut=0"]
+        return {"preset": self.preset, mode: str(value), "x264-params": ":".join(params)}
+
+
+@register_codec("x265")
+class X265(_PyAVVideoCodec):
+    """HEVC with libx265, low delay (``bframes=0``)."""
+
+    encoder_name = "libx265"
+
+    def _options(self, mode: str, value: int, frames: int) -> dict[str, str]:
+        gop = self.gop or max(frames, 1) + 1
+        params = [
+            "bframes=0",
+            f"keyint={gop}",
+            f"min-keyint={gop}",
+            "scenecut=0",
+            "log-level=error",
+            f"{mode}={value}",
+        ]
+        return {"preset": self.preset, "x265-params": ":".join(params)}
+
+
+class _ImageCodec(Codec):
+    """Each frame coded alone by OpenCV; the payload is the concatenated images."""
+
+    quality_key = "q"
+    extension = ""
+    quality_flag = 0
+
+    def default_settings(self) -> list[Setting]:
+        return [Setting.of(q=q) for q in DEFAULT_IMAGE_QUALITIES]
+
+    def describe(self) -> dict[str, str]:
+        return {"encoder": f"{self.name} (OpenCV)", "encoder_version": f"OpenCV {cv2.__version__}"}
+
+    def _quality(self, setting: Setting) -> int:
+        unknown = {k for k, _ in setting.params} - {"q", "scale"}
+        if unknown or setting.get("q") is None:
+            raise SettingError(
+                f"{self.name}: expected q=N (1..100) and optionally scale=F, got '{setting}'"
+            )
+        q = setting.number("q")
+        if not 1 <= q <= 100 or not float(q).is_integer():
+            raise SettingError(f"{self.name}: q must be an integer in 1..100, got {q}")
+        return int(q)
+
+    def encode(self, frames: np.ndarray, setting: Setting, fps: float) -> Encoded:
+        frames = check_frames(frames)
+        q = self._quality(setting)
+        t, h, w, _ = frames.shape
+        cw, ch = scaled_size(w, h, setting.number("scale", 1.0)) if setting.get("scale") else (w, h)
+        start = time.perf_counter()
+        sizes, chunks = [], []
+        for frame in resize_frames(frames, cw, ch):
+            ok, data = cv2.imencode(self.extension, frame[..., ::-1], [self.quality_flag, q])
+            if not ok:
+                raise CodecError(f"{self.name}: OpenCV failed to encode a frame")
+            chunks.append(data.tobytes())
+            sizes.append(len(chunks[-1]))
+        payload = b"".join(chunks)
+        return Encoded(
+            codec=self.name,
+            setting=setting,
+            frames=t,
+            width=w,
+            height=h,
+            fps=fps,
+            payload=payload,
+            stream_bytes={"images": len(payload)},
+            encode_seconds=time.perf_counter() - start,
+            metadata={"frame_bytes": sizes, "coded_width": cw, "coded_height": ch},
+        )
+
+    def decode(self, encoded: Encoded) -> np.ndarray:
+        out, pos = [], 0
+        for size in encoded.metadata["frame_bytes"]:
+            chunk = np.frombuffer(encoded.payload, np.uint8, size, pos)
+            pos += size
+            image = cv2.imdecode(chunk, cv2.IMREAD_COLOR)
+            if image is None:
+                raise CodecError(f"{self.name}: OpenCV failed to decode a frame")
+            out.append(image[..., ::-1])
+        return resize_frames(np.ascontiguousarray(np.stack(out)), encoded.width, encoded.height)
+
+
+@register_codec("jpeg")
+class JPEG(_ImageCodec):
+    """Per-frame baseline JPEG (libjpeg via OpenCV, 4:2:0)."""
+
+    extension = ".jpg"
+    quality_flag = cv2.IMWRITE_JPEG_QUALITY
+
+
+@register_codec("webp")
+class WebP(_ImageCodec):
+    """Per-frame lossy WebP (libwebp via OpenCV)."""
+
+    extension = ".webp"
+    quality_flag = cv2.IMWRITE_WEBP_QUALITY
+
+
+@register_codec("raw")
+class Raw(Codec):
+    """The uncompressed frames (24-bit RGB): the reference point of every benchmark."""
+
+    quality_key = "format"
+
+    def default_settings(self) -> list[Setting]:
+        return [Setting.of(format="rgb24")]
+
+    def describe(self) -> dict[str, str]:
+        return {"encoder": "raw rgb24", "encoder_version": ""}
+
+    def encode(self, frames: np.ndarray, setting: Setting, fps: float) -> Encoded:
+        frames = check_frames(frames)
+        if str(setting) not in ("", "format=rgb24"):
+            raise SettingError(f"raw: the only setting is format=rgb24, got '{setting}'")
+        t, h, w, _ = frames.shape
+        start = time.perf_counter()
+        payload = frames.tobytes()
+        return Encoded(
+            codec=self.name,
+            setting=Setting.of(format="rgb24"),
+            frames=t,
+            width=w,
+            height=h,
+            fps=fps,
+            payload=payload,
+            stream_bytes={"rgb": len(payload)},
+            encode_seconds=time.perf_counter() - start,
+        )
+
+    def decode(self, encoded: Encoded) -> np.ndarray:
+        shape = (encoded.frames, encoded.height, encoded.width, 3)
+        return np.frombuffer(encoded.payload, np.uint8).reshape(shape).copy()

@@ -1,0 +1,112 @@
+"""Baseline codecs round-trip real bytes on the embedded sample."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evaluation.codecs import CodecError, Setting, SettingError, create_codec
+from evaluation.metrics import psnr
+
+
+@pytest.mark.parametrize("name", ["x264", "x265"])
+def test_video_round_trip_quality_improves_as_crf_falls(name, sample_frames):
+    codec = create_codec(name, preset="ultrafast", gop=6)
+    results = []
+    for crf in (40, 32, 24):
+        encoded = codec.encode(sample_frames, Setting.of(crf=crf), fps=7)
+        decoded = codec.decode(encoded)
+        assert encoded.num_bytes > 0
+        assert encoded.stream_bytes == {"video": encoded.num_bytes}
+        assert encoded.container_bytes > 0  # the MP4 boxes, reported apart
+        assert decoded.shape == sample_frames.shape and decoded.dtype == np.uint8
+        results.append((encoded.num_bytes, psnr(sample_frames, decoded)))
+    sizes, quality = zip(*results, strict=True)
+    assert sizes[0] < sizes[1] < sizes[2]
+    assert quality[0] < quality[1] < quality[2]
+    assert quality[0] > 24 and quality[2] < 50
+
+
+def test_payload_is_a_decodable_elementary_stream(sample_frames):
+    """The payload alone (no container) decodes: it is what a link would carry."""
+    import io
+
+    import av
+
+    encoded = create_codec("x264", preset="ultrafast").encode(sample_frames, Setting.of(qp=30), 7)
+    with av.open(io.BytesIO(encoded.payload), format="h264") as container:
+        count = sum(1 for _ in container.decode(video=0))
+    assert count == len(sample_frames)
+
+
+@pytest.mark.parametrize("name, fmt", [("x264", "h264"), ("x265", "hevc")])
+def test_low_delay_has_no_b_frames(name, fmt, sample_frames):
+    import io
+
+    import av
+    from av.video.frame import PictureType
+
+    encoded = create_codec(name, gop=4).encode(sample_frames, Setting.of(crf=30), 7)
+    with av.open(io.BytesIO(encoded.payload), format=fmt) as container:
+        kinds = [PictureType(f.pict_type).name for f in container.decode(video=0)]
+    assert "B" not in kinds
+    assert kinds.count("I") == 3  # frames 0, 4, 8 of 12
+
+
+def test_downscale_costs_fewer_bytes_and_returns_full_size(sample_frames):
+    codec = create_codec("x265", preset="ultrafast")
+    full = codec.encode(sample_frames, Setting.parse("crf=30"), 7)
+    half = codec.encode(sample_frames, Setting.parse("crf=30,scale=0.5"), 7)
+    assert half.metadata["coded_width"] == 192 and half.metadata["coded_height"] == 144
+    assert half.num_bytes < full.num_bytes
+    assert codec.decode(half).shape == sample_frames.shape
+
+
+@pytest.mark.parametrize("name", ["jpeg", "webp"])
+def test_image_codecs(name, sample_frames):
+    codec = create_codec(name)
+    low = codec.encode(sample_frames[:4], Setting.of(q=20), 7)
+    high = codec.encode(sample_frames[:4], Setting.of(q=90), 7)
+    assert 0 < low.num_bytes < high.num_bytes
+    assert sum(low.metadata["frame_bytes"]) == low.num_bytes
+    q_low = psnr(sample_frames[:4], codec.decode(low))
+    q_high = psnr(sample_frames[:4], codec.decode(high))
+    assert 22 < q_low < q_high < 50
+
+
+def test_raw_is_lossless_at_24_bits_per_pixel(sample_frames):
+    codec = create_codec("raw")
+    encoded = codec.encode(sample_frames, Setting(), 7)
+    assert encoded.num_bytes == sample_frames.size
+    np.testing.assert_array_equal(codec.decode(encoded), sample_frames)
+
+
+@pytest.mark.parametrize(
+    "name, setting",
+    [
+        ("x264", "crf=23,qp=20"),
+        ("x264", "crf=60"),
+        ("x265", "speed=3"),
+        ("jpeg", "q=0"),
+        ("webp", "crf=3"),
+        ("x264", "crf=23,scale=1.5"),
+        ("raw", "format=yuv"),
+    ],
+)
+def test_bad_settings_are_rejected(name, setting, sample_frames):
+    with pytest.raises(SettingError):
+        create_codec(name).encode(sample_frames[:2], Setting.parse(setting), 7)
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        np.zeros((2, 16, 16), np.uint8),
+        np.zeros((2, 16, 16, 3), np.float32),
+        np.zeros((0, 16, 16, 3), np.uint8),
+        [[1, 2, 3]],
+    ],
+)
+def test_bad_frames_are_rejected(frames):
+    with pytest.raises(CodecError):
+        create_codec("x264").encode(frames, Setting.of(crf=30), 7)

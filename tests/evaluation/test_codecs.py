@@ -1,0 +1,50 @@
+"""The codec interface: settings, registry, curves."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluation.codecs import (
+    Setting,
+    SettingError,
+    UnknownCodecError,
+    available_codecs,
+    create_codec,
+    register_codec,
+)
+
+
+def test_setting_parse_and_label_round_trip():
+    s = Setting.parse(" crf=28 , scale=0.5")
+    assert s.params == (("crf", "28"), ("scale", "0.5"))
+    assert str(s) == "crf=28,scale=0.5"
+    assert Setting.parse(str(s)) == s
+    assert s.number("crf") == 28.0
+    assert s.number("qp", 7) == 7
+    assert Setting.of(crf=23.0, scale=0.5) == Setting.parse("crf=23,scale=0.5")
+
+
+@pytest.mark.parametrize("text", ["crf", "crf=", "=3", "crf=1,crf=2"])
+def test_bad_settings_raise(text):
+    with pytest.raises(SettingError):
+        Setting.parse(text)
+
+
+def test_non_numeric_value_raises_when_read_as_number():
+    with pytest.raises(SettingError, match="not a number"):
+        Setting.parse("crf=abc").number("crf")
+
+
+def test_registry_has_the_baselines_and_rejects_unknown_and_duplicates():
+    assert {"x264", "x265", "jpeg", "webp", "raw"} <= set(available_codecs())
+    with pytest.raises(UnknownCodecError, match="available: .*x264"):
+        create_codec("nope")
+    with pytest.raises(ValueError, match="already registered"):
+        register_codec("x264")(type(create_codec("raw")))
+
+
+def test_curve_names_group_settings_by_everything_but_quality():
+    x264 = create_codec("x264")
+    assert x264.curve_of(Setting.parse("crf=23")) == "x264"
+    assert x264.curve_of(Setting.parse("crf=23,scale=1")) == "x264"
+    assert x264.curve_of(Setting.parse("crf=30,scale=0.5")) == "x264@scale=0.5"
