@@ -324,7 +324,7 @@ def _csv_value(value):
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.8g}"
     return value
 
 
