@@ -32,6 +32,8 @@ import av
 import cv2
 import numpy as np
 
+from codec.frames import even_size, resize_to
+
 DATA_DIR_ENV = "SEMCODEC_DATA_DIR"
 SAMPLE_NAME = "PETS09-S2L1-384x288"
 DEFAULT_FPS = 25.0
@@ -646,22 +648,15 @@ def sample_path() -> Path:
 
 
 def resize_frames(frames: np.ndarray, scale: float) -> np.ndarray:
-    """Resize ``(T, H, W, 3) uint8`` frames by ``scale`` to even dimensions.
+    """Resize ``(T, H, W, 3) uint8`` frames by ``scale`` to even dimensions (at least 2).
 
-    ``cv2.INTER_AREA`` when shrinking, ``cv2.INTER_LINEAR`` when enlarging; output
-    ``(T, H', W', 3) uint8`` with ``H' = 2 * round(H * scale / 2)`` (at least 2), same for W.
+    Area averaging when shrinking, bicubic when enlarging (:func:`codec.frames.resize_to`);
+    always returns a new array.
     """
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
         raise SourceError(f"expected (T, H, W, 3) uint8 frames, got {frames.shape} {frames.dtype}")
     if not scale > 0:
         raise SourceError(f"scale must be > 0, got {scale}")
     height, width = frames.shape[1:3]
-    out_h = max(2, 2 * round(height * scale / 2))
-    out_w = max(2, 2 * round(width * scale / 2))
-    if (out_h, out_w) == (height, width):
-        return frames.copy()
-    interp = cv2.INTER_AREA if out_h * out_w < height * width else cv2.INTER_LINEAR
-    out = np.empty((frames.shape[0], out_h, out_w, 3), np.uint8)
-    for i, frame in enumerate(frames):
-        out[i] = cv2.resize(frame, (out_w, out_h), interpolation=interp)
-    return out
+    out = resize_to(frames, *even_size(width, height, scale))
+    return out.copy() if out is frames else out

@@ -19,6 +19,7 @@ import av
 import cv2
 import numpy as np
 
+from codec.frames import even_size, resize_to
 from evaluation.codecs import Codec, CodecError, Encoded, Setting, SettingError, register_codec
 
 DEFAULT_CRFS = (23, 28, 33, 38)
@@ -40,23 +41,10 @@ def check_frames(frames: np.ndarray) -> np.ndarray:
 
 
 def scaled_size(width: int, height: int, scale: float) -> tuple[int, int]:
-    """Size after scaling, rounded to even numbers (4:2:0 chroma needs them), at least 16 px."""
+    """Coded size for ``scale`` in (0, 1]: even numbers, at least 16 px."""
     if not 0 < scale <= 1:
         raise SettingError(f"scale must be in (0, 1], got {scale}")
-    even = lambda v: max(16, int(round(v * scale / 2)) * 2)  # noqa: E731
-    return even(width), even(height)
-
-
-def resize_frames(frames: np.ndarray, width: int, height: int) -> np.ndarray:
-    """Resizes ``(T, H, W, 3)`` uint8 frames: area filter when shrinking, bicubic when growing."""
-    t, h, w, _ = frames.shape
-    if (w, h) == (width, height):
-        return frames
-    interp = cv2.INTER_AREA if width < w else cv2.INTER_CUBIC
-    out = np.empty((t, height, width, 3), np.uint8)
-    for i in range(t):
-        out[i] = cv2.resize(frames[i], (width, height), interpolation=interp)
-    return out
+    return even_size(width, height, scale, minimum=16)
 
 
 class _PyAVVideoCodec(Codec):
@@ -110,7 +98,7 @@ class _PyAVVideoCodec(Codec):
         t, h, w, _ = frames.shape
         cw, ch = scaled_size(w, h, setting.number("scale", 1.0))
         start = time.perf_counter()
-        small = resize_frames(frames, cw, ch)
+        small = resize_to(frames, cw, ch)
         payload, mp4_bytes = self._encode(small, mode, value, fps)
         seconds = time.perf_counter() - start
         return Encoded(
@@ -171,7 +159,7 @@ class _PyAVVideoCodec(Codec):
             raise CodecError(
                 f"{self.name}: decoded {len(decoded)} frames, expected {encoded.frames}"
             )
-        return resize_frames(np.stack(decoded), encoded.width, encoded.height)
+        return resize_to(np.stack(decoded), encoded.width, encoded.height)
 
 
 @register_codec("x264")
@@ -236,7 +224,7 @@ class _ImageCodec(Codec):
         cw, ch = scaled_size(w, h, setting.number("scale", 1.0)) if setting.get("scale") else (w, h)
         start = time.perf_counter()
         sizes, chunks = [], []
-        for frame in resize_frames(frames, cw, ch):
+        for frame in resize_to(frames, cw, ch):
             ok, data = cv2.imencode(self.extension, frame[..., ::-1], [self.quality_flag, q])
             if not ok:
                 raise CodecError(f"{self.name}: OpenCV failed to encode a frame")
@@ -265,7 +253,7 @@ class _ImageCodec(Codec):
             if image is None:
                 raise CodecError(f"{self.name}: OpenCV failed to decode a frame")
             out.append(image[..., ::-1])
-        return resize_frames(np.ascontiguousarray(np.stack(out)), encoded.width, encoded.height)
+        return resize_to(np.ascontiguousarray(np.stack(out)), encoded.width, encoded.height)
 
 
 @register_codec("jpeg")

@@ -83,6 +83,7 @@ class CellSpec:
     detector: tuple[tuple[str, object], ...] | None = None
     models_dir: str | None = None
     fvd_weights: str | None = None
+    lpips_every: int = 1
 
     def key(self) -> str:
         """Stable id of the cell: the hash of everything that changes its result."""
@@ -106,6 +107,7 @@ class GridConfig:
     models_dir: str | None = None
     fvd_weights: str | None = None
     detector: dict | None = None  # None: calibrate per sequence on the uncompressed frames
+    lpips_every: int = 1  # ST-LPIPS on every k-th frame (it costs ~1 s per 768x576 frame)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -197,7 +199,9 @@ def measure_quality(reference: np.ndarray, decoded: np.ndarray, cell: CellSpec, 
     if "st_lpips" in cell.metrics:
         from evaluation.perceptual import st_lpips
 
-        out["st_lpips"] = st_lpips(reference, decoded, models_dir=cell.models_dir)
+        k = cell.lpips_every
+        out["st_lpips"] = st_lpips(reference[::k], decoded[::k], models_dir=cell.models_dir)
+        out["st_lpips_frames"] = len(reference[::k])
     if "moda" in cell.metrics and gt is not None and cell.detector is not None:
         out.update(detection_scores(decoded, gt, dict(cell.detector), cell.models_dir))
     if "fvd" in cell.metrics:
@@ -247,6 +251,8 @@ def machine_description() -> str:
 
 def plan_cells(config: GridConfig, detectors: dict[str, dict | None]) -> list[CellSpec]:
     """Every cell of the grid, in a stable order."""
+    if config.lpips_every < 1:
+        raise BenchError(f"lpips_every must be >= 1, got {config.lpips_every}")
     unknown = set(config.metrics) - set(ALL_METRICS)
     if unknown:
         raise BenchError(

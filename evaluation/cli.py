@@ -128,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="pretrained models (else $SEMCODEC_MODELS_DIR, ../shared/models, "
         "~/.cache/semcodec/models)",
     )
+    meas.add_argument(
+        "--lpips-every",
+        type=int,
+        default=1,
+        metavar="K",
+        help="compute ST-LPIPS on every K-th frame only (it is the slowest metric: "
+        "about 1 s per 768x576 frame on 2 cores)",
+    )
     meas.add_argument("--fvd-weights", metavar="PATH", help="TorchScript I3D for FVD")
     meas.add_argument(
         "--detector-threshold",
