@@ -136,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="compute ST-LPIPS on every K-th frame only (it is the slowest metric: "
         "about 1 s per 768x576 frame on 2 cores)",
     )
+    meas.add_argument(
+        "--lpips-every",
+        type=int,
+        default=1,
+        metavar="K",
+        help="compute ST-LPIPS on every K-th frame only (the slowest metric: about 1 s per "
+        "768x576 frame on 2 cores)",
+    )
     meas.add_argument("--fvd-weights", metavar="PATH", help="TorchScript I3D for FVD")
     meas.add_argument(
         "--detector-threshold",
@@ -220,6 +228,7 @@ def grid_from_args(args: argparse.Namespace):
         scales=tuple(float(s) for s in args.scales),
         models_dir=args.models_dir,
         fvd_weights=args.fvd_weights,
+        lpips_every=args.lpips_every,
         detector=detector,
     )
 
