@@ -136,14 +136,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="compute ST-LPIPS on every K-th frame only (it is the slowest metric: "
         "about 1 s per 768x576 frame on 2 cores)",
     )
-    meas.add_argument(
-        "--lpips-every",
-        type=int,
-        default=1,
-        metavar="K",
-        help="compute ST-LPIPS on every K-th frame only (the slowest metric: about 1 s per "
-        "768x576 frame on 2 cores)",
-    )
     meas.add_argument("--fvd-weights", metavar="PATH", help="TorchScript I3D for FVD")
     meas.add_argument(
         "--detector-threshold",
