@@ -84,11 +84,14 @@ class CellSpec:
     models_dir: str | None = None
     fvd_weights: str | None = None
     lpips_every: int = 1
+    source_options: tuple[tuple[str, object], ...] = ()
 
     def key(self) -> str:
         """Stable id of the cell: the hash of everything that changes its result."""
         payload = dataclasses.asdict(self)
         payload.pop("models_dir")
+        if not payload["source_options"]:
+            payload.pop("source_options")  # keeps keys of runs made before the field existed
         text = json.dumps(payload, sort_keys=True, default=str)
         return hashlib.sha1(text.encode()).hexdigest()[:16]
 
@@ -108,21 +111,24 @@ class GridConfig:
     fvd_weights: str | None = None
     detector: dict | None = None  # None: calibrate per sequence on the uncompressed frames
     lpips_every: int = 1  # ST-LPIPS on every k-th frame (it costs ~1 s per 768x576 frame)
+    source_options: dict = field(default_factory=dict)  # fps/width/height for open_source
 
 
 # ----------------------------------------------------------------------------- loading
 
 
 @lru_cache(maxsize=2)
-def load_sequence(path: str, frames: int | None):
+def load_sequence(path: str, frames: int | None, source_options: tuple = ()):
     """``(frames (T,H,W,3) uint8 RGB, SourceInfo, GroundTruth | None)`` for a sequence.
 
-    Cached per process, so the cells of one sequence read it once.
+    ``source_options`` are ``(key, value)`` pairs for :func:`edge.sources.open_source`
+    (``fps``, ``width``, ``height``: what a raw ``.yuv`` needs). Cached per process, so the
+    cells of one sequence read it once.
     """
     from edge.sources import open_source
     from evaluation.groundtruth import load_mot_groundtruth
 
-    source = open_source(path)
+    source = open_source(path, **dict(source_options))
     pixels = source.read(start=1, count=frames)
     if len(pixels) == 0:
         raise BenchError(f"{path}: no frames could be read")
@@ -144,7 +150,7 @@ def sequence_name(path: str) -> str:
 
 def run_cell(cell: CellSpec) -> dict:
     """Encodes, decodes and measures one cell; returns its result row."""
-    pixels, info, gt = load_sequence(cell.sequence, cell.frames)
+    pixels, info, gt = load_sequence(cell.sequence, cell.frames, cell.source_options)
     codec = create_codec(cell.codec, **dict(cell.codec_options))
     setting = Setting.parse(cell.setting)
     encoded = codec.encode(pixels, setting, fps=info.fps)
@@ -276,9 +282,15 @@ def plan_cells(config: GridConfig, detectors: dict[str, dict | None]) -> list[Ce
                         detector=tuple(sorted(detector.items())) if detector else None,
                         models_dir=config.models_dir,
                         fvd_weights=config.fvd_weights,
+                        lpips_every=config.lpips_every,
+                        source_options=_source_options(config),
                     )
                 )
     return cells
+
+
+def _source_options(config: GridConfig) -> tuple[tuple[str, object], ...]:
+    return tuple(sorted((k, v) for k, v in config.source_options.items() if v is not None))
 
 
 def expand_settings(codec, settings: Sequence[str], scales: Sequence[float]) -> list[Setting]:
@@ -345,7 +357,7 @@ def calibrate_detectors(config: GridConfig, log: Callable[[str], None]) -> dict[
 
     chosen: dict[str, dict | None] = {}
     for sequence in config.sequences:
-        pixels, info, gt = load_sequence(sequence, config.frames)
+        pixels, info, gt = load_sequence(sequence, config.frames, _source_options(config))
         if gt is None:
             log(f"{info.name}: no ground truth, MODA is skipped")
             chosen[sequence] = None

@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="where sequence names are looked up (else $SEMCODEC_DATA_DIR, then ../shared/data)",
     )
     data.add_argument(
+        "--fps", type=float, help="frame rate of frame folders and raw .yuv (else their own)"
+    )
+    data.add_argument("--width", type=int, help="frame width of a raw .yuv")
+    data.add_argument("--height", type=int, help="frame height of a raw .yuv")
+    data.add_argument(
         "--frames",
         type=int,
         metavar="N",
@@ -221,6 +226,7 @@ def grid_from_args(args: argparse.Namespace):
         models_dir=args.models_dir,
         fvd_weights=args.fvd_weights,
         lpips_every=args.lpips_every,
+        source_options={"fps": args.fps, "width": args.width, "height": args.height},
         detector=detector,
     )
 

@@ -118,3 +118,33 @@ def test_edge_and_cloud_entry_points_print_help(capsys):
 
     assert edge_main([]) == 0 and "edge-agent" in capsys.readouterr().out
     assert cloud_main([]) == 0 and "cloud-decoder" in capsys.readouterr().out
+
+
+def test_lpips_every_reaches_the_rows(tmp_path):
+    from codec.models import ModelNotFoundError, resolve_model
+
+    try:
+        resolve_model("stlpips_alex")
+    except ModelNotFoundError:
+        pytest.skip("ST-LPIPS weights are not beside the repository")
+    argv = ["run", "--frames", "5", "--codecs", "raw", "--metrics", "st_lpips",
+            "--lpips-every", "3", "--out", str(tmp_path), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    (row,) = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert row["st_lpips_frames"] == 2 and row["st_lpips"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_raw_yuv_input_with_size_and_rate(tmp_path, sample_frames):
+    import cv2
+
+    yuv = tmp_path / "clip_384x288.yuv"
+    with open(yuv, "wb") as fh:
+        for frame in sample_frames[:4]:
+            fh.write(cv2.cvtColor(frame, cv2.COLOR_RGB2YUV_I420).tobytes())
+    out = tmp_path / "out"
+    argv = ["run", "--data", str(yuv), "--width", "384", "--height", "288", "--fps", "25",
+            "--codecs", "raw", "--metrics", "psnr", "--out", str(out), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    (row,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert (row["frames"], row["width"], row["height"], row["fps"]) == (4, 384, 288, 25.0)
+    assert main([*argv[:3], *argv[7:]]) == 2  # without --width/--height: a clear error
