@@ -1,0 +1,1 @@
+"""Scaffold extraction: detection and tracking, segmentation, pose, flow, keyframes."""

@@ -1,0 +1,96 @@
+"""Typed scaffolds: what the edge extracts from a frame and the cloud decodes exactly.
+
+Coordinates are frame pixels (x to the right, y down, origin at the top-left corner of the
+top-left pixel) of the *input* frame size unless a docstring says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Number of BlazePose keypoints sent per person (the standard 33).
+NUM_KEYPOINTS = 33
+
+
+@dataclass(frozen=True)
+class Tracks:
+    """Tracked people in one frame.
+
+    Attributes:
+        boxes: ``(N, 4)`` float32 ``x1, y1, x2, y2`` in frame pixels.
+        scores: ``(N,)`` float32 detector confidence 0..1.
+        ids: ``(N,)`` int32 track ids, >= 1, stable across frames for the same person.
+    """
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    ids: np.ndarray
+
+    @staticmethod
+    def empty() -> Tracks:
+        return Tracks(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int32))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True)
+class Segmentation:
+    """A per-frame label map: 0 background, ``k > 0`` the person with track id ``k``.
+
+    Attributes:
+        labels: ``(h, w)`` uint16 at the segmentation resolution (a fraction of the frame).
+        frame_size: ``(width, height)`` of the frame the map covers.
+    """
+
+    labels: np.ndarray
+    frame_size: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Pose:
+    """BlazePose keypoints of one tracked person.
+
+    Attributes:
+        track_id: the person's track id.
+        keypoints: ``(33, 2)`` float32 ``x, y`` in frame pixels.
+        visibility: ``(33,)`` float32 0..1 (sigmoid of the model's visibility logit).
+        score: pose presence 0..1.
+    """
+
+    track_id: int
+    keypoints: np.ndarray
+    visibility: np.ndarray
+    score: float = 1.0
+
+
+@dataclass(frozen=True)
+class Flow:
+    """Dense optical flow from the previous frame to this one (backward warp convention:
+    ``frame_t(x) ≈ frame_{t-1}(x + flow(x))`` is NOT assumed; see ``convention``).
+
+    Attributes:
+        field: ``(h, w, 2)`` float32 displacement ``dx, dy`` in *frame* pixels, sampled on a
+            grid of ``h x w`` cells covering the frame.
+        frame_size: ``(width, height)`` of the frame.
+        convention: ``"backward"``: for a pixel ``p`` of frame t, ``p + field(p)`` is where
+            it was in frame t-1, so frame t is rebuilt by sampling frame t-1 at ``p + field``.
+    """
+
+    field: np.ndarray
+    frame_size: tuple[int, int]
+    convention: str = "backward"
+
+
+@dataclass
+class FrameScaffold:
+    """Everything extracted for one frame (1-based ``number``); absent parts are ``None``."""
+
+    number: int
+    tracks: Tracks = field(default_factory=Tracks.empty)
+    segmentation: Segmentation | None = None
+    poses: list[Pose] = field(default_factory=list)
+    flow: Flow | None = None
+    keyframe: bytes | None = None  # the intra-coded picture, when this frame is a keyframe
