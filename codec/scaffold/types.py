@@ -68,20 +68,19 @@ class Pose:
 
 @dataclass(frozen=True)
 class Flow:
-    """Dense optical flow from the previous frame to this one (backward warp convention:
-    ``frame_t(x) ≈ frame_{t-1}(x + flow(x))`` is NOT assumed; see ``convention``).
+    """Dense optical flow between the previous frame and this one, backward convention.
+
+    For a pixel ``p`` of frame t, ``p + field(p)`` is where its content was in frame t-1, so
+    frame t is predicted by sampling frame t-1 at ``p + field(p)`` (``cv2.remap``).
 
     Attributes:
         field: ``(h, w, 2)`` float32 displacement ``dx, dy`` in *frame* pixels, sampled on a
-            grid of ``h x w`` cells covering the frame.
+            grid of ``h x w`` equal cells covering the frame (cell centres).
         frame_size: ``(width, height)`` of the frame.
-        convention: ``"backward"``: for a pixel ``p`` of frame t, ``p + field(p)`` is where
-            it was in frame t-1, so frame t is rebuilt by sampling frame t-1 at ``p + field``.
     """
 
     field: np.ndarray
     frame_size: tuple[int, int]
-    convention: str = "backward"
 
 
 @dataclass
