@@ -264,5 +264,54 @@ def _register_defaults() -> None:
         )
     )
 
+    mediapipe = (
+        "from the PyPI wheel mediapipe==0.10.21 (`pip download --no-deps mediapipe==0.10.21`, "
+        "path mediapipe/modules/{path}) or ../shared/models; see its MANIFEST.md"
+    )
+    for name, relpath, sha, wheel_path in (
+        ("selfie_segmentation", "mediapipe/selfie_segmentation.tflite",
+         "9ee168ec7c8f2a16c56fe8e1cfbc514974cbbb7e434051b455635f1bd1462f5c",
+         "selfie_segmentation/selfie_segmentation.tflite"),
+        ("selfie_segmentation_landscape", "mediapipe/selfie_segmentation_landscape.tflite",
+         "a77d03f4659b9f6b6c1f5106947bf40e99d7655094b6527f214ea7d451106edd",
+         "selfie_segmentation/selfie_segmentation_landscape.tflite"),
+        ("pose_detection", "mediapipe/pose_detection.tflite",
+         "9ba9dd3d42efaaba86b4ff0122b06f29c4122e756b329d89dca1e297fd8f866c",
+         "pose_detection/pose_detection.tflite"),
+        ("pose_landmark_full", "mediapipe/pose_landmark_full.tflite",
+         "e9a5c5cb17f736fafd4c2ec1da3b3d331d6edbe8a0d32395855aeb2cdfd64b9f",
+         "pose_landmark/pose_landmark_full.tflite"),
+    ):  # fmt: skip
+        register_model(ModelSpec(name=name, relpath=relpath, sha256=sha, url=None,
+                                 licence="Apache-2.0",
+                                 description=mediapipe.format(path=wheel_path)))  # fmt: skip
+    register_model(ModelSpec(
+        name="pose_landmark_lite",
+        relpath="mediapipe/pose_landmark_lite.tflite",
+        sha256="f17bfbecadb61c3be1baa8b8d851cc6619c870a87167b32848ad20db306b9d61",
+        url=None,
+        licence="Apache-2.0",
+        description=(
+            "BlazePose GHUM lite landmarks: package/pose_landmark_lite.tflite of the npm "
+            "package @mediapipe/pose@0.5.1675469404 (`npm pack`), or ../shared/models"
+        ),
+    ))  # fmt: skip
+    register_model(ModelSpec(
+        name="taef2_encoder",
+        relpath="vae/taef2_encoder.pth",
+        sha256="10a4e1021e89d7551eaf161352da8dbd0b1aa83872ae28b150c1df1ce2f147b6",
+        url=None,
+        licence="MIT",
+        description="TAEF2 tiny autoencoder, encoder half (madebyollin/taesd)",
+    ))  # fmt: skip
+    register_model(ModelSpec(
+        name="taef2_decoder",
+        relpath="vae/taef2_decoder.pth",
+        sha256="0a44a31e1ae59eb9dbf9359d24942fd3ef5928162c1800d97a28c61d51be0ab5",
+        url=None,
+        licence="MIT",
+        description="TAEF2 tiny autoencoder, decoder half (madebyollin/taesd)",
+    ))  # fmt: skip
+
 
 _register_defaults()

@@ -280,7 +280,7 @@ def cmd_models(args: argparse.Namespace) -> int:
                 where = str(resolve_model(spec.name, args.models_dir))
             except ModelError as exc:
                 where = f"MISSING ({type(exc).__name__})"
-            print(f"{spec.name:24s} {spec.licence:14s} {where}")
+            print(f"{spec.name:30s} {spec.licence:13s} {where}")
         return 0
     if not args.name:
         print("models download: name the model (see `semcodec-bench models list`)", file=sys.stderr)
