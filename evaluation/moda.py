@@ -31,6 +31,7 @@ import cv2
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from codec.scaffold.detector import box_area, box_iou, intersection_area
 from evaluation.groundtruth import GroundTruth, xywh_to_xyxy
 
 IGNORE_COVERAGE = 0.5
@@ -128,26 +129,6 @@ def as_boxes(detections: object) -> np.ndarray:
     if not np.isfinite(boxes).all():
         raise ValueError("detection boxes contain NaN or inf")
     return boxes
-
-
-def box_area(boxes: np.ndarray) -> np.ndarray:
-    """(N,) areas of (N, 4) ``x1, y1, x2, y2`` boxes (0 for inverted boxes)."""
-    return np.clip(boxes[:, 2] - boxes[:, 0], 0, None) * np.clip(boxes[:, 3] - boxes[:, 1], 0, None)
-
-
-def intersection_area(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(N, M) intersection areas of (N, 4) and (M, 4) ``x1, y1, x2, y2`` boxes."""
-    lo = np.maximum(a[:, None, :2], b[None, :, :2])
-    hi = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    wh = np.clip(hi - lo, 0, None)
-    return wh[..., 0] * wh[..., 1]
-
-
-def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(N, M) IoU of (N, 4) and (M, 4) ``x1, y1, x2, y2`` boxes (0 where the union is 0)."""
-    inter = intersection_area(a, b)
-    union = box_area(a)[:, None] + box_area(b)[None, :] - inter
-    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
 
 
 def match_pairs(score: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

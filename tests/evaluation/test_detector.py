@@ -1,67 +1,38 @@
-"""Tests of evaluation.detector: geometry and NMS offline, the ONNX detector on PETS09-S2L1."""
+"""Tests of evaluation.detector: calibration by MODA on PETS09-S2L1, and the re-exports."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import codec.scaffold.detector as codec_detector
 from evaluation.detector import (
     Detections,
     DetectorConfig,
-    InvalidFrameError,
     PersonDetector,
     calibrate_detector,
-    check_frame,
-    nms,
-    tile_windows,
 )
 from evaluation.groundtruth import load_mot_groundtruth
-from evaluation.moda import box_iou
 
 PETS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "PETS09-S2L1"
 
 
-def test_tile_windows_cover_frame_with_overlap() -> None:
-    windows = tile_windows(576, 768, tiles=2, overlap=0.25, include_full_frame=True)
-    assert windows[0] == (0, 0, 768, 576) and len(windows) == 5
-    tiles = windows[1:]
-    assert {(w[2] - w[0], w[3] - w[1]) for w in tiles} == {(439, 329)}
-    assert tiles[0][:2] == (0, 0) and tiles[-1][2:] == (768, 576)
-    assert tiles[0][2] - tiles[1][0] == pytest.approx(0.25 * 439, abs=1)
-    assert tile_windows(10, 10, tiles=1, overlap=0.5, include_full_frame=False) == [(0, 0, 10, 10)]
-    assert len(tile_windows(3, 3, tiles=3, overlap=0.0, include_full_frame=False)) == 9
+def test_detector_names_are_reexported() -> None:
+    import evaluation.detector as evaluation_detector
+
+    for name in evaluation_detector.__all__:
+        if name != "calibrate_detector":
+            assert getattr(evaluation_detector, name) is getattr(codec_detector, name)
 
 
-def test_nms_keeps_best_of_overlapping() -> None:
-    boxes = np.array([[0, 0, 10, 10], [1, 0, 11, 10], [50, 50, 60, 60], [0, 0, 10, 10]], float)
-    scores = np.array([0.6, 0.9, 0.5, 0.1])
-    assert nms(boxes, scores, 0.5).tolist() == [1, 2]
-    assert nms(np.zeros((0, 4)), np.zeros(0), 0.5).tolist() == []
-
-
-def test_config_validation_and_frame_checks() -> None:
-    for bad in (
-        {"score_threshold": 1.5},
-        {"tiles": 0},
-        {"tiles": 1.5},
-        {"tile_overlap": 1.0},
-        {"nms_iou": 0.0},
-        {"min_box_px": -1},
-        {"input_resize": "nearest"},
-    ):
-        with pytest.raises(ValueError, match="DetectorConfig"):
-            DetectorConfig(**bad)
-    with pytest.raises(InvalidFrameError, match="non-empty"):
-        check_frame(np.zeros((0, 10, 3), np.uint8))
-    with pytest.raises(InvalidFrameError, match="uint8"):
-        check_frame(np.zeros((10, 10, 3), np.float32))
-    with pytest.raises(ValueError, match=r"\(H, W, 3\)"):
-        check_frame(np.zeros((10, 10), np.uint8))
-    dets = Detections(np.array([[0, 0, 1, 1], [0, 0, 2, 2]]), np.array([0.9, 0.4]))
-    assert dets.boxes.dtype == np.float32 and len(dets.above(0.5)) == 1
+def test_calibrate_rejects_empty_grids() -> None:
+    frames = np.zeros((1, 8, 8, 3), np.uint8)
+    with pytest.raises(ValueError, match="at least one threshold"):
+        calibrate_detector(frames, None, [1], thresholds=())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="frame numbers"):
+        calibrate_detector(frames, None, [1, 2])  # type: ignore[arg-type]
 
 
 def _pets_frame(number: int) -> np.ndarray:
@@ -86,39 +57,6 @@ def detector() -> PersonDetector:
 @pytest.fixture(scope="module")
 def pets_gt():
     return load_mot_groundtruth(PETS)
-
-
-@pytest.mark.shared
-def test_finds_persons_on_pets_frame(detector: PersonDetector, pets_gt) -> None:
-    frame = _pets_frame(1)
-    dets = detector.detect(frame)
-    assert dets.boxes.dtype == np.float32 and dets.scores.dtype == np.float32
-    assert np.all(np.diff(dets.scores) <= 0) and dets.scores.min() >= 0.3
-    iou = box_iou(dets.boxes, pets_gt.boxes_xyxy(1))
-    assert (iou.max(axis=0) >= 0.3).sum() >= 2
-    # Letting the graph resize gives nearly the same best boxes as the INTER_AREA input.
-    graph = detector.with_config(dataclasses.replace(detector.config, input_resize="graph"))
-    same = box_iou(dets.above(0.9).boxes, graph.detect(frame).boxes)
-    assert len(same) and same.max(axis=1).min() > 0.8
-
-
-@pytest.mark.shared
-def test_tiled_boxes_in_frame_coordinates(detector: PersonDetector, pets_gt) -> None:
-    frame = _pets_frame(51)
-    tiled = detector.with_config(DetectorConfig(score_threshold=0.3, tiles=2))
-    dets = tiled.detect(frame)
-    assert (dets.boxes[:, :2] >= 0).all() and (dets.boxes[:, 2] <= 768).all()
-    assert (dets.boxes[:, 3] <= 576).all()
-    matched = box_iou(dets.boxes, pets_gt.boxes_xyxy(51)).max(axis=0) >= 0.5
-    assert matched.sum() >= 2
-    # Tiles alone (no whole frame) also find the people in the right places.
-    only_tiles = tiled.with_config(dataclasses.replace(tiled.config, include_full_frame=False))
-    iou = box_iou(only_tiles.detect(frame).boxes, pets_gt.boxes_xyxy(51))
-    assert (iou.max(axis=0) >= 0.5).sum() >= 2
-    with pytest.raises(ValueError):
-        detector.detect(np.zeros((0, 0, 3), np.uint8))
-    with pytest.raises(ValueError):
-        detector.detect(frame.astype(np.float32))
 
 
 @pytest.mark.shared

@@ -1,0 +1,734 @@
+"""The bitstream: byte layout, round trips, strict parsing, limits, atomic writes, fuzzing."""
+
+from __future__ import annotations
+
+import io
+import pickle
+import struct
+import tracemalloc
+import zlib
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from codec.bitstream import (
+    DEFAULT_MAX_UNIT_SIZE,
+    MAGIC,
+    SYNC_MARKER,
+    BitstreamError,
+    CorruptError,
+    ModelEntry,
+    OversizedError,
+    StreamHeader,
+    StreamWriter,
+    SubStream,
+    SubStreamType,
+    TruncatedError,
+    Unit,
+    UnitKind,
+    UnsupportedVersionError,
+    decode_uvarint,
+    encode_uvarint,
+    header_bytes,
+    iter_units,
+    read_stream,
+    unit_overhead_bytes,
+    write_stream,
+)
+
+SHA = "0123456789abcdef" * 4
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _header(**kw) -> StreamHeader:
+    args = dict(
+        width=384,
+        height=288,
+        fps_num=30000,
+        fps_den=1001,
+        level=2,
+        num_frames=3,
+        models=(ModelEntry("ssdlite_person", SHA), ModelEntry("taef2")),
+        settings={"keyframe_coder": "jpeg", "gop": "30", "ümlaut": "✓"},
+    )
+    args.update(kw)
+    return StreamHeader(**args)
+
+
+def _units() -> list[Unit]:
+    return [
+        Unit(
+            UnitKind.KEYFRAME,
+            0,
+            (
+                SubStream(SubStreamType.KEYFRAME_IMAGE, b"\xff\xd8jpeg" * 20),
+                SubStream(SubStreamType.TRACKS, b"tracks"),
+                SubStream(SubStreamType.METADATA, b""),
+            ),
+        ),
+        Unit(UnitKind.FRAME, 1, (SubStream(SubStreamType.POSE, b"p" * 200),)),
+        Unit(UnitKind.FRAME, 2, ()),
+        Unit(UnitKind.END, 3),
+    ]
+
+
+def _frame_unit(content: bytes) -> bytes:
+    """Frame arbitrary unit content (kind byte .. last payload byte) with a valid CRC."""
+    raw_len = encode_uvarint(len(content) + 4)
+    return SYNC_MARKER + raw_len + content + struct.pack(">I", zlib.crc32(raw_len + content))
+
+
+def _frame_header(body: bytes, version: int = 1) -> bytes:
+    covered = bytes([version]) + encode_uvarint(len(body)) + body
+    return MAGIC + covered + struct.pack(">I", zlib.crc32(covered))
+
+
+def _read_all(source, **kw):
+    """(header, units read, error or None) -- units before an error are kept."""
+    units: list[Unit] = []
+    try:
+        header, it = read_stream(source, **kw)
+    except BitstreamError as exc:
+        return None, units, exc
+    try:
+        for unit in it:
+            units.append(unit)
+    except BitstreamError as exc:
+        return header, units, exc
+    return header, units, None
+
+
+# ------------------------------------------------------------------------------ uvarint
+
+
+@pytest.mark.parametrize(
+    "value, encoded",
+    [
+        (0, "00"),
+        (1, "01"),
+        (127, "7f"),
+        (128, "8001"),
+        (300, "ac02"),
+        (16384, "808001"),
+        (2**64 - 1, "ffffffffffffffffff01"),
+    ],
+)
+def test_uvarint_known_answers(value, encoded):
+    assert encode_uvarint(value).hex() == encoded
+    assert decode_uvarint(bytes.fromhex("ee" + encoded), 1) == (value, 1 + len(encoded) // 2)
+
+
+@pytest.mark.parametrize("value", [-1, 2**64, True, 1.0, "1"])
+def test_uvarint_rejects_bad_values(value):
+    with pytest.raises(BitstreamError):
+        encode_uvarint(value)
+
+
+@pytest.mark.parametrize(
+    "data, error",
+    [
+        ("", TruncatedError),
+        ("80", TruncatedError),
+        ("ffff", TruncatedError),
+        ("8000", CorruptError),  # overlong zero
+        ("ff00", CorruptError),  # overlong 127
+        ("ffffffffffffffffff02", CorruptError),  # 2**64
+        ("ffffffffffffffffffff01", CorruptError),  # 11 bytes
+    ],
+)
+def test_uvarint_decode_errors(data, error):
+    with pytest.raises(error):
+        decode_uvarint(bytes.fromhex(data))
+
+
+@given(st.integers(0, 2**64 - 1))
+@FUZZ
+def test_uvarint_round_trip(value):
+    raw = encode_uvarint(value)
+    assert 1 <= len(raw) <= 10
+    assert decode_uvarint(raw + b"\x00", 0) == (value, len(raw))
+
+
+# ------------------------------------------------------------------------------ known answers
+
+
+def test_unit_known_bytes():
+    unit = Unit(UnitKind.FRAME, 3, (SubStream(SubStreamType.TRACKS, b"ab"),))
+    expected = bytes.fromhex("a55a 0b 02 03 01 02 02 6162 62f4cf7f")
+    assert unit.to_bytes() == expected
+    assert Unit.from_bytes(expected) == unit
+    assert unit_overhead_bytes(unit) == len(expected) - 2 == 12
+
+
+def test_end_unit_known_bytes():
+    assert Unit(UnitKind.END, 0).to_bytes() == bytes.fromhex("a55a 07 03 00 00 bed559fc")
+
+
+def test_header_known_bytes():
+    header = StreamHeader(
+        4, 2, 30, 1, level=1, num_frames=2,
+        models=(ModelEntry("m", "00" * 32), ModelEntry("n")),
+        settings={"k": "v"},
+    )  # fmt: skip
+    expected = bytes.fromhex(
+        "53454d43 01 3d"  # magic, version, body length 61
+        "0004 0002 0000001e 00000001 01 00000002"  # 4x2, 30/1 fps, level 1, 2 frames
+        "02 01 6d 20" + "00" * 32 + "01 6e 00"  # 2 models: "m" + digest, "n" without
+        "01 01 6b 01 76"  # settings {"k": "v"}
+        "68db5ce8"  # CRC32
+    )
+    assert header.to_bytes() == expected
+    assert StreamHeader.from_bytes(expected) == header
+    assert header_bytes(header) == len(expected)
+
+
+# ------------------------------------------------------------------------------ round trips
+
+
+def test_header_round_trip_and_normalisation():
+    header = _header(models=[ModelEntry("a", SHA.upper())], settings={"z": "1", "a": ""})
+    assert header.models == (ModelEntry("a", SHA),)
+    assert list(header.settings) == ["a", "z"]
+    assert StreamHeader.from_bytes(header.to_bytes()) == header
+    assert _header(fps_num=60, fps_den=2).frame_rate == 30
+    assert header.frame_rate == Fraction(30000, 1001)
+    assert pickle.loads(pickle.dumps(header)) == header
+    assert hash(header) == hash(StreamHeader.from_bytes(header.to_bytes()))
+    with pytest.raises(TypeError):
+        header.settings["x"] = "y"  # type: ignore[index]
+
+
+def test_minimal_header_round_trip():
+    header = StreamHeader(1, 1, 1)
+    assert StreamHeader.from_bytes(header.to_bytes()) == header
+
+
+def test_units_round_trip_and_sizes():
+    for unit in _units():
+        raw = unit.to_bytes()
+        assert Unit.from_bytes(raw) == unit
+        assert Unit.from_bytes(bytearray(raw)) == unit
+        assert len(raw) == unit_overhead_bytes(unit) + unit.payload_bytes
+    first = _units()[0]
+    assert first.payload_sizes() == {
+        SubStreamType.KEYFRAME_IMAGE: 120,
+        SubStreamType.TRACKS: 6,
+        SubStreamType.METADATA: 0,
+    }
+
+
+def test_large_payload_round_trip(tmp_path):
+    big = bytes(range(256)) * (3 * 4096 + 7)  # ~3 MiB, more than one read chunk
+    unit = Unit(UnitKind.FRAME, 2**40, (SubStream(SubStreamType.FEATURES, big),) * 2)
+    assert Unit.from_bytes(unit.to_bytes()) == unit
+    path = tmp_path / "big.semc"
+    write_stream(path, _header(), [unit, unit])
+    header, units, error = _read_all(path)
+    assert error is None and units == [unit, unit] and header == _header()
+
+
+def test_coercion_of_ints_to_enums():
+    unit = Unit(2, 5, [SubStream(3, bytearray(b"x"))])
+    assert unit.kind is UnitKind.FRAME and unit.substreams[0].type is SubStreamType.SEGMENTATION
+    assert unit.substreams == (SubStream(SubStreamType.SEGMENTATION, b"x"),)
+
+
+@pytest.mark.parametrize("kind", ["path", "bytes", "handle"])
+def test_stream_round_trip(tmp_path, kind):
+    header, units = _header(), _units()
+    path = tmp_path / "s.semc"
+    size = write_stream(path, header, units)
+    data = path.read_bytes()
+    assert size == len(data) == header_bytes(header) + sum(len(u.to_bytes()) for u in units)
+    source = {"path": path, "bytes": data, "handle": io.BytesIO(data)}[kind]
+    got_header, got_units, error = _read_all(source)
+    assert error is None and got_header == header and got_units == units
+
+
+def test_writer_to_handle_and_iter_units():
+    buf = io.BytesIO()
+    with StreamWriter(buf, _header()) as writer:
+        sizes = [writer.write(u) for u in _units()]
+    data = buf.getvalue()
+    start = header_bytes(_header())
+    got = list(iter_units(data, start))
+    assert [u for u, _ in got] == _units()
+    ends = [end for _, end in got]
+    assert ends == [start + sum(sizes[: i + 1]) for i in range(len(sizes))]
+    assert ends[-1] == len(data) == writer.bytes_written
+    assert list(iter_units(data, len(data))) == []
+
+
+def test_path_iterator_opens_lazily(tmp_path):
+    path = tmp_path / "s.semc"
+    write_stream(path, _header(), _units(), fsync=False)
+    header, it = read_stream(path)
+    path.unlink()  # header already read; the never-started iterator holds no open file
+    assert header == _header()
+    with pytest.raises(FileNotFoundError):
+        next(it)
+
+
+# ------------------------------------------------------------------------------ write validation
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"width": 0},
+        {"height": 0},
+        {"width": 70_000},
+        {"width": 3.0},
+        {"fps_num": 0},
+        {"fps_den": 0},
+        {"fps_num": 2**32},
+        {"level": 256},
+        {"level": -1},
+        {"num_frames": -1},
+        {"models": (ModelEntry("a"), ModelEntry("a"))},
+        {"models": ("a",)},
+        {"models": "abc"},
+        {"settings": {"": "x"}},
+        {"settings": {"k": 1}},
+        {"settings": {1: "v"}},
+        {"settings": {"k": "\ud800"}},
+        {"settings": [("k", "v")]},
+    ],
+)
+def test_header_validation(kw):
+    with pytest.raises(BitstreamError):
+        _header(**kw)
+
+
+@pytest.mark.parametrize("sha", ["abc", "g" * 64, SHA + "0", 5])
+def test_model_entry_validation(sha):
+    with pytest.raises(BitstreamError):
+        ModelEntry("m", sha)
+    with pytest.raises(BitstreamError):
+        ModelEntry("", None)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SubStream(99, b""),
+        lambda: SubStream(0, b""),
+        lambda: SubStream(UnitKind.FRAME, b""),  # an enum of the wrong kind
+        lambda: SubStream(SubStreamType.POSE, "text"),
+        lambda: Unit(9, 0),
+        lambda: Unit(UnitKind.FRAME, -1),
+        lambda: Unit(UnitKind.FRAME, 2**64),
+        lambda: Unit(UnitKind.FRAME, 0, (b"x",)),
+        lambda: Unit(UnitKind.FRAME, 0, SubStream(SubStreamType.POSE)),
+    ],
+)
+def test_unit_validation(make):
+    with pytest.raises(BitstreamError):
+        make()
+
+
+def test_write_limits():
+    many = Unit(UnitKind.FRAME, 0, (SubStream(SubStreamType.FLOW),) * 65)
+    with pytest.raises(OversizedError):
+        many.to_bytes()
+    assert len(many.to_bytes(max_substreams=65)) > 0
+    unit = Unit(UnitKind.FRAME, 0, (SubStream(SubStreamType.FLOW, b"x" * 100),))
+    with pytest.raises(OversizedError):
+        unit.to_bytes(max_unit_size=100)
+    with pytest.raises(OversizedError):
+        _header(settings={"k": "v" * 2000}).to_bytes(max_header_size=1000)
+
+
+def test_nothing_after_end():
+    writer = StreamWriter(io.BytesIO(), _header())
+    writer.write(Unit(UnitKind.END, 0))
+    with pytest.raises(BitstreamError, match="END"):
+        writer.write(Unit(UnitKind.FRAME, 1))
+    writer.close()
+    with pytest.raises(BitstreamError, match="closed"):
+        writer.write(Unit(UnitKind.FRAME, 1))
+
+
+# ------------------------------------------------------------------------------ atomic writes
+
+
+def _failing_units():
+    yield from _units()[:2]
+    raise RuntimeError("encoder crashed")
+
+
+def test_atomic_write_leaves_no_file(tmp_path):
+    path = tmp_path / "out.semc"
+    with pytest.raises(RuntimeError, match="encoder crashed"):
+        write_stream(path, _header(), _failing_units())
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(BitstreamError):
+        write_stream(path, _header(), [_units()[0], "not a unit"])  # type: ignore[list-item]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_write_keeps_old_file_on_failure(tmp_path):
+    path = tmp_path / "out.semc"
+    write_stream(path, _header(), _units())
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError):
+        write_stream(path, _header(level=9), _failing_units())
+    assert path.read_bytes() == before
+    assert list(tmp_path.iterdir()) == [path]
+    with pytest.raises(BitstreamError):  # invalid header: rejected before any file exists
+        write_stream(tmp_path / "other.semc", StreamHeader(1, 1, 1), [], max_header_size=3)
+    assert list(tmp_path.iterdir()) == [path]
+
+
+# ------------------------------------------------------------------------------ corruption
+
+
+def _small_stream() -> tuple[bytes, list[int]]:
+    """A small stream and the offsets at which its units end."""
+    header = StreamHeader(16, 8, 25, models=(ModelEntry("m", SHA),), settings={"a": "b"})
+    units = [
+        Unit(UnitKind.KEYFRAME, 0, (SubStream(SubStreamType.KEYFRAME_IMAGE, b"img"),)),
+        Unit(UnitKind.FRAME, 1, (SubStream(SubStreamType.TRACKS, b"t"), SubStream(5, b""))),
+        Unit(UnitKind.END, 2),
+    ]
+    data = header.to_bytes()
+    ends = []
+    for unit in units:
+        data += unit.to_bytes()
+        ends.append(len(data))
+    return data, ends
+
+
+def test_truncation_at_every_offset(tmp_path):
+    data, ends = _small_stream()
+    header_len = header_bytes(_small_stream_header())
+    full = _read_all(data)[1]
+    path = tmp_path / "cut.semc"
+    for cut in range(len(data)):
+        for source in (data[:cut], io.BytesIO(data[:cut])):
+            header, units, error = _read_all(source)
+            if cut < header_len:
+                assert isinstance(error, TruncatedError), cut
+                assert header is None
+                continue
+            complete = sum(end <= cut for end in ends)
+            assert units == full[:complete], cut
+            if cut in ends or cut == header_len:
+                assert error is None, (cut, error)  # a clean stop at a unit boundary
+            else:
+                assert isinstance(error, TruncatedError), (cut, error)
+                assert error.unit_index == complete and str(complete) in str(error)
+    path.write_bytes(data[: ends[1] - 1])
+    _, units, error = _read_all(path)
+    assert units == full[:1] and isinstance(error, TruncatedError) and error.unit_index == 1
+
+
+def test_every_bit_flip_in_a_unit_is_caught():
+    unit = Unit(UnitKind.FRAME, 300, (SubStream(SubStreamType.FLOW, b"flow!"), SubStream(7, b"")))
+    raw = unit.to_bytes()
+    for i in range(len(raw) * 8):
+        bad = bytearray(raw)
+        bad[i // 8] ^= 1 << (i % 8)
+        with pytest.raises(BitstreamError) as info:
+            Unit.from_bytes(bytes(bad))
+        if i // 8 >= 3:  # past the marker and the 1-byte length: the CRC covers it
+            assert isinstance(info.value, CorruptError), (i, info.value)
+        assert info.value.offset is not None
+
+
+def test_every_bit_flip_in_a_stream_is_caught():
+    data, _ = _small_stream()
+    full = _read_all(data)[1]
+    for i in range(len(data) * 8):
+        bad = bytearray(data)
+        bad[i // 8] ^= 1 << (i % 8)
+        header, units, error = _read_all(bytes(bad))
+        assert isinstance(error, BitstreamError), i
+        assert units == full[: len(units)], i  # never a silently wrong unit
+
+
+def test_bad_magic_and_marker_messages():
+    with pytest.raises(CorruptError, match="magic.*53454d43.*found 52494646"):
+        read_stream(b"RIFF....")
+    with pytest.raises(TruncatedError, match="magic"):
+        read_stream(b"SEM")
+    with pytest.raises(CorruptError, match="a55a, found 0000") as info:
+        Unit.from_bytes(b"\x00\x00\x07")
+    assert info.value.offset == 0 and info.value.unit_index == 0
+    with pytest.raises(TruncatedError):
+        Unit.from_bytes(b"")
+    with pytest.raises(TruncatedError):
+        Unit.from_bytes(b"\xa5")
+
+
+def test_trailing_bytes_refused():
+    raw = _units()[1].to_bytes()
+    with pytest.raises(CorruptError, match="1 more byte"):
+        Unit.from_bytes(raw + b"\x00")
+    with pytest.raises(CorruptError, match="more byte"):
+        StreamHeader.from_bytes(_header().to_bytes() + b"\xa5")
+    data = _header().to_bytes() + Unit(UnitKind.END, 0).to_bytes() + raw
+    _, units, error = _read_all(data)
+    assert units == [Unit(UnitKind.END, 0)]
+    assert isinstance(error, CorruptError) and "END" in str(error)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"\x00\x00\x00", "unit kind"),
+        (b"\x09\x00\x00", "unit kind"),
+        (b"\x02\x00\x01\x00\x00", "type"),
+        (b"\x02\x00\x01\x08\x00", "type"),
+        (b"\x02\x00\x01\x02\x05ab", "payload"),  # payload runs past the unit
+        (b"\x02\x00\x00\x00", "more byte"),  # trailing byte before the CRC
+        (b"\x02\x80\x00\x00", "non-canonical"),  # overlong seq
+        (b"\x02\x00\x01\x02", "length"),  # sub-stream length missing
+        (b"\x02\xff\xff\xff", "varint runs past"),
+    ],
+)
+def test_structural_errors_behind_a_valid_crc(content, message):
+    with pytest.raises(CorruptError, match=message):
+        Unit.from_bytes(_frame_unit(content))
+
+
+def test_unit_length_errors():
+    with pytest.raises(CorruptError, match=">= 7"):
+        Unit.from_bytes(SYNC_MARKER + b"\x03" + b"\x00" * 3)
+    with pytest.raises(CorruptError, match="non-canonical"):
+        Unit.from_bytes(SYNC_MARKER + b"\x87\x00" + b"\x00" * 7)
+
+
+def _fixed(w=4, h=2, num=30, den=1) -> bytes:
+    return struct.pack(">HHIIBI", w, h, num, den, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (_fixed(w=0) + b"\x00\x00", "width"),
+        (_fixed(h=0) + b"\x00\x00", "height"),
+        (_fixed(num=0) + b"\x00\x00", "numerator"),
+        (_fixed(den=0) + b"\x00\x00", "denominator"),
+        (_fixed() + b"\x01\x01m\x05abcde\x00", "digest length"),
+        (_fixed() + b"\x01\x00\x00\x00", "non-empty name"),
+        (_fixed() + b"\x02\x01m\x00\x01m\x00\x00", "twice"),
+        (_fixed() + b"\x00\x02\x01b\x00\x01a\x00", "increasing"),
+        (_fixed() + b"\x00\x02\x01a\x00\x01a\x00", "increasing"),
+        (_fixed() + b"\x00\x01\x01\xff\x00", "UTF-8"),
+        (_fixed() + b"\x00\x01\x00\x00", "non-empty key"),
+        (_fixed() + b"\x00\x00\x00", "more byte"),
+        (_fixed() + b"\x00", "runs past"),
+        (_fixed()[:-1], "expected 17 bytes"),
+    ],
+)
+def test_header_errors_behind_a_valid_crc(body, message):
+    with pytest.raises(CorruptError, match=message):
+        StreamHeader.from_bytes(_frame_header(body))
+
+
+def test_header_crc_and_truncation():
+    raw = bytearray(_header().to_bytes())
+    raw[10] ^= 0x40
+    with pytest.raises(CorruptError, match="CRC mismatch"):
+        StreamHeader.from_bytes(bytes(raw))
+    for cut in range(len(raw)):
+        with pytest.raises(TruncatedError):
+            StreamHeader.from_bytes(_header().to_bytes()[:cut])
+
+
+@pytest.mark.parametrize("version", [0, 2, 255])
+def test_other_versions_refused(version):
+    data = _frame_header(_fixed() + b"\x00\x00", version=version)
+    with pytest.raises(UnsupportedVersionError, match=f"version {version} .*version 1") as info:
+        read_stream(data)
+    assert info.value.offset == 4
+    if version > 1:
+        assert "upgrade" in str(info.value)
+    assert StreamHeader.from_bytes(_frame_header(_fixed() + b"\x00\x00")).width == 4
+
+
+# ------------------------------------------------------------------------------ limits
+
+
+def test_oversized_unit_refused_before_reading():
+    huge = SYNC_MARKER + encode_uvarint(2**40) + b"\x02\x00\x00"
+    with pytest.raises(OversizedError, match=str(2**40)) as info:
+        Unit.from_bytes(huge)
+    assert info.value.offset == 2
+    with pytest.raises(OversizedError):
+        Unit.from_bytes(_units()[1].to_bytes(), max_unit_size=50)
+    assert Unit.from_bytes(_units()[1].to_bytes(), max_unit_size=250) == _units()[1]
+
+
+def test_declared_length_never_allocated():
+    """A length just under the limit over a few real bytes costs memory for the bytes only."""
+    data = _header().to_bytes() + SYNC_MARKER + encode_uvarint(DEFAULT_MAX_UNIT_SIZE) + b"\x02"
+    tracemalloc.start()
+    try:
+        _, units, error = _read_all(io.BytesIO(data))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert isinstance(error, TruncatedError) and "expected 67108864 bytes" in str(error)
+    assert peak < 4 * 1024 * 1024
+
+
+def test_oversized_substream_count_and_header():
+    with pytest.raises(OversizedError, match="1000 sub-streams"):
+        Unit.from_bytes(_frame_unit(b"\x02\x00" + encode_uvarint(1000)))
+    with pytest.raises(OversizedError, match="3 sub-streams"):
+        Unit.from_bytes(_units()[0].to_bytes(), max_substreams=2)
+    big = MAGIC + b"\x01" + encode_uvarint(2 * 1024 * 1024)
+    with pytest.raises(OversizedError, match="max_header_size"):
+        read_stream(big)
+    with pytest.raises(OversizedError):
+        read_stream(_header().to_bytes(), max_header_size=20)
+
+
+def test_error_type_hierarchy():
+    for cls in (TruncatedError, CorruptError, UnsupportedVersionError, OversizedError):
+        assert issubclass(cls, BitstreamError) and issubclass(cls, ValueError)
+
+
+# ------------------------------------------------------------------------------ fuzzing
+
+
+def _parse_everything(data: bytes) -> None:
+    for parse in (Unit.from_bytes, StreamHeader.from_bytes, _read_all, decode_uvarint):
+        try:
+            result = parse(data)
+        except BitstreamError:
+            continue
+        if isinstance(result, (Unit, StreamHeader)):
+            assert result.to_bytes() == data  # only canonical encodings are accepted
+        elif isinstance(result, tuple) and len(result) == 3 and result[2] is not None:
+            assert isinstance(result[2], BitstreamError)
+    try:
+        for unit, end in iter_units(data):
+            assert end <= len(data) and isinstance(unit, Unit)
+    except BitstreamError:
+        pass
+
+
+@given(st.binary(max_size=300))
+@FUZZ
+def test_fuzz_random_bytes(data):
+    _parse_everything(data)
+    _parse_everything(MAGIC + b"\x01" + data)
+    _parse_everything(SYNC_MARKER + data)
+
+
+@given(st.binary(max_size=120))
+@FUZZ
+def test_fuzz_unit_contents_behind_valid_crc(content):
+    raw = _frame_unit(content)
+    try:
+        unit = Unit.from_bytes(raw)
+    except BitstreamError:
+        return
+    assert unit.to_bytes() == raw
+
+
+@given(st.binary(max_size=120))
+@FUZZ
+def test_fuzz_header_bodies_behind_valid_crc(body):
+    raw = _frame_header(_fixed() + body)
+    try:
+        header = StreamHeader.from_bytes(raw)
+    except BitstreamError:
+        return
+    assert header.to_bytes() == raw
+
+
+@given(st.data())
+@FUZZ
+def test_fuzz_mutated_streams(data):
+    stream, _ = _small_stream()
+    bad = bytearray(stream)
+    for _ in range(data.draw(st.integers(1, 4))):
+        op = data.draw(st.sampled_from(["set", "insert", "delete"]))
+        pos = data.draw(st.integers(0, max(0, len(bad) - 1)))
+        if op == "set":
+            bad[pos] = data.draw(st.integers(0, 255))
+        elif op == "insert":
+            bad[pos:pos] = data.draw(st.binary(min_size=1, max_size=8))
+        elif bad:
+            del bad[pos : pos + data.draw(st.integers(1, 8))]
+    header, units, error = _read_all(bytes(bad))
+    assert error is None or isinstance(error, BitstreamError)
+    rebuilt = b""
+    if header is not None:
+        rebuilt = header.to_bytes() + b"".join(u.to_bytes() for u in units)
+        assert bytes(bad).startswith(rebuilt)  # what was returned is exactly what was there
+    if error is None:  # a clean read (e.g. whole units cut off the end) is exact
+        assert rebuilt == bytes(bad)
+
+
+def _small_stream_header() -> StreamHeader:
+    stream, _ = _small_stream()
+    return StreamHeader.from_bytes(stream[: stream.index(SYNC_MARKER)])
+
+
+_text = st.text(max_size=12)
+_models = st.lists(
+    st.builds(ModelEntry, st.text(min_size=1, max_size=12), st.none() | st.just(SHA)),
+    max_size=3,
+    unique_by=lambda m: m.name,
+)
+_headers = st.builds(
+    StreamHeader,
+    width=st.integers(1, 65535),
+    height=st.integers(1, 65535),
+    fps_num=st.integers(1, 2**32 - 1),
+    fps_den=st.integers(1, 2**32 - 1),
+    level=st.integers(0, 255),
+    num_frames=st.integers(0, 2**32 - 1),
+    models=_models,
+    settings=st.dictionaries(st.text(min_size=1, max_size=12), _text, max_size=4),
+)
+_substreams = st.builds(SubStream, st.sampled_from(SubStreamType), st.binary(max_size=64))
+_unit_strategy = st.builds(
+    Unit,
+    st.sampled_from(UnitKind),
+    st.integers(0, 2**64 - 1),
+    st.lists(_substreams, max_size=5).map(tuple),
+)
+
+
+@given(_headers, st.lists(_unit_strategy, max_size=4))
+@FUZZ
+def test_round_trip_property(header, units):
+    assert StreamHeader.from_bytes(header.to_bytes()) == header
+    for unit in units:
+        raw = unit.to_bytes()
+        assert Unit.from_bytes(raw) == unit
+        assert len(raw) == unit_overhead_bytes(unit) + unit.payload_bytes
+    units = [u for u in units if u.kind != UnitKind.END]
+    buf = io.BytesIO()
+    write_stream(buf, header, units)
+    got_header, got_units, error = _read_all(buf.getvalue())
+    assert error is None and got_header == header and got_units == units
+
+
+class _Trickle(io.RawIOBase):
+    """A raw, unseekable reader that returns at most 3 bytes per read (like a pipe)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._buf = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        chunk = self._buf.read(min(3, len(b)))
+        b[: len(chunk)] = chunk
+        return len(chunk)
+
+
+def test_short_reads_from_raw_handles():
+    data, _ = _small_stream()
+    header, units, error = _read_all(_Trickle(data))
+    assert error is None and (header, units) == _read_all(data)[:2]

@@ -1,0 +1,146 @@
+"""Intra coders for keyframes: round trips, rate/quality order, registry, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codec import keyframes
+from codec.keyframes import (
+    IntraCoder,
+    KeyframeError,
+    available_intra_coders,
+    create_intra_coder,
+    register_intra_coder,
+)
+
+CODERS = ["hevc", "av1", "webp"]
+#: What each coder's bytes start with: Annex-B start code, AV1 temporal delimiter OBU, RIFF.
+MAGIC = {"hevc": b"\x00\x00\x00\x01", "av1": b"\x12\x00", "webp": b"RIFF"}
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float(10 * np.log10(255.0**2 / max(mse, 1e-10)))
+
+
+@pytest.fixture(scope="module")
+def frame(sample_frames) -> np.ndarray:
+    return sample_frames[0]  # (288, 384, 3) PETS09-S2L1
+
+
+def test_registry_lists_the_builtin_coders():
+    assert set(CODERS) <= set(available_intra_coders())
+    for name in CODERS:
+        coder = create_intra_coder(name)
+        assert isinstance(coder, IntraCoder)
+        assert coder.name == name
+
+
+@pytest.mark.parametrize("name", CODERS)
+def test_round_trip_and_quality_order(name, frame):
+    coder = create_intra_coder(name)
+    height, width = frame.shape[:2]
+    low, high = coder.encode(frame, 20), coder.encode(frame, 80)
+    assert isinstance(low, bytes) and low.startswith(MAGIC[name])
+    decoded_low = coder.decode(low, (width, height))
+    decoded_high = coder.decode(high, (width, height))
+    for decoded in (decoded_low, decoded_high):
+        assert decoded.shape == frame.shape and decoded.dtype == np.uint8
+    assert len(high) > len(low)
+    assert psnr(decoded_high, frame) > psnr(decoded_low, frame) + 2
+    assert psnr(decoded_low, frame) > 24
+    assert psnr(decoded_high, frame) > 33
+    assert coder.encode(frame, 20) == low  # deterministic
+
+
+@pytest.mark.parametrize("name", CODERS)
+def test_odd_size_and_downscale(name, frame):
+    odd = np.ascontiguousarray(frame[:75, :101])
+    coder = create_intra_coder(name)
+    decoded = coder.decode(coder.encode(odd, 60), (101, 75))
+    assert decoded.shape == (75, 101, 3)
+    assert psnr(decoded, odd) > 28
+
+    tiny = np.ascontiguousarray(frame[:5, :7])  # below the codecs' minimum: padded
+    assert coder.decode(coder.encode(tiny, 60), (7, 5)).shape == (5, 7, 3)
+
+    half = create_intra_coder(name, downscale=0.5)
+    assert half.coded_size((384, 288)) == (192, 144)
+    full_bytes, half_bytes = coder.encode(frame, 60), half.encode(frame, 60)
+    assert len(half_bytes) < 0.6 * len(full_bytes)
+    decoded = half.decode(half_bytes, (384, 288))
+    assert decoded.shape == frame.shape
+    assert psnr(decoded, frame) > 24
+
+
+def test_quality_mappings_are_documented_extremes():
+    assert keyframes.HevcIntraCoder.crf(0) == 51 and keyframes.HevcIntraCoder.crf(100) == 0
+    assert keyframes.Av1IntraCoder.crf(0) == 63 and keyframes.Av1IntraCoder.crf(100) == 1
+    assert keyframes.WebpIntraCoder.webp_quality(0) == 1
+    assert keyframes.WebpIntraCoder.webp_quality(100) == 100
+
+
+@pytest.mark.parametrize("name", CODERS)
+def test_bad_frames_and_quality(name, frame):
+    coder = create_intra_coder(name)
+    for bad in (
+        frame.astype(np.float32),
+        frame[..., 0],
+        frame[..., :2],
+        np.zeros((0, 4, 3), np.uint8),
+    ):
+        with pytest.raises(KeyframeError):
+            coder.encode(bad, 50)
+    for quality in (-1, 101, 50.0, True, "50"):
+        with pytest.raises(KeyframeError, match="quality"):
+            coder.encode(frame, quality)
+
+
+@pytest.mark.parametrize("name", CODERS)
+def test_corrupt_bytes(name, frame):
+    coder = create_intra_coder(name)
+    good = coder.encode(frame[:64, :64].copy(), 50)
+    other = create_intra_coder("webp" if name != "webp" else "hevc").encode(frame[:64, :64], 50)
+    rng = np.random.default_rng(1)
+    for data in (b"", b"garbage" * 20, rng.bytes(500), good[:6], other):
+        with pytest.raises(KeyframeError):
+            coder.decode(data, (64, 64))
+    with pytest.raises(KeyframeError, match="shape"):
+        coder.decode(good, (128, 64))  # not the size that was coded
+    with pytest.raises(KeyframeError, match="size"):
+        coder.decode(good, (0, 64))
+
+
+def test_bad_options_and_names():
+    with pytest.raises(KeyframeError, match="unknown intra coder"):
+        create_intra_coder("jpeg2000")
+    with pytest.raises(KeyframeError, match="preset"):
+        create_intra_coder("hevc", preset="warp-speed")
+    with pytest.raises(KeyframeError, match="preset"):
+        create_intra_coder("av1", preset=99)
+    with pytest.raises(KeyframeError, match="downscale"):
+        create_intra_coder("webp", downscale=0)
+    with pytest.raises(KeyframeError, match="unexpected keyword"):
+        create_intra_coder("webp", crf=3)
+
+
+def test_register_rejects_duplicates(monkeypatch):
+    monkeypatch.setattr(keyframes, "_REGISTRY", dict(keyframes._REGISTRY))
+
+    @register_intra_coder("raw_test")
+    class RawCoder(IntraCoder):
+        def _encode(self, picture, quality):
+            return picture.tobytes()
+
+        def _decode(self, data):
+            return None
+
+    assert "raw_test" in available_intra_coders()
+    assert RawCoder.name == "raw_test"
+    with pytest.raises(ValueError, match="already registered"):
+        register_intra_coder("hevc")(RawCoder)
+    with pytest.raises(KeyframeError, match="shape None"):
+        create_intra_coder("raw_test").decode(b"xx", (4, 4))
+    with pytest.raises(TypeError):
+        register_intra_coder("not_a_coder")(int)
