@@ -211,4 +211,4 @@ def create_codec(name: str, **options: object) -> Codec:
 
 
 def _import_builtin_codecs() -> None:
-    from evaluation import baselines  # noqa: F401  (registers x264, x265, jpeg, webp, raw)
+    from evaluation import baselines, scaffold_codec  # noqa: F401  (register the built-ins)

@@ -124,7 +124,7 @@ def test_box_iou_known_answers() -> None:
     a = np.array([[0, 0, 10, 10], [5, 5, 15, 15]], np.float64)
     np.testing.assert_allclose(box_iou(a, a), [[1, 25 / 175], [25 / 175, 1]])
     assert box_iou([[2, 2, 1, 1]], [[0, 0, 3, 3]])[0, 0] == 0.0  # inverted box: no area
-    assert box_iou(np.zeros((0, 4)), a).shape == (0, 7)
+    assert box_iou(np.zeros((0, 4)), a).shape == (0, 2)
     assert box_iou([[0, 0, 2, 2]], [[1, 1, 3, 3]])[0, 0] == pytest.approx(1 / 7)
 
 
