@@ -1,0 +1,83 @@
+"""Reconstructors: decoded scaffolds (+ state) -> frames, chosen per stream by name.
+
+``warp`` is the deterministic reference; a conditional diffusion decoder registers itself
+under another name behind the same :class:`Reconstructor` interface.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from codec.scaffold.types import FrameScaffold
+
+
+@dataclass
+class DecodedFrame:
+    """One decoded unit: the exact scaffolds plus the decoded keyframe picture, if any.
+
+    Attributes:
+        scaffold: what the edge sent, bit-exact after quantization.
+        frame_size: ``(width, height)`` of the frames to rebuild.
+        keyframe_image: ``(H, W, 3)`` uint8 RGB when this frame is a keyframe, else None.
+    """
+
+    scaffold: FrameScaffold
+    frame_size: tuple[int, int]
+    keyframe_image: np.ndarray | None = None
+
+
+class Reconstructor(abc.ABC):
+    """Turns a stream of :class:`DecodedFrame` into ``(H, W, 3)`` uint8 RGB frames, in order."""
+
+    name: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def reset(self) -> None:
+        """Forgets all state (a new stream begins)."""
+
+    @abc.abstractmethod
+    def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
+        """The frame for ``frame`` (frames must arrive in order, the first a keyframe)."""
+
+    def flops_per_frame(self) -> int | None:
+        """Decoder FLOPs per frame for neural reconstructors; None for classical ones."""
+        return None
+
+
+class ReconstructionError(RuntimeError):
+    """The stream cannot be reconstructed (e.g. it does not start with a keyframe)."""
+
+
+_RECONSTRUCTORS: dict[str, Callable[..., Reconstructor]] = {}
+
+
+def register_reconstructor(name: str):
+    """Class decorator registering a reconstructor; a duplicate name is an error."""
+
+    def wrap(cls):
+        if name in _RECONSTRUCTORS:
+            raise ValueError(f"reconstructor {name!r} is already registered")
+        cls.name = name
+        _RECONSTRUCTORS[name] = cls
+        return cls
+
+    return wrap
+
+
+def available_reconstructors() -> list[str]:
+    from codec.reconstruct import warp  # noqa: F401  (registers "warp")
+
+    return sorted(_RECONSTRUCTORS)
+
+
+def create_reconstructor(name: str, **options: object) -> Reconstructor:
+    """Instantiates reconstructor ``name`` (``"warp"``)."""
+    names = available_reconstructors()
+    if name not in _RECONSTRUCTORS:
+        raise ValueError(f"unknown reconstructor {name!r}; available: {', '.join(names)}")
+    return _RECONSTRUCTORS[name](**options)

@@ -1,0 +1,137 @@
+"""Levels 0–3: named presets of what the scaffold codec sends, at which resolution and precision.
+
+=====  ==============================================================================
+level  content
+=====  ==============================================================================
+0      coarse person segmentation (1/16 of the frame size, e.g. 48x36 at 768x576),
+       one keyframe at the start (and on scene change), half-size HEVC intra at low
+       quality. No pose, no flow. The fewest bits: who is where.
+1      person segmentation at 1/8 (96x72), coarse optical flow at 1/16 (1-px steps),
+       a keyframe every 150 frames (and on scene change), half-size HEVC intra.
+2      level 1 plus BlazePose keypoints (lite model, 2-px steps), flow at 1/8 in
+       0.5-px steps, a keyframe every 75 frames at full size.
+3      everything finer: segmentation at 1/4, pose with the full model in 1-px steps,
+       flow at 1/8 in 0.25-px steps, a keyframe every 30 frames at higher quality.
+=====  ==============================================================================
+
+Every number is a field of :class:`LevelConfig`; ``LEVELS[n]`` are the presets and
+``level_config(n, **overrides)`` derives a variant (the stream header records the choices,
+so a decoder never needs to know the preset table).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LevelConfig:
+    """What one level sends. Scales are fractions of the frame size; steps are frame pixels.
+
+    Attributes:
+        level: the preset number 0–3 this config derives from.
+        seg_scale: label-map size as a fraction of the frame (0: no segmentation).
+        pose_model: ``"pose_landmark_lite"`` / ``"pose_landmark_full"``, or ``""`` for no pose.
+        pose_step_px: keypoint quantization step.
+        flow_scale: flow-grid size as a fraction of the frame (0: no flow).
+        flow_step_px: flow quantization step.
+        keyframe_interval: frames between keyframes (0: only the first frame and scene cuts).
+        keyframe_coder: intra coder name (``hevc``, ``av1``, ``webp``).
+        keyframe_quality: 0–100, higher is better (the coder maps it to its own scale).
+        keyframe_scale: keyframes are coded at this fraction of the size, upscaled on decode.
+        scene_change: also send a keyframe when the scene changes.
+        detect_every: run the person detector on every k-th frame, track in between.
+        detector_tiles: 1 (whole frame) or 2 (2x2 tiles plus the whole frame).
+    """
+
+    level: int
+    seg_scale: float
+    pose_model: str
+    pose_step_px: float
+    flow_scale: float
+    flow_step_px: float
+    keyframe_interval: int
+    keyframe_coder: str = "hevc"
+    keyframe_quality: int = 40
+    keyframe_scale: float = 1.0
+    scene_change: bool = True
+    detect_every: int = 1
+    detector_tiles: int = 1
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVEL_NUMBERS:
+            raise ValueError(f"level must be one of {LEVEL_NUMBERS}, got {self.level}")
+        for name in ("seg_scale", "flow_scale"):
+            value = getattr(self, name)
+            if not 0 <= value <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        if not 0 < self.keyframe_scale <= 1:
+            raise ValueError(f"keyframe_scale must be in (0, 1], got {self.keyframe_scale}")
+        if not 0 <= self.keyframe_quality <= 100:
+            raise ValueError(f"keyframe_quality must be 0..100, got {self.keyframe_quality}")
+        if self.keyframe_interval < 0 or self.detect_every < 1:
+            raise ValueError("keyframe_interval must be >= 0 and detect_every >= 1")
+        if self.pose_model and self.pose_step_px <= 0 or self.flow_scale and self.flow_step_px <= 0:
+            raise ValueError("quantization steps must be > 0")
+
+    @property
+    def sends_pose(self) -> bool:
+        return bool(self.pose_model)
+
+    @property
+    def sends_flow(self) -> bool:
+        return self.flow_scale > 0
+
+    @property
+    def sends_segmentation(self) -> bool:
+        return self.seg_scale > 0
+
+    def to_dict(self) -> dict[str, str]:
+        """String form for the stream header's key/value dict."""
+        return {f.name: str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, str]) -> LevelConfig:
+        """Inverse of :meth:`to_dict` (unknown keys are ignored, missing ones are an error)."""
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in values:
+                if f.default is dataclasses.MISSING:
+                    raise ValueError(f"level config lacks {f.name!r}")
+                continue
+            raw = values[f.name]
+            if f.type in ("bool", bool):
+                kwargs[f.name] = raw == "True"
+            elif f.type in ("int", int):
+                kwargs[f.name] = int(raw)
+            elif f.type in ("float", float):
+                kwargs[f.name] = float(raw)
+            else:
+                kwargs[f.name] = raw
+        return cls(**kwargs)
+
+
+LEVEL_NUMBERS = (0, 1, 2, 3)
+
+LEVELS: dict[int, LevelConfig] = {
+    0: LevelConfig(level=0, seg_scale=1 / 16, pose_model="", pose_step_px=2.0, flow_scale=0.0,
+                   flow_step_px=1.0, keyframe_interval=0, keyframe_quality=30,
+                   keyframe_scale=0.5),
+    1: LevelConfig(level=1, seg_scale=1 / 8, pose_model="", pose_step_px=2.0, flow_scale=1 / 16,
+                   flow_step_px=1.0, keyframe_interval=150, keyframe_quality=35,
+                   keyframe_scale=0.5),
+    2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
+                   flow_scale=1 / 8, flow_step_px=0.5, keyframe_interval=75,
+                   keyframe_quality=40),
+    3: LevelConfig(level=3, seg_scale=1 / 4, pose_model="pose_landmark_full", pose_step_px=1.0,
+                   flow_scale=1 / 8, flow_step_px=0.25, keyframe_interval=30,
+                   keyframe_quality=55, detector_tiles=2),
+}  # fmt: skip
+
+
+def level_config(level: int, **overrides: object) -> LevelConfig:
+    """The preset of ``level`` with ``overrides`` applied (``level_config(1, seg_scale=0.25)``)."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown level {level!r}; levels are {', '.join(map(str, LEVELS))}")
+    return dataclasses.replace(LEVELS[level], **overrides)

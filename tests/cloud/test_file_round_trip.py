@@ -1,0 +1,64 @@
+"""edge-agent encode -> .semc -> cloud-decoder decode, through main([...])."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from cloud.cli import main as cloud_main
+from edge.cli import main as edge_main
+
+
+@pytest.fixture(scope="module")
+def semc_file(tmp_path_factory, sample_dir):
+    from codec.models import ModelNotFoundError, resolve_model
+
+    try:
+        resolve_model("selfie_segmentation")
+    except ModelNotFoundError as exc:
+        pytest.skip(f"models are not beside the repository: {exc}")
+    path = tmp_path_factory.mktemp("semc") / "sample.semc"
+    assert edge_main(["encode", str(sample_dir), "-o", str(path), "--level", "1",
+                      "--frames", "5"]) == 0  # fmt: skip
+    return path
+
+
+@pytest.mark.shared
+def test_encode_then_decode_writes_frames_scaffolds_and_overview(semc_file, tmp_path, capsys):
+    assert semc_file.stat().st_size > 0
+    out = tmp_path / "decoded"
+    assert cloud_main(["decode", str(semc_file), "-o", str(out)]) == 0
+    frames = sorted((out / "frames").glob("*.png"))
+    assert [f.name for f in frames] == [f"{i:06d}.png" for i in range(1, 6)]
+    assert (out / "overview.mp4").stat().st_size > 0
+    info = json.loads((out / "stream.json").read_text())
+    assert (info["width"], info["height"], info["level"]) == (384, 288, 1)
+    assert info["frames"][0]["keyframe"] and not info["frames"][1]["keyframe"]
+    scaffolds = np.load(out / "scaffolds.npz")
+    assert scaffolds["seg_000001"].shape == (36, 48)  # 1/8 of 384x288
+    assert scaffolds["flow_000002"].shape == (18, 24, 2)  # 1/16
+    assert "flow_000001" not in scaffolds  # no flow into a keyframe
+
+
+@pytest.mark.shared
+def test_truncated_or_corrupt_files_fail_cleanly(semc_file, tmp_path, capsys):
+    data = semc_file.read_bytes()
+    cut = tmp_path / "cut.semc"
+    cut.write_bytes(data[: len(data) // 2])
+    assert cloud_main(["decode", str(cut), "-o", str(tmp_path / "a")]) == 2
+    assert "error" in capsys.readouterr().err
+    flipped = bytearray(data)
+    flipped[len(data) // 3] ^= 0x10
+    bad = tmp_path / "bad.semc"
+    bad.write_bytes(bytes(flipped))
+    assert cloud_main(["decode", str(bad), "-o", str(tmp_path / "b")]) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_missing_input_and_rejected_output(tmp_path, capsys, sample_dir):
+    assert cloud_main(["decode", str(tmp_path / "nope.semc"), "-o", str(tmp_path)]) == 2
+    assert "nope.semc" in capsys.readouterr().err
+    assert edge_main(["encode", str(tmp_path / "nothing"), "-o", str(tmp_path / "x.semc")]) == 2
+    assert not (tmp_path / "x.semc").exists()

@@ -1,0 +1,102 @@
+"""The scaffold codec end to end on the embedded sample: exact decode, levels, files, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codec.bitstream import SubStreamType, Unit, UnitKind
+from codec.models import ModelNotFoundError, resolve_model
+from codec.reconstruct import ReconstructionError, create_reconstructor
+from codec.scaffold.codec import ScaffoldCodecError, ScaffoldDecoder, ScaffoldEncoder
+from codec.scaffold.levels import LEVELS, LevelConfig, level_config
+
+
+@pytest.fixture(scope="module")
+def models_available():
+    try:
+        for name in ("ssdlite_person", "selfie_segmentation", "pose_landmark_lite"):
+            resolve_model(name)
+    except ModelNotFoundError as exc:
+        pytest.skip(f"models are not beside the repository: {exc}")
+
+
+def _encode(frames, config):
+    t, h, w, _ = frames.shape
+    encoder = ScaffoldEncoder(config, (w, h), fps=7)
+    pairs = [encoder.encode_frame(f) for f in frames]
+    units = [u for u, _ in pairs] + [encoder.end()]
+    return encoder, units, [s for _, s in pairs]
+
+
+def test_level_configs_round_trip_through_header_settings():
+    for level, config in LEVELS.items():
+        assert LevelConfig.from_dict(config.to_dict()) == config
+        assert config.level == level
+    assert level_config(1, seg_scale=0.25).seg_scale == 0.25
+    with pytest.raises(ValueError):
+        level_config(4)
+    with pytest.raises(ValueError):
+        level_config(1, keyframe_quality=101)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("level", [0, 1, 2, 3])
+def test_decoded_scaffolds_equal_the_edge_quantized_ones(level, sample_frames, models_available):
+    frames = sample_frames[:6]
+    config = level_config(level, keyframe_interval=4)
+    encoder, units, sent = _encode(frames, config)
+    decoder = ScaffoldDecoder(encoder.header(len(frames)))
+    reconstructor = create_reconstructor("warp")
+    kinds = [u.kind for u in units]
+    assert kinds[0] == UnitKind.KEYFRAME and kinds[-1] == UnitKind.END
+    assert kinds[4] == UnitKind.KEYFRAME  # keyframe_interval=4
+    for unit, edge in zip(units, sent, strict=False):
+        unit = Unit.from_bytes(unit.to_bytes())  # across the "link"
+        got = decoder.decode_unit(unit)
+        cloud = got.scaffold
+        assert cloud.number == edge.number and cloud.keyframe == edge.keyframe
+        if config.sends_segmentation:
+            np.testing.assert_array_equal(cloud.segmentation.labels, edge.segmentation.labels)
+        assert (cloud.flow is None) == (edge.flow is None)
+        if cloud.flow is not None:
+            np.testing.assert_array_equal(cloud.flow.field, edge.flow.field)
+        assert [p.track_id for p in cloud.poses] == [p.track_id for p in edge.poses]
+        for a, b in zip(cloud.poses, edge.poses, strict=True):
+            np.testing.assert_array_equal(a.keypoints, b.keypoints)
+            np.testing.assert_array_equal(a.visibility, b.visibility)
+        image = reconstructor.reconstruct(got)
+        assert image.shape == frames[0].shape and image.dtype == np.uint8
+    assert decoder.decode_unit(units[-1]) is None
+    # what each level sends
+    subs = {s.type for u in units for s in u.substreams}
+    assert (SubStreamType.POSE in subs) == config.sends_pose
+    assert (SubStreamType.FLOW in subs) == config.sends_flow
+
+
+@pytest.mark.shared
+def test_levels_order_by_bytes(sample_frames, models_available):
+    sizes = {}
+    for level in (0, 1, 3):
+        _, units, _ = _encode(sample_frames[:6], LEVELS[level])
+        sizes[level] = sum(len(u.to_bytes()) for u in units)
+    assert sizes[0] < sizes[1] < sizes[3]
+
+
+@pytest.mark.shared
+def test_decoding_must_start_at_a_keyframe(sample_frames, models_available):
+    encoder, units, _ = _encode(sample_frames[:3], LEVELS[1])
+    with pytest.raises(ScaffoldCodecError, match="keyframe"):
+        ScaffoldDecoder(encoder.header(3)).decode_unit(units[1])
+    first = ScaffoldDecoder(encoder.header(3)).decode_unit(units[0])
+    first.keyframe_image = None  # as if the keyframe picture had been lost
+    with pytest.raises(ReconstructionError, match="keyframe"):
+        create_reconstructor("warp").reconstruct(first)
+
+
+def test_settings_that_are_not_a_level_config_are_refused():
+    from codec.bitstream import StreamHeader
+
+    header = StreamHeader(width=64, height=48, fps_num=7, settings={"level": "9"})
+    with pytest.raises(ScaffoldCodecError):
+        ScaffoldDecoder(header)
