@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="pretrained models (else $SEMCODEC_MODELS_DIR, ../shared/models, "
                      "~/.cache/semcodec/models)")  # fmt: skip
     dec.add_argument("--no-overview", action="store_true", help="skip overview.mp4")
+    dec.add_argument("--flow-prior", type=Path, metavar="FILE",
+                     help="the flow prior the edge used, when not the shipped one")  # fmt: skip
     return parser
 
 
@@ -47,7 +49,12 @@ def cmd_decode(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"{args.input}: no such file")
     reconstructor = create_reconstructor(args.decoder)
     header, units = read_stream(args.input)
-    decoder = ScaffoldDecoder(header)
+    prior = None
+    if args.flow_prior:
+        from codec.entropy.flow import FlowPrior
+
+        prior = FlowPrior.load(args.flow_prior)
+    decoder = ScaffoldDecoder(header, flow_prior=prior)
     start = time.perf_counter()
     with DecodeOutputs(args.output, header, overview=not args.no_overview) as outputs:
         for unit in units:

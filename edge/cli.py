@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("--width", type=int, help="frame width of a raw .yuv")
     enc.add_argument("--height", type=int, help="frame height of a raw .yuv")
     enc.add_argument("--threads", type=int, default=1, help="CPU threads per model")
+    enc.add_argument("--flow-prior", type=Path, metavar="FILE",
+                     help="learned flow prior (JSON from `semcodec-bench train-flow-prior`; "
+                     "default: the one shipped for the level's flow step)")  # fmt: skip
     return parser
 
 
@@ -50,6 +53,11 @@ def cmd_encode(args: argparse.Namespace) -> int:
     from codec.scaffold.levels import LEVELS
     from edge.sources import open_source, resolve_data_path
 
+    prior = None
+    if args.flow_prior:
+        from codec.entropy.flow import FlowPrior
+
+        prior = FlowPrior.load(args.flow_prior)
     source = open_source(resolve_data_path(args.input, args.data_dir), fps=args.fps,
                          width=args.width, height=args.height)  # fmt: skip
     info = source.info
@@ -58,7 +66,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     stats = encode_to_file(args.output, frames, LEVELS[args.level], info.fps,
                            (info.width, info.height), total, args.models_dir,
-                           args.threads)  # fmt: skip
+                           args.threads, prior)  # fmt: skip
     seconds = time.perf_counter() - start
     size = args.output.stat().st_size
     bpp = 8 * size / (info.width * info.height * max(stats.frames, 1))

@@ -177,6 +177,25 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("name", nargs="?", help="model to download")
     models.add_argument("--models-dir", metavar="DIR")
 
+    train = sub.add_parser(
+        "train-flow-prior",
+        help="fit the learned flow prior of the scaffold codec on DIS flow of a video",
+        description="Counts quantized DIS flow residuals over training frames and writes the "
+        "prior as JSON (pass it to `edge-agent encode --flow-prior` and `cloud-decoder decode "
+        "--flow-prior`). The shipped priors were made with `--data "
+        "PETS09-S2L1-full/PETS09-S2L1.avi --first 1 --last 500` and the levels' grid/step "
+        "(1/16 and 1.0; 1/8 and 0.5; 1/8 and 0.25).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    train.add_argument("--data", required=True, help="a video file (path or name under "
+                       "--data-dir / $SEMCODEC_DATA_DIR / ../shared/data)")  # fmt: skip
+    train.add_argument("--data-dir", metavar="DIR")
+    train.add_argument("--first", type=int, default=1, help="first training frame (1-based)")
+    train.add_argument("--last", type=int, default=500, help="last training frame")
+    train.add_argument("--scale", type=float, default=0.0625, help="flow grid / frame size")
+    train.add_argument("--step", type=float, default=1.0, help="quantization step (pixels)")
+    train.add_argument("-o", "--output", type=Path, required=True, help="JSON file to write")
+
     datasets = sub.add_parser("data", help="list the dataset recipes, or verify local copies")
     datasets.add_argument("action", choices=("list", "verify"))
     datasets.add_argument(
@@ -293,6 +312,29 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_flow_prior(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from codec.entropy.flow import fit_flow_prior_from_video
+    from edge.sources import resolve_data_path
+
+    path = resolve_data_path(args.data, args.data_dir)
+    if path.is_dir():
+        raise SystemExit(f"train-flow-prior: {path} is a folder; give the video file in it")
+    with tqdm(total=args.last, desc="frames", unit="frame") as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.n = done
+            bar.refresh()
+
+        prior = fit_flow_prior_from_video(path, range(args.first, args.last + 1),
+                                          scale=args.scale, step=args.step,
+                                          progress=progress)  # fmt: skip
+    prior.save(args.output)
+    print(f"{args.output}: flow prior, step {prior.step}, sha256 {prior.sha256}")
+    return 0
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     import os
 
@@ -353,6 +395,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         return cmd_models(args)
     if args.command == "data":
         return cmd_data(args)
+    if args.command == "train-flow-prior":
+        return cmd_train_flow_prior(args)
     parser.print_help()
     return 2
 

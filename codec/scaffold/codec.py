@@ -339,9 +339,11 @@ def tracks_from_labels(labels: np.ndarray, frame_size: tuple[int, int]) -> Track
 
 def encode_frames(frames: Iterable[np.ndarray], config: LevelConfig, fps: float,
                   frame_size: tuple[int, int], num_frames: int = 0, models_dir=None,
-                  threads: int = 1) -> tuple[StreamHeader, list[Unit], EncoderStats]:  # fmt: skip
+                  threads: int = 1, flow_prior=None,
+                  ) -> tuple[StreamHeader, list[Unit], EncoderStats]:  # fmt: skip
     """Encodes frames in memory: ``(header, units incl. END, stats)``."""
-    encoder = ScaffoldEncoder(config, frame_size, fps, models_dir=models_dir, threads=threads)
+    encoder = ScaffoldEncoder(config, frame_size, fps, models_dir=models_dir, threads=threads,
+                              flow_prior=flow_prior)  # fmt: skip
     units = [encoder.encode_frame(frame)[0] for frame in frames]
     units.append(encoder.end())
     header = encoder.header(num_frames or len(units) - 1)
@@ -351,21 +353,23 @@ def encode_frames(frames: Iterable[np.ndarray], config: LevelConfig, fps: float,
 
 def encode_to_file(path: str | Path, frames: Iterable[np.ndarray], config: LevelConfig,
                    fps: float, frame_size: tuple[int, int], num_frames: int = 0,
-                   models_dir=None, threads: int = 1) -> EncoderStats:  # fmt: skip
+                   models_dir=None, threads: int = 1, flow_prior=None) -> EncoderStats:  # fmt: skip
     """Encodes frames to a ``.semc`` file (written atomically: no partial file on error)."""
     header, units, stats = encode_frames(frames, config, fps, frame_size, num_frames,
-                                         models_dir, threads)  # fmt: skip
+                                         models_dir, threads, flow_prior)  # fmt: skip
     write_stream(path, header, units)
     return stats
 
 
-def decode_stream(source, reconstructor=None) -> Iterator[tuple[DecodedFrame, np.ndarray | None]]:
+def decode_stream(source, reconstructor=None, flow_prior=None,
+                  ) -> Iterator[tuple[DecodedFrame, np.ndarray | None]]:  # fmt: skip
     """Decodes a ``.semc`` file (path, bytes or binary file): yields ``(decoded, frame)``.
 
-    ``frame`` is the reconstruction when a :class:`~codec.reconstruct.Reconstructor` is given.
+    ``frame`` is the reconstruction when a :class:`~codec.reconstruct.Reconstructor` is given;
+    ``flow_prior`` must be the prior the edge used when it was not the shipped one.
     """
     header, units = read_stream(source)
-    decoder = ScaffoldDecoder(header)
+    decoder = ScaffoldDecoder(header, flow_prior=flow_prior)
     if reconstructor is not None:
         reconstructor.reset()
     for unit in units:

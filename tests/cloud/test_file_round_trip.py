@@ -62,3 +62,37 @@ def test_missing_input_and_rejected_output(tmp_path, capsys, sample_dir):
     assert "nope.semc" in capsys.readouterr().err
     assert edge_main(["encode", str(tmp_path / "nothing"), "-o", str(tmp_path / "x.semc")]) == 2
     assert not (tmp_path / "x.semc").exists()
+
+
+@pytest.mark.shared
+def test_trained_flow_prior_is_needed_to_decode(tmp_path, sample_frames, sample_dir, capsys):
+    import av
+
+    from codec.models import ModelNotFoundError, resolve_model
+    from evaluation.cli import main as bench_main
+
+    try:
+        resolve_model("selfie_segmentation")
+    except ModelNotFoundError as exc:
+        pytest.skip(f"models are not beside the repository: {exc}")
+    video = tmp_path / "train.mkv"
+    with av.open(str(video), "w") as container:
+        stream = container.add_stream("ffv1", rate=7)
+        stream.width, stream.height, stream.pix_fmt = 384, 288, "yuv420p"
+        for frame in sample_frames[:8]:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    prior = tmp_path / "prior.json"
+    assert bench_main(["train-flow-prior", "--data", str(video), "--last", "8",
+                       "-o", str(prior)]) == 0  # fmt: skip
+    semc = tmp_path / "x.semc"
+    assert edge_main(["encode", str(sample_dir), "-o", str(semc), "--level", "1", "--frames",
+                      "3", "--flow-prior", str(prior)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "a")]) == 2
+    assert "flow prior" in capsys.readouterr().err
+    assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "b"),
+                       "--flow-prior", str(prior), "--no-overview"]) == 0  # fmt: skip
+    assert len(list((tmp_path / "b" / "frames").glob("*.png"))) == 3
