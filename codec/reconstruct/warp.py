@@ -7,9 +7,11 @@ For each decoded frame:
   person's mean colour is remembered.
 * **other frames**: the previous output is warped by the decoded flow (when the level sends
   flow); where the decoded segmentation says "person" the warped picture is kept, elsewhere
-  the background plate is shown, so the static scene never drifts. Without flow, people are
-  drawn as silhouettes in their remembered colour (grey for people the keyframe did not show).
-  Without segmentation, the warped picture is the output.
+  the background plate is shown, so the static scene never drifts. A person whose warped
+  pixels look like the background plate (someone who entered after the keyframe, or whose
+  appearance was lost) and every person at levels without flow are drawn as a silhouette in
+  their remembered colour (grey for people the keyframe did not show). Without segmentation,
+  the warped picture is the output.
 
 Everything is a fixed function of the decoded scaffolds, so two runs give the same frames.
 """
@@ -29,6 +31,8 @@ from codec.scaffold.flow import warp
 from codec.scaffold.types import Segmentation
 
 UNKNOWN_PERSON_RGB = np.array([128, 128, 128], np.float32)
+#: Mean absolute difference (0..255) under which a person's warped pixels count as background.
+ABSENT_DIFFERENCE = 12.0
 
 
 def person_alpha(segmentation: Segmentation, feather: bool = True) -> np.ndarray:
@@ -95,15 +99,20 @@ class WarpReconstructor(Reconstructor):
 
     def _composite(self, seg: Segmentation, moved: np.ndarray | None) -> np.ndarray:
         alpha = person_alpha(seg)[..., None]
-        people = moved.astype(np.float32) if moved is not None else self._silhouettes(seg)
         background = self._background.astype(np.float32)
+        people = self._people(seg, moved, background)
         out = alpha * people + (1.0 - alpha) * background
         return np.clip(out + 0.5, 0, 255).astype(np.uint8)
 
-    def _silhouettes(self, seg: Segmentation) -> np.ndarray:
+    def _people(self, seg: Segmentation, moved: np.ndarray | None, background: np.ndarray):
+        """The picture to show under the person mask: warped pixels or silhouettes."""
         labels = label_image(seg)
-        canvas = self._background.astype(np.float32).copy()
+        canvas = moved.astype(np.float32) if moved is not None else background.copy()
         for track_id in np.unique(labels[labels > 0]):
-            colour = self._colours.get(int(track_id), UNKNOWN_PERSON_RGB)
-            canvas[labels == track_id] = colour
+            region = labels == track_id
+            if moved is not None:
+                difference = np.abs(canvas[region] - background[region]).mean()
+                if difference >= ABSENT_DIFFERENCE:
+                    continue  # the warped picture shows this person
+            canvas[region] = self._colours.get(int(track_id), UNKNOWN_PERSON_RGB)
         return canvas
