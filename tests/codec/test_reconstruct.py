@@ -1,0 +1,75 @@
+"""The warp reference reconstruction on synthetic scaffolds with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codec.reconstruct import (
+    DecodedFrame,
+    ReconstructionError,
+    available_reconstructors,
+    create_reconstructor,
+    register_reconstructor,
+)
+from codec.reconstruct.warp import WarpReconstructor
+from codec.scaffold.types import Flow, FrameScaffold, Segmentation
+
+SIZE = (64, 48)  # width, height
+
+
+def _frame(number, image=None, labels=None, flow=None):
+    seg = Segmentation(labels, SIZE) if labels is not None else None
+    flow_obj = Flow(flow, SIZE) if flow is not None else None
+    scaffold = FrameScaffold(number=number, segmentation=seg, flow=flow_obj,
+                             keyframe=b"k" if image is not None else None)  # fmt: skip
+    return DecodedFrame(scaffold, SIZE, image)
+
+
+def _texture():
+    y, x = np.mgrid[0:48, 0:64]
+    return np.stack([(x * 4) % 256, (y * 5) % 256, (x + y) % 256], -1).astype(np.uint8)
+
+
+def test_keyframe_is_returned_and_zero_flow_keeps_it():
+    image = _texture()
+    rec = create_reconstructor("warp")
+    np.testing.assert_array_equal(rec.reconstruct(_frame(1, image)), image)
+    empty = np.zeros((6, 8), np.uint16)
+    out = rec.reconstruct(_frame(2, labels=empty, flow=np.zeros((3, 4, 2), np.float32)))
+    np.testing.assert_array_equal(out, image)
+
+
+def test_constant_flow_shifts_the_picture():
+    image = _texture()
+    rec = WarpReconstructor()
+    rec.reconstruct(_frame(1, image))
+    flow = np.full((3, 4, 2), [2.0, 0.0], np.float32)  # content came from 2 px to the right
+    out = rec.reconstruct(_frame(2, flow=flow))
+    np.testing.assert_array_equal(out[:, 10:50], image[:, 12:52])
+
+
+def test_people_without_flow_are_silhouettes_in_their_keyframe_colour():
+    image = np.full((48, 64, 3), 200, np.uint8)
+    image[8:24, 8:16] = (10, 20, 30)  # person 5 in the keyframe
+    labels = np.zeros((6, 8), np.uint16)
+    labels[1:3, 1:2] = 5  # the same place, at 1/8
+    rec = WarpReconstructor()
+    rec.reconstruct(_frame(1, image, labels))
+    moved = np.zeros((6, 8), np.uint16)
+    moved[3:5, 4:7] = 5  # person 5 walked to the lower right
+    moved[0:2, 6:8] = 9  # someone the keyframe did not show
+    out = rec.reconstruct(_frame(2, labels=moved))
+    assert tuple(out[32, 44]) == (10, 20, 30)
+    assert tuple(out[4, 56]) == (128, 128, 128)
+    assert abs(int(out[16, 12, 0]) - 200) < 20  # old place: inpainted background
+
+
+def test_the_stream_must_start_with_a_keyframe_and_names_are_checked():
+    with pytest.raises(ReconstructionError, match="keyframe"):
+        WarpReconstructor().reconstruct(_frame(1, labels=np.zeros((6, 8), np.uint16)))
+    assert "warp" in available_reconstructors()
+    with pytest.raises(ValueError, match="unknown reconstructor"):
+        create_reconstructor("nope")
+    with pytest.raises(ValueError, match="already registered"):
+        register_reconstructor("warp")(WarpReconstructor)
