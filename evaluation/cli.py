@@ -10,7 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
-DEFAULT_CODECS = "x264,x265,jpeg,webp,raw"
+DEFAULT_CODECS = "x264,x265,scaffold,raw"
 DEFAULT_OUT = "runs/bench"
 VIDEO_CODECS = ("x264", "x265")
 IMAGE_CODECS = ("jpeg", "webp")

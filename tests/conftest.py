@@ -32,3 +32,42 @@ def shared_data() -> Path:
     if not path.is_dir():
         pytest.skip("../shared/data is not beside the repository")
     return path
+
+
+PETS = SHARED / "data" / "PETS09-S2L1"
+
+
+def _load_pets_frame(number: int) -> np.ndarray:
+    import cv2
+
+    image = cv2.imread(str(PETS / "img1" / f"{number:06d}.jpg"))
+    if image is None:
+        pytest.skip(f"PETS09-S2L1 frame {number} not found under {PETS}")
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+
+
+@pytest.fixture(scope="session")
+def pets_frame():
+    """``pets_frame(k)``: frame k of ../shared/data/PETS09-S2L1, (576, 768, 3) uint8 RGB."""
+    return _load_pets_frame
+
+
+@pytest.fixture(scope="module")
+def detector():
+    """The person detector at threshold 0.3 (skips when frames or model are absent)."""
+    from codec.models import ModelNotFoundError
+    from codec.scaffold.detector import DetectorConfig, PersonDetector
+
+    if not (PETS / "img1" / "000001.jpg").is_file():
+        pytest.skip(f"PETS09-S2L1 frames not found under {PETS}")
+    try:
+        return PersonDetector(DetectorConfig(score_threshold=0.3), threads=2)
+    except ModelNotFoundError as exc:
+        pytest.skip(f"person detector model not available: {exc}")
+
+
+@pytest.fixture(scope="module")
+def pets_gt():
+    from evaluation.groundtruth import load_mot_groundtruth
+
+    return load_mot_groundtruth(PETS)

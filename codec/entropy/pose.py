@@ -43,6 +43,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from codec.entropy.ids import id_gaps, ids_from_gaps
 from codec.entropy.rans import (
     CdfTable,
     EntropyCodingError,
@@ -207,7 +208,7 @@ class PoseCoder:
         w = RansWriter()
         w.write([1 if i in present else 0 for i in prev_ids], [0] * len(prev_ids), tabs["flag"])
         w.write([len(new_ids)], [0], tabs["count"])
-        w.write(_gaps(new_ids, prev_ids), [0] * len(new_ids), tabs["gap"])
+        w.write(id_gaps(new_ids, prev_ids), [0] * len(new_ids), tabs["gap"])
 
         # Per person: ("tracked", offset, residuals) or ("new", anchor, parent-relative).
         parts = []
@@ -263,7 +264,9 @@ class PoseCoder:
         (n_new,) = r.read([0], tabs["count"])
         if not 0 <= n_new <= _MAX_POSES:
             raise EntropyCodingError(f"corrupt pose payload ({n_new} new tracks)")
-        new_ids = _ungaps(r.read([0] * int(n_new), tabs["gap"]), prev_ids)
+        new_ids = ids_from_gaps(
+            r.read([0] * int(n_new), tabs["gap"]), prev_ids, _MAX_ID + 1, "pose"
+        )
         kept = [i for i, f in zip(prev_ids, flags.tolist(), strict=True) if f == 1]
         if (flags > 1).any() or (flags < 0).any():
             raise EntropyCodingError("corrupt pose payload (bad presence flag)")
@@ -312,27 +315,6 @@ class PoseCoder:
             levels = vis[n * NUM_KEYPOINTS : (n + 1) * NUM_KEYPOINTS]
             out.append(self._reconstruct(tid, k, levels, int(scores[n])))
         return out
-
-
-def _gaps(new_ids: list[int], prev_ids: list[int]) -> list[int]:
-    base = (max(prev_ids) + 1) if prev_ids else 1
-    out, last = [], None
-    for i in new_ids:
-        out.append(i - base if last is None else i - last - 1)
-        last = i
-    return out
-
-
-def _ungaps(gaps: np.ndarray, prev_ids: list[int]) -> list[int]:
-    base = (max(prev_ids) + 1) if prev_ids else 1
-    out: list[int] = []
-    for n, g in enumerate(gaps.tolist()):
-        out.append(base + g if n == 0 else out[-1] + 1 + g)
-        if n and g < 0:
-            raise EntropyCodingError("corrupt pose payload (track id gaps)")
-    if out and not (out[0] >= 0 and out[-1] <= _MAX_ID):
-        raise EntropyCodingError("corrupt pose payload (track id out of range)")
-    return out
 
 
 def _best_scale(values: np.ndarray, table: CdfTable) -> int:

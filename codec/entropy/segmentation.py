@@ -53,6 +53,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from codec.entropy.ids import id_gaps, ids_from_gaps
 from codec.entropy.rans import (
     CdfTable,
     EntropyCodingError,
@@ -221,27 +222,6 @@ def _candidates(cur: np.ndarray, pred: np.ndarray, y: int, x: int) -> list[int]:
     return out
 
 
-def _gaps(new_ids: list[int], prev_ids: list[int]) -> list[int]:
-    base = (max(prev_ids) + 1) if prev_ids else 1
-    out, last = [], None
-    for i in new_ids:
-        out.append(i - base if last is None else i - last - 1)
-        last = i
-    return out
-
-
-def _ungaps(gaps: list[int], prev_ids: list[int]) -> list[int]:
-    base = (max(prev_ids) + 1) if prev_ids else 1
-    out: list[int] = []
-    for n, g in enumerate(gaps):
-        if n and g < 0:
-            raise EntropyCodingError("corrupt segmentation payload (id gaps)")
-        out.append(base + g if n == 0 else out[-1] + 1 + g)
-    if out and not (out[0] >= 1 and out[-1] < _MAX_ID):
-        raise EntropyCodingError("corrupt segmentation payload (id out of range)")
-    return out
-
-
 class _Tables:
     """This frame's tables, built from the adaptive counts."""
 
@@ -349,7 +329,7 @@ class SegmentationCoder:
         wr.write(flags, np.zeros(flags.size, np.int64), tabs.flag)
         n_new = len(new_ids)
         wr.write([n_new], [0], count_tab)
-        wr.write(_gaps(new_ids, prev_ids), [0] * n_new, gap_tab)
+        wr.write(id_gaps(new_ids, prev_ids), [0] * n_new, gap_tab)
         kept = [i for i in prev_ids if i in present]
         shifts = {k: _best_shift(prev == k, cur == k) for k in kept}
         sh = np.array([shifts[k] for k in kept], np.int64).reshape(-1, 2)
@@ -419,7 +399,9 @@ class SegmentationCoder:
         (n_new,) = rd.read([0], count_tab).tolist()
         if not 0 <= n_new <= _MAX_IDS:
             raise EntropyCodingError("corrupt segmentation payload (number of new ids)")
-        new_ids = _ungaps(rd.read([0] * n_new, gap_tab).tolist(), prev_ids)
+        new_ids = ids_from_gaps(
+            rd.read([0] * n_new, gap_tab).tolist(), prev_ids, _MAX_ID, "segmentation"
+        )
         kept = [i for i, f in zip(prev_ids, flags.tolist(), strict=True) if f]
         palette = sorted(kept + new_ids)
         if len(set(palette)) != len(palette) or len(palette) > _MAX_IDS:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,9 +17,6 @@ from codec.scaffold.detector import (
     nms,
     tile_windows,
 )
-from evaluation.groundtruth import load_mot_groundtruth
-
-PETS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "PETS09-S2L1"
 
 
 def test_tile_windows_cover_frame_with_overlap() -> None:
@@ -63,33 +59,9 @@ def test_config_validation_and_frame_checks() -> None:
     assert dets.boxes.dtype == np.float32 and len(dets.above(0.5)) == 1
 
 
-def _pets_frame(number: int) -> np.ndarray:
-    import cv2
-
-    image = cv2.imread(str(PETS / "img1" / f"{number:06d}.jpg"))
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
-
-
-@pytest.fixture(scope="module")
-def detector() -> PersonDetector:
-    if not (PETS / "img1" / "000001.jpg").is_file():
-        pytest.skip(f"PETS09-S2L1 frames not found under {PETS}")
-    from codec.models import ModelNotFoundError
-
-    try:
-        return PersonDetector(DetectorConfig(score_threshold=0.3), threads=2)
-    except ModelNotFoundError as exc:
-        pytest.skip(f"person detector model not available: {exc}")
-
-
-@pytest.fixture(scope="module")
-def pets_gt():
-    return load_mot_groundtruth(PETS)
-
-
 @pytest.mark.shared
-def test_finds_persons_on_pets_frame(detector: PersonDetector, pets_gt) -> None:
-    frame = _pets_frame(1)
+def test_finds_persons_on_pets_frame(pets_frame, detector: PersonDetector, pets_gt) -> None:
+    frame = pets_frame(1)
     dets = detector.detect(frame)
     assert dets.boxes.dtype == np.float32 and dets.scores.dtype == np.float32
     assert np.all(np.diff(dets.scores) <= 0) and dets.scores.min() >= 0.3
@@ -102,8 +74,8 @@ def test_finds_persons_on_pets_frame(detector: PersonDetector, pets_gt) -> None:
 
 
 @pytest.mark.shared
-def test_tiled_boxes_in_frame_coordinates(detector: PersonDetector, pets_gt) -> None:
-    frame = _pets_frame(51)
+def test_tiled_boxes_in_frame_coordinates(pets_frame, detector: PersonDetector, pets_gt) -> None:
+    frame = pets_frame(51)
     tiled = detector.with_config(DetectorConfig(score_threshold=0.3, tiles=2))
     dets = tiled.detect(frame)
     assert (dets.boxes[:, :2] >= 0).all() and (dets.boxes[:, 2] <= 768).all()

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import codec.scaffold.detector as codec_detector
 from evaluation.detector import (
     Detections,
-    DetectorConfig,
     PersonDetector,
     calibrate_detector,
 )
-from evaluation.groundtruth import load_mot_groundtruth
-
-PETS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "PETS09-S2L1"
 
 
 def test_detector_names_are_reexported() -> None:
@@ -35,33 +29,9 @@ def test_calibrate_rejects_empty_grids() -> None:
         calibrate_detector(frames, None, [1, 2])  # type: ignore[arg-type]
 
 
-def _pets_frame(number: int) -> np.ndarray:
-    import cv2
-
-    image = cv2.imread(str(PETS / "img1" / f"{number:06d}.jpg"))
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
-
-
-@pytest.fixture(scope="module")
-def detector() -> PersonDetector:
-    if not (PETS / "img1" / "000001.jpg").is_file():
-        pytest.skip(f"PETS09-S2L1 frames not found under {PETS}")
-    from codec.models import ModelNotFoundError
-
-    try:
-        return PersonDetector(DetectorConfig(score_threshold=0.3), threads=2)
-    except ModelNotFoundError as exc:
-        pytest.skip(f"person detector model not available: {exc}")
-
-
-@pytest.fixture(scope="module")
-def pets_gt():
-    return load_mot_groundtruth(PETS)
-
-
 @pytest.mark.shared
-def test_calibrate_on_two_frames(detector: PersonDetector, pets_gt) -> None:
-    frames = np.stack([_pets_frame(1), _pets_frame(101)])
+def test_calibrate_on_two_frames(pets_frame, detector: PersonDetector, pets_gt) -> None:
+    frames = np.stack([pets_frame(1), pets_frame(101)])
     config, rows = calibrate_detector(
         frames, pets_gt, [1, 101], thresholds=(0.5, 0.3), tilings=(1, 2), threads=2
     )
