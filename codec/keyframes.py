@@ -35,95 +35,19 @@ from __future__ import annotations
 
 import io
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from fractions import Fraction
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import av
 import cv2
 import numpy as np
 
 from codec.frames import even_size, resize_to
+from codec.registry import Registry
 
 
 class KeyframeError(ValueError):
     """Bad input to an intra coder (frame, quality, option, name) or undecodable bytes."""
-
-
-_REGISTRY: dict[str, type[IntraCoder]] = {}
-
-C = TypeVar("C", bound="type[IntraCoder]")
-
-
-def register_intra_coder(name: str) -> Callable[[C], C]:
-    """Class decorator registering an :class:`IntraCoder` subclass under ``name``.
-
-    Sets the class's ``name`` attribute. Raises :class:`ValueError` if ``name`` is taken.
-    """
-
-    def decorator(cls: C) -> C:
-        if name in _REGISTRY:
-            raise ValueError(
-                f"intra coder {name!r} is already registered ({_REGISTRY[name].__qualname__})"
-            )
-        if not (isinstance(cls, type) and issubclass(cls, IntraCoder)):
-            raise TypeError(f"{cls!r} is not an IntraCoder subclass")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return decorator
-
-
-def available_intra_coders() -> list[str]:
-    """Registered coder names, sorted."""
-    return sorted(_REGISTRY)
-
-
-def create_intra_coder(name: str, **options: Any) -> IntraCoder:
-    """A new coder by registry name; ``options`` go to its constructor.
-
-    Raises:
-        KeyframeError: unknown name, bad option value, or the codec is missing from this
-            PyAV/FFmpeg build.
-    """
-    try:
-        cls = _REGISTRY[name]
-    except KeyError:
-        raise KeyframeError(
-            f"unknown intra coder {name!r}; available: {', '.join(available_intra_coders())}"
-        ) from None
-    try:
-        return cls(**options)
-    except TypeError as exc:  # unknown keyword
-        raise KeyframeError(f"intra coder {name!r}: {exc}") from exc
-
-
-def _check_quality(quality: int) -> int:
-    if isinstance(quality, bool) or not isinstance(quality, int | np.integer):
-        raise KeyframeError(f"quality must be an int 0..100, got {quality!r}")
-    if not 0 <= quality <= 100:
-        raise KeyframeError(f"quality must be in 0..100, got {quality}")
-    return int(quality)
-
-
-def _check_frame(frame: np.ndarray) -> None:
-    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8:
-        raise KeyframeError(
-            f"frame must be a uint8 numpy array, got {getattr(frame, 'dtype', type(frame))}"
-        )
-    if frame.ndim != 3 or frame.shape[2] != 3 or frame.shape[0] < 1 or frame.shape[1] < 1:
-        raise KeyframeError(f"frame must have shape (H, W, 3), got {frame.shape}")
-
-
-def _check_size(size: tuple[int, int]) -> tuple[int, int]:
-    try:
-        width, height = (int(v) for v in size)
-    except (TypeError, ValueError):
-        raise KeyframeError(f"size must be (width, height), got {size!r}") from None
-    if width < 1 or height < 1:
-        raise KeyframeError(f"size must be positive, got {size!r}")
-    return width, height
 
 
 class IntraCoder(ABC):
@@ -243,6 +167,54 @@ def _require_codecs(*names: str) -> None:
             f"this PyAV/FFmpeg build lacks {', '.join(missing)}; install PyAV wheels that "
             "include them (the PyPI wheels do)"
         )
+
+
+INTRA_CODERS: Registry[IntraCoder] = Registry(
+    "intra coder", IntraCoder, KeyframeError, entry_point_group="semcodec.intra_coders"
+)
+#: Class decorator registering an :class:`IntraCoder` subclass under a name.
+register_intra_coder = INTRA_CODERS.register
+
+
+def available_intra_coders() -> list[str]:
+    """Registered coder names, sorted."""
+    return INTRA_CODERS.names()
+
+
+def create_intra_coder(name: str, **options: Any) -> IntraCoder:
+    """A new coder by registry name; ``options`` go to its constructor.
+
+    Raises:
+        KeyframeError: unknown name or bad option.
+    """
+    return INTRA_CODERS.create(name, **options)
+
+
+def _check_quality(quality: int) -> int:
+    if isinstance(quality, bool) or not isinstance(quality, int | np.integer):
+        raise KeyframeError(f"quality must be an int 0..100, got {quality!r}")
+    if not 0 <= quality <= 100:
+        raise KeyframeError(f"quality must be in 0..100, got {quality}")
+    return int(quality)
+
+
+def _check_frame(frame: np.ndarray) -> None:
+    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8:
+        raise KeyframeError(
+            f"frame must be a uint8 numpy array, got {getattr(frame, 'dtype', type(frame))}"
+        )
+    if frame.ndim != 3 or frame.shape[2] != 3 or frame.shape[0] < 1 or frame.shape[1] < 1:
+        raise KeyframeError(f"frame must have shape (H, W, 3), got {frame.shape}")
+
+
+def _check_size(size: tuple[int, int]) -> tuple[int, int]:
+    try:
+        width, height = (int(v) for v in size)
+    except (TypeError, ValueError):
+        raise KeyframeError(f"size must be (width, height), got {size!r}") from None
+    if width < 1 or height < 1:
+        raise KeyframeError(f"size must be positive, got {size!r}")
+    return width, height
 
 
 class _PyAVIntraCoder(IntraCoder):

@@ -15,12 +15,12 @@ the curve. Third parties add codecs through the ``semcodec.codecs`` entry-point 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import ClassVar
 
 import numpy as np
+
+from codec.registry import Registry
 
 ENTRY_POINT_GROUP = "semcodec.codecs"
 
@@ -167,48 +167,22 @@ class Codec(abc.ABC):
         return f"{self.name}@{rest}" if rest.params else self.name
 
 
-CodecFactory = Callable[..., Codec]
-_CODECS: dict[str, CodecFactory] = {}
-_ENTRY_POINTS_LOADED = False
+def _import_builtin_codecs() -> None:
+    from evaluation import baselines, scaffold_codec  # noqa: F401  (register the built-ins)
 
 
-def register_codec(name: str) -> Callable[[type[Codec]], type[Codec]]:
-    """Class decorator registering a codec under ``name``; a duplicate name is an error."""
-
-    def wrap(cls: type[Codec]) -> type[Codec]:
-        if name in _CODECS:
-            raise ValueError(f"codec {name!r} is already registered")
-        cls.name = name
-        _CODECS[name] = cls
-        return cls
-
-    return wrap
-
-
-def _load_entry_points() -> None:
-    global _ENTRY_POINTS_LOADED
-    if _ENTRY_POINTS_LOADED:
-        return
-    _ENTRY_POINTS_LOADED = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name not in _CODECS:
-            _CODECS[ep.name] = ep.load()
+CODECS: Registry[Codec] = Registry(
+    "codec", Codec, UnknownCodecError, ENTRY_POINT_GROUP, builtins=_import_builtin_codecs
+)
+#: Class decorator registering a codec under a name (a duplicate name is an error).
+register_codec = CODECS.register
 
 
 def available_codecs() -> list[str]:
     """Registered codec names, sorted (built-ins and entry points)."""
-    _import_builtin_codecs()
-    _load_entry_points()
-    return sorted(_CODECS)
+    return CODECS.names()
 
 
 def create_codec(name: str, **options: object) -> Codec:
     """Instantiates codec ``name`` with its options (e.g. ``preset``, ``gop``)."""
-    names = available_codecs()
-    if name not in _CODECS:
-        raise UnknownCodecError(f"unknown codec {name!r}; available: {', '.join(names)}")
-    return _CODECS[name](**options)
-
-
-def _import_builtin_codecs() -> None:
-    from evaluation import baselines, scaffold_codec  # noqa: F401  (register the built-ins)
+    return CODECS.create(name, **options)

@@ -7,12 +7,12 @@ under another name behind the same :class:`Reconstructor` interface.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from codec.registry import Registry
 from codec.scaffold.types import FrameScaffold
 
 
@@ -53,31 +53,23 @@ class ReconstructionError(RuntimeError):
     """The stream cannot be reconstructed (e.g. it does not start with a keyframe)."""
 
 
-_RECONSTRUCTORS: dict[str, Callable[..., Reconstructor]] = {}
+def _import_builtin_reconstructors() -> None:
+    from codec.reconstruct import warp  # noqa: F401  (registers "warp")
 
 
-def register_reconstructor(name: str):
-    """Class decorator registering a reconstructor; a duplicate name is an error."""
-
-    def wrap(cls):
-        if name in _RECONSTRUCTORS:
-            raise ValueError(f"reconstructor {name!r} is already registered")
-        cls.name = name
-        _RECONSTRUCTORS[name] = cls
-        return cls
-
-    return wrap
+RECONSTRUCTORS: Registry[Reconstructor] = Registry(
+    "reconstructor", Reconstructor, ValueError, "semcodec.reconstructors",
+    builtins=_import_builtin_reconstructors,
+)  # fmt: skip
+#: Class decorator registering a reconstructor under a name (a duplicate name is an error).
+register_reconstructor = RECONSTRUCTORS.register
 
 
 def available_reconstructors() -> list[str]:
-    from codec.reconstruct import warp  # noqa: F401  (registers "warp")
-
-    return sorted(_RECONSTRUCTORS)
+    """Registered reconstructor names, sorted."""
+    return RECONSTRUCTORS.names()
 
 
 def create_reconstructor(name: str, **options: object) -> Reconstructor:
     """Instantiates reconstructor ``name`` (``"warp"``)."""
-    names = available_reconstructors()
-    if name not in _RECONSTRUCTORS:
-        raise ValueError(f"unknown reconstructor {name!r}; available: {', '.join(names)}")
-    return _RECONSTRUCTORS[name](**options)
+    return RECONSTRUCTORS.create(name, **options)

@@ -126,7 +126,7 @@ def test_bad_options_and_names():
 
 
 def test_register_rejects_duplicates(monkeypatch):
-    monkeypatch.setattr(keyframes, "_REGISTRY", dict(keyframes._REGISTRY))
+    monkeypatch.setattr(keyframes.INTRA_CODERS, "_classes", dict(keyframes.INTRA_CODERS._classes))
 
     @register_intra_coder("raw_test")
     class RawCoder(IntraCoder):
