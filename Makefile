@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast lint demo bench-pets clean
+.PHONY: install test test-fast lint demo bench-pets bench-scaffold clean
 
 install: $(STAMP)
 
@@ -33,3 +33,8 @@ bench-pets: $(STAMP)
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache
+
+# The issue-3 table: the scaffold codec at levels 0-3 beside x264 medium, same frames.
+bench-scaffold: $(STAMP)
+	$(BIN)/semcodec-bench run --data PETS09-S2L1 --frames 150 --codecs scaffold,x264 \
+	  --crf 23,28,33,38 --lpips-every 3 --out runs/pets150-scaffold

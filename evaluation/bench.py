@@ -189,7 +189,14 @@ def run_cell(cell: CellSpec) -> dict:
         row[f"bytes_{stream}"] = n
     row.update(measure_quality(pixels, decoded, cell, gt))
     row["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    return row
+    return {k: _finite_or_none(v) for k, v in row.items()}
+
+
+def _finite_or_none(value):
+    """NaN/inf (e.g. MODP with no match) become None: empty in CSV, null in JSON."""
+    if isinstance(value, float | np.floating) and not np.isfinite(value):
+        return None
+    return value
 
 
 def measure_quality(reference: np.ndarray, decoded: np.ndarray, cell: CellSpec, gt) -> dict:
