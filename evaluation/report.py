@@ -47,7 +47,7 @@ def curves(rows: list[dict], metric: str) -> dict[tuple[str, str], list[tuple[fl
     return {k: sorted(v) for k, v in out.items()}
 
 
-def bd_rates(rows: list[dict], metrics=("psnr", "ms_ssim", "st_lpips")) -> list[dict]:
+def bd_rates(rows: list[dict], metrics: tuple[str, ...] | None = None) -> list[dict]:
     """BD-rate (%) of every curve against the x265 curve of the same sequence, per metric.
 
     Negative = fewer bits than x265 at equal quality. Computed with the ``bjontegaard``
@@ -57,6 +57,9 @@ def bd_rates(rows: list[dict], metrics=("psnr", "ms_ssim", "st_lpips")) -> list[
     """
     import bjontegaard
 
+    if metrics is None:  # every quality metric the rows have
+        metrics = tuple(m for m in QUALITY_METRICS if m != "modp"
+                        and any(_number(r.get(m)) is not None for r in rows))  # fmt: skip
     results = []
     for metric in metrics:
         higher_better = QUALITY_METRICS[metric][0]
