@@ -87,6 +87,8 @@ def bd_rates(rows: list[dict], metrics: tuple[str, ...] | None = None) -> list[d
                     )
                 if caught:
                     note = str(caught[0].message)
+                if not math.isfinite(value):
+                    value = None
             except (ValueError, ZeroDivisionError) as exc:
                 note = str(exc)
             results.append(
