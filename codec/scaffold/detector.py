@@ -243,6 +243,8 @@ class PersonDetector:
         options = ort.SessionOptions()
         options.log_severity_level = 3
         options.inter_op_num_threads = 1
+        # no busy-waiting between runs: the edge shares its cores with segmentation and flow
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if self.threads is not None:
             options.intra_op_num_threads = self.threads
         self.model_path = resolve_model(MODEL_NAME, models_dir)
