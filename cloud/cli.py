@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from codec.models import MODELS_DIR_HELP
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -30,9 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("input", type=Path, help="the .semc file")
     dec.add_argument("-o", "--output", required=True, type=Path, help="output folder")
     dec.add_argument("--decoder", default="warp", help="reconstructor by name")
-    dec.add_argument("--models-dir", metavar="DIR",
-                     help="pretrained models (else $SEMCODEC_MODELS_DIR, ../shared/models, "
-                     "~/.cache/semcodec/models)")  # fmt: skip
+    dec.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
     dec.add_argument("--no-overview", action="store_true", help="skip overview.mp4")
     dec.add_argument("--flow-prior", type=Path, metavar="FILE",
                      help="the flow prior the edge used, when not the shipped one")  # fmt: skip

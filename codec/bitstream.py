@@ -502,34 +502,17 @@ class StreamHeader:
         object.__setattr__(self, "models", models)
         object.__setattr__(self, "settings", settings)
 
+    def _fields(self) -> tuple[Any, ...]:
+        """Every field in order, settings as a plain dict."""
+        return (self.width, self.height, self.fps_num, self.fps_den, self.level,
+                self.num_frames, self.models, dict(self.settings))  # fmt: skip
+
     def __hash__(self) -> int:
-        return hash(
-            (
-                self.width,
-                self.height,
-                self.fps_num,
-                self.fps_den,
-                self.level,
-                self.num_frames,
-                self.models,
-                tuple(self.settings.items()),
-            )
-        )
+        *head, settings = self._fields()
+        return hash((*head, tuple(settings.items())))
 
     def __reduce__(self) -> tuple[Any, ...]:  # a mappingproxy does not pickle; a dict does
-        return (
-            type(self),
-            (
-                self.width,
-                self.height,
-                self.fps_num,
-                self.fps_den,
-                self.level,
-                self.num_frames,
-                self.models,
-                dict(self.settings),
-            ),
-        )
+        return (type(self), self._fields())
 
     @property
     def frame_rate(self) -> Fraction:

@@ -25,6 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MODELS_DIR_ENV = "SEMCODEC_MODELS_DIR"
+#: Help text of every entry point's ``--models-dir`` option.
+MODELS_DIR_HELP = (
+    "pretrained models (else $SEMCODEC_MODELS_DIR, ../shared/models, ~/.cache/semcodec/models)"
+)
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

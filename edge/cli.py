@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from codec.models import MODELS_DIR_HELP
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -34,9 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("--level", type=int, choices=(0, 1, 2, 3), default=1, help="scaffold level")
     enc.add_argument("--frames", type=int, metavar="N", help="encode the first N frames only")
     enc.add_argument("--start", type=int, default=1, metavar="K", help="first frame (1-based)")
-    enc.add_argument("--models-dir", metavar="DIR",
-                     help="pretrained models (else $SEMCODEC_MODELS_DIR, ../shared/models, "
-                     "~/.cache/semcodec/models)")  # fmt: skip
+    enc.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
     enc.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
     enc.add_argument("--fps", type=float, help="frame rate of frame folders and raw .yuv")
     enc.add_argument("--width", type=int, help="frame width of a raw .yuv")

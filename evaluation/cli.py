@@ -10,6 +10,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from codec.models import MODELS_DIR_HELP
+
 DEFAULT_CODECS = "x264,x265,scaffold,raw"
 DEFAULT_OUT = "runs/bench"
 VIDEO_CODECS = ("x264", "x265")
@@ -130,8 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     meas.add_argument(
         "--models-dir",
         metavar="DIR",
-        help="pretrained models (else $SEMCODEC_MODELS_DIR, ../shared/models, "
-        "~/.cache/semcodec/models)",
+        help=MODELS_DIR_HELP,
     )
     meas.add_argument(
         "--lpips-every",
@@ -175,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="list or download the pretrained models")
     models.add_argument("action", choices=("list", "download"))
     models.add_argument("name", nargs="?", help="model to download")
-    models.add_argument("--models-dir", metavar="DIR")
+    models.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
 
     train = sub.add_parser(
         "train-flow-prior",

@@ -71,3 +71,19 @@ def pets_gt():
     from evaluation.groundtruth import load_mot_groundtruth
 
     return load_mot_groundtruth(PETS)
+
+
+@pytest.fixture(scope="session")
+def gt_tracks():
+    """``gt_tracks(gt_file, frame)``: the counted ground-truth people of a frame as Tracks."""
+    from codec.scaffold.types import Tracks
+    from evaluation.groundtruth import load_mot_groundtruth
+
+    def load(gt_file, frame: int) -> Tracks:
+        gt = load_mot_groundtruth(gt_file)
+        rows = (gt.frame_numbers == frame) & gt.counted
+        xywh = np.asarray(gt.boxes[rows], np.float32)
+        boxes = np.c_[xywh[:, :2], xywh[:, :2] + xywh[:, 2:]].astype(np.float32)
+        return Tracks(boxes, np.ones(len(boxes), np.float32), gt.ids[rows].astype(np.int32))
+
+    return load

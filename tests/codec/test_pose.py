@@ -13,18 +13,8 @@ from codec.scaffold.pose import PoseConfig, PoseEstimator
 from codec.scaffold.segmentation import CropMask
 from codec.scaffold.types import NUM_KEYPOINTS, Tracks
 
-SHARED_FRAME = (
-    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "PETS09-S2L1" / "img1"
-)
+PETS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "PETS09-S2L1"
 SHOULDERS, HIPS, ANKLES = [11, 12], [23, 24], [27, 28]
-
-
-def gt_tracks(gt_file: Path, frame: int) -> Tracks:
-    """The visible (conf != 0) ground-truth people of ``frame`` as tracks."""
-    gt = np.loadtxt(gt_file, delimiter=",", ndmin=2)
-    rows = gt[(gt[:, 0] == frame) & (gt[:, 6] != 0)]
-    boxes = np.c_[rows[:, 2:4], rows[:, 2:4] + rows[:, 4:6]].astype(np.float32)
-    return Tracks(boxes, np.ones(len(rows), np.float32), rows[:, 1].astype(np.int32))
 
 
 def need_model(name: str) -> None:
@@ -79,7 +69,7 @@ def check_poses(poses, tracks, min_presence=0.5):
 
 
 @pytest.mark.shared
-def test_poses_on_sample(estimator, sample_dir, sample_frames):
+def test_poses_on_sample(gt_tracks, estimator, sample_dir, sample_frames):
     tracks = gt_tracks(sample_dir / "gt" / "gt.txt", 1)
     poses = estimator.estimate(sample_frames[0], tracks)
     assert [p.track_id for p in poses] == tracks.ids.tolist()  # all three, in track order
@@ -89,7 +79,7 @@ def test_poses_on_sample(estimator, sample_dir, sample_frames):
 
 
 @pytest.mark.shared
-def test_presence_threshold_and_masks(sample_dir, sample_frames):
+def test_presence_threshold_and_masks(gt_tracks, sample_dir, sample_frames):
     need_model("pose_landmark_lite")
     tracks = gt_tracks(sample_dir / "gt" / "gt.txt", 1)
     everyone = PoseEstimator(PoseConfig(min_presence=0.0))
@@ -104,13 +94,9 @@ def test_presence_threshold_and_masks(sample_dir, sample_frames):
 
 
 @pytest.mark.shared
-def test_poses_on_full_size_frame(estimator):
-    cv2 = pytest.importorskip("cv2")
-    path = SHARED_FRAME / "000150.jpg"
-    if not path.is_file():
-        pytest.skip(f"{path} not found (../shared/data beside the repo)")
-    frame = cv2.cvtColor(cv2.imread(str(path)), cv2.COLOR_BGR2RGB)
-    tracks = gt_tracks(SHARED_FRAME.parent / "gt" / "gt.txt", 150)
+def test_poses_on_full_size_frame(pets_frame, gt_tracks, estimator):
+    frame = pets_frame(150)
+    tracks = gt_tracks(PETS / "gt" / "gt.txt", 150)
     poses = estimator.estimate(frame, tracks)
     # lite misses the two people whose boxes overlap by half; full finds all six
     assert len(poses) >= 4

@@ -20,9 +20,7 @@ from codec.scaffold.segmentation import (
 )
 from codec.scaffold.types import Tracks
 
-SHARED_FRAME = (
-    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "PETS09-S2L1" / "img1"
-)
+PETS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "PETS09-S2L1"
 
 
 def make_tracks(rows) -> Tracks:
@@ -30,14 +28,6 @@ def make_tracks(rows) -> Tracks:
     rows = np.asarray(rows, np.float64).reshape(-1, 5)
     boxes = np.c_[rows[:, 1:3], rows[:, 1:3] + rows[:, 3:5]].astype(np.float32)
     return Tracks(boxes, np.ones(len(rows), np.float32), rows[:, 0].astype(np.int32))
-
-
-def gt_tracks(gt_file: Path, frame: int, visible_only: bool = True) -> Tracks:
-    gt = np.loadtxt(gt_file, delimiter=",", ndmin=2)
-    rows = gt[gt[:, 0] == frame]
-    if visible_only:
-        rows = rows[rows[:, 6] != 0]
-    return make_tracks(rows[:, 1:6])
 
 
 def need_model(name: str) -> None:
@@ -218,7 +208,7 @@ def check_people(seg, tracks, min_area=0.25, min_inside=0.8):
 
 
 @pytest.mark.shared
-def test_selfie_model_on_sample(selfie, sample_dir, sample_frames):
+def test_selfie_model_on_sample(gt_tracks, selfie, sample_dir, sample_frames):
     tracks = gt_tracks(sample_dir / "gt" / "gt.txt", 1)
     assert len(tracks) == 3
     seg = selfie.segment(sample_frames[0], tracks)
@@ -234,13 +224,9 @@ def test_selfie_model_on_sample(selfie, sample_dir, sample_frames):
 
 
 @pytest.mark.shared
-def test_selfie_model_on_full_size_frame(selfie):
-    cv2 = pytest.importorskip("cv2")
-    path = SHARED_FRAME / "000150.jpg"
-    if not path.is_file():
-        pytest.skip(f"{path} not found (../shared/data beside the repo)")
-    frame = cv2.cvtColor(cv2.imread(str(path)), cv2.COLOR_BGR2RGB)
-    tracks = gt_tracks(SHARED_FRAME.parent / "gt" / "gt.txt", 150)
+def test_selfie_model_on_full_size_frame(pets_frame, gt_tracks, selfie):
+    frame = pets_frame(150)
+    tracks = gt_tracks(PETS / "gt" / "gt.txt", 150)
     assert len(tracks) == 6
     seg = PersonSegmenter(SegmenterConfig()).segment(frame, tracks)
     assert seg.labels.shape == (72, 96)
@@ -249,7 +235,7 @@ def test_selfie_model_on_full_size_frame(selfie):
 
 
 @pytest.mark.shared
-def test_pose_model_masks(sample_dir, sample_frames):
+def test_pose_model_masks(gt_tracks, sample_dir, sample_frames):
     need_model("pose_landmark_lite")
     tracks = gt_tracks(sample_dir / "gt" / "gt.txt", 1)
     cfg = SegmenterConfig(scale=0.5, model="pose_landmark_lite", crop_margin=1.25)
