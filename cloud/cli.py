@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from codec.models import MODELS_DIR_HELP
+from semcodec.codec.models import MODELS_DIR_HELP
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,10 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    from cloud.outputs import DecodeOutputs
-    from codec.bitstream import read_stream
-    from codec.reconstruct import create_reconstructor
-    from codec.scaffold.codec import ScaffoldDecoder
+    from semcodec.cloud.outputs import DecodeOutputs
+    from semcodec.codec.bitstream import read_stream
+    from semcodec.codec.reconstruct import create_reconstructor
+    from semcodec.codec.scaffold.codec import ScaffoldDecoder
 
     if not args.input.is_file():
         raise FileNotFoundError(f"{args.input}: no such file")
@@ -51,7 +51,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     header, units = read_stream(args.input)
     prior = None
     if args.flow_prior:
-        from codec.entropy.flow import FlowPrior
+        from semcodec.codec.entropy.flow import FlowPrior
 
         prior = FlowPrior.load(args.flow_prior)
     decoder = ScaffoldDecoder(header, flow_prior=prior)
@@ -70,10 +70,10 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``cloud-decoder``; returns the exit status."""
-    from codec.bitstream import BitstreamError
-    from codec.keyframes import KeyframeError
-    from codec.reconstruct import ReconstructionError
-    from codec.scaffold.codec import ScaffoldCodecError
+    from semcodec.codec.bitstream import BitstreamError
+    from semcodec.codec.keyframes import KeyframeError
+    from semcodec.codec.reconstruct import ReconstructionError
+    from semcodec.codec.scaffold.codec import ScaffoldCodecError
 
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)

@@ -41,9 +41,8 @@ from typing import Any, ClassVar
 import av
 import cv2
 import numpy as np
-
-from codec.frames import even_size, resize_to
-from codec.registry import Registry
+from semcodec.codec.frames import even_size, resize_to
+from semcodec.codec.registry import Registry
 
 
 class KeyframeError(ValueError):

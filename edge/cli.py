@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from codec.models import MODELS_DIR_HELP
+from semcodec.codec.models import MODELS_DIR_HELP
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,13 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    from codec.scaffold.codec import encode_to_file
-    from codec.scaffold.levels import LEVELS
-    from edge.sources import open_source, resolve_data_path
+    from semcodec.codec.scaffold.codec import encode_to_file
+    from semcodec.codec.scaffold.levels import LEVELS
+    from semcodec.edge.sources import open_source, resolve_data_path
 
     prior = None
     if args.flow_prior:
-        from codec.entropy.flow import FlowPrior
+        from semcodec.codec.entropy.flow import FlowPrior
 
         prior = FlowPrior.load(args.flow_prior)
     source = open_source(resolve_data_path(args.input, args.data_dir), fps=args.fps,
@@ -78,9 +78,9 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``edge-agent``; returns the exit status."""
-    from codec.bitstream import BitstreamError
-    from codec.models import ModelError
-    from edge.sources import SourceError
+    from semcodec.codec.bitstream import BitstreamError
+    from semcodec.codec.models import ModelError
+    from semcodec.edge.sources import SourceError
 
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)

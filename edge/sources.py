@@ -31,8 +31,7 @@ from typing import BinaryIO
 import av
 import cv2
 import numpy as np
-
-from codec.frames import even_size, resize_to
+from semcodec.codec.frames import even_size, resize_to
 
 DATA_DIR_ENV = "SEMCODEC_DATA_DIR"
 SAMPLE_NAME = "PETS09-S2L1-384x288"

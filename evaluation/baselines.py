@@ -18,9 +18,15 @@ from fractions import Fraction
 import av
 import cv2
 import numpy as np
-
-from codec.frames import even_size, resize_to
-from evaluation.codecs import Codec, CodecError, Encoded, Setting, SettingError, register_codec
+from semcodec.codec.frames import even_size, resize_to
+from semcodec.evaluation.codecs import (
+    Codec,
+    CodecError,
+    Encoded,
+    Setting,
+    SettingError,
+    register_codec,
+)
 
 DEFAULT_CRFS = (23, 28, 33, 38)
 DEFAULT_IMAGE_QUALITIES = (30, 50, 70, 90)

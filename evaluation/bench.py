@@ -21,8 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-
-from evaluation.codecs import Setting, create_codec
+from semcodec.evaluation.codecs import Setting, create_codec
 
 ALL_METRICS = ("psnr", "ms_ssim", "st_lpips", "moda", "fvd")
 DEFAULT_METRICS = ("psnr", "ms_ssim", "st_lpips", "moda")
@@ -125,8 +124,8 @@ def load_sequence(path: str, frames: int | None, source_options: tuple = ()):
     (``fps``, ``width``, ``height``: what a raw ``.yuv`` needs). Cached per process, so the
     cells of one sequence read it once.
     """
-    from edge.sources import open_source
-    from evaluation.groundtruth import load_mot_groundtruth
+    from semcodec.edge.sources import open_source
+    from semcodec.evaluation.groundtruth import load_mot_groundtruth
 
     source = open_source(path, **dict(source_options))
     pixels = source.read(start=1, count=frames)
@@ -140,7 +139,7 @@ def load_sequence(path: str, frames: int | None, source_options: tuple = ()):
 
 def sequence_name(path: str) -> str:
     """The display name of a sequence (``seqinfo.ini`` name, else the file or folder name)."""
-    from edge.sources import open_source
+    from semcodec.edge.sources import open_source
 
     return open_source(path).info.name
 
@@ -162,7 +161,7 @@ def run_cell(cell: CellSpec) -> dict:
             f"{cell.codec} {setting}: decoded shape {decoded.shape}, expected {pixels.shape}"
         )
     t, h, w, _ = pixels.shape
-    from evaluation.metrics import bits_per_pixel
+    from semcodec.evaluation.metrics import bits_per_pixel
 
     row: dict = {
         "sequence": info.name,
@@ -201,7 +200,7 @@ def _finite_or_none(value):
 
 def measure_quality(reference: np.ndarray, decoded: np.ndarray, cell: CellSpec, gt) -> dict:
     """The quality columns that ``cell.metrics`` asks for (others stay absent)."""
-    from evaluation import metrics
+    from semcodec.evaluation import metrics
 
     out: dict = {}
     if "psnr" in cell.metrics:
@@ -210,7 +209,7 @@ def measure_quality(reference: np.ndarray, decoded: np.ndarray, cell: CellSpec, 
     if "ms_ssim" in cell.metrics:
         out["ms_ssim"] = metrics.ms_ssim(reference, decoded)
     if "st_lpips" in cell.metrics:
-        from evaluation.perceptual import st_lpips
+        from semcodec.evaluation.perceptual import st_lpips
 
         k = cell.lpips_every
         out["st_lpips"] = st_lpips(reference[::k], decoded[::k], models_dir=cell.models_dir)
@@ -218,7 +217,7 @@ def measure_quality(reference: np.ndarray, decoded: np.ndarray, cell: CellSpec, 
     if "moda" in cell.metrics and gt is not None and cell.detector is not None:
         out.update(detection_scores(decoded, gt, dict(cell.detector), cell.models_dir))
     if "fvd" in cell.metrics:
-        from evaluation.fvd import FVDUnavailableError, fvd
+        from semcodec.evaluation.fvd import FVDUnavailableError, fvd
 
         try:
             out["fvd"] = fvd(
@@ -231,7 +230,7 @@ def measure_quality(reference: np.ndarray, decoded: np.ndarray, cell: CellSpec, 
 
 @lru_cache(maxsize=4)
 def _detector(config_items: tuple, models_dir: str | None):
-    from evaluation.detector import DetectorConfig, PersonDetector
+    from semcodec.evaluation.detector import DetectorConfig, PersonDetector
 
     return PersonDetector(DetectorConfig(**dict(config_items)), models_dir=models_dir)
 
@@ -239,7 +238,7 @@ def _detector(config_items: tuple, models_dir: str | None):
 def detection_scores(frames: np.ndarray, gt, config: dict, models_dir: str | None) -> dict:
     """MODA and MODP of the person detector on ``frames`` (and MODA on the ground plane when
     the ground truth has world coordinates)."""
-    from evaluation.moda import clear_mod, clear_mod_ground, fit_ground_homography
+    from semcodec.evaluation.moda import clear_mod, clear_mod_ground, fit_ground_homography
 
     detector = _detector(tuple(sorted(config.items())), models_dir)
     boxes = {i + 1: detector.detect(frame).boxes for i, frame in enumerate(frames)}
@@ -360,7 +359,7 @@ def calibrate_detectors(config: GridConfig, log: Callable[[str], None]) -> dict[
     """
     if "moda" not in config.metrics:
         return {}
-    from evaluation.detector import calibrate_detector
+    from semcodec.evaluation.detector import calibrate_detector
 
     chosen: dict[str, dict | None] = {}
     for sequence in config.sequences:
@@ -392,9 +391,8 @@ def run_grid(
     config: GridConfig, executor=None, progress: bool = True, log: Callable[[str], None] = print
 ) -> list[dict]:
     """Runs the cells not yet in ``OUT/results.jsonl``; returns all rows of the grid."""
+    from semcodec.evaluation.executors import LocalExecutor
     from tqdm import tqdm
-
-    from evaluation.executors import LocalExecutor
 
     executor = executor or LocalExecutor()
     config.out_dir.mkdir(parents=True, exist_ok=True)
@@ -434,7 +432,7 @@ def _json_default(value):
 
 
 def _announce_fvd(config: GridConfig, log: Callable[[str], None]) -> None:
-    from evaluation.fvd import FVDUnavailableError, load_i3d
+    from semcodec.evaluation.fvd import FVDUnavailableError, load_i3d
 
     try:
         load_i3d(weights_path=config.fvd_weights, models_dir=config.models_dir)

@@ -10,7 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from codec.models import MODELS_DIR_HELP
+from semcodec.codec.models import MODELS_DIR_HELP
 
 DEFAULT_CODECS = "x264,x265,scaffold,raw"
 DEFAULT_OUT = "runs/bench"
@@ -209,8 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def grid_from_args(args: argparse.Namespace):
     """The :class:`~evaluation.bench.GridConfig` that ``run``'s arguments describe."""
-    from edge.sources import resolve_data_path, sample_path
-    from evaluation.bench import GridConfig
+    from semcodec.edge.sources import resolve_data_path, sample_path
+    from semcodec.evaluation.bench import GridConfig
 
     sequences = [str(resolve_data_path(p, args.data_dir)) for p in (args.data or [])]
     sequences = sequences or [str(sample_path())]
@@ -252,9 +252,9 @@ def grid_from_args(args: argparse.Namespace):
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
-    from evaluation.bench import run_grid
-    from evaluation.executors import create_executor
-    from evaluation.report import write_report
+    from semcodec.evaluation.bench import run_grid
+    from semcodec.evaluation.executors import create_executor
+    from semcodec.evaluation.report import write_report
 
     config = grid_from_args(args)
     executor = create_executor(args.executor, args.workers)
@@ -266,8 +266,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from evaluation.bench import latest_rows, read_rows
-    from evaluation.report import write_report
+    from semcodec.evaluation.bench import latest_rows, read_rows
+    from semcodec.evaluation.report import write_report
 
     rows = latest_rows(read_rows(args.out / "results.jsonl"))
     if not rows:
@@ -281,7 +281,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_codecs() -> int:
-    from evaluation.codecs import available_codecs, create_codec
+    from semcodec.evaluation.codecs import available_codecs, create_codec
 
     for name in available_codecs():
         codec = create_codec(name)
@@ -292,7 +292,7 @@ def cmd_codecs() -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from codec.models import ModelError, download_model, list_models, resolve_model
+    from semcodec.codec.models import ModelError, download_model, list_models, resolve_model
 
     if args.action == "list":
         for spec in list_models():
@@ -314,10 +314,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_train_flow_prior(args: argparse.Namespace) -> int:
+    from semcodec.codec.entropy.flow import fit_flow_prior_from_video
+    from semcodec.edge.sources import resolve_data_path
     from tqdm import tqdm
-
-    from codec.entropy.flow import fit_flow_prior_from_video
-    from edge.sources import resolve_data_path
 
     path = resolve_data_path(args.data, args.data_dir)
     if path.is_dir():
@@ -339,8 +338,8 @@ def cmd_train_flow_prior(args: argparse.Namespace) -> int:
 def cmd_data(args: argparse.Namespace) -> int:
     import os
 
-    from edge.sources import DATA_DIR_ENV
-    from evaluation.recipes import load_recipes, verify_recipe
+    from semcodec.edge.sources import DATA_DIR_ENV
+    from semcodec.evaluation.recipes import load_recipes, verify_recipe
 
     recipes = load_recipes()
     if args.action == "list":
@@ -377,10 +376,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from codec.models import ModelError
-    from edge.sources import SourceError
-    from evaluation.bench import BenchError
-    from evaluation.codecs import CodecError, SettingError
+    from semcodec.codec.models import ModelError
+    from semcodec.edge.sources import SourceError
+    from semcodec.evaluation.bench import BenchError
+    from semcodec.evaluation.codecs import CodecError, SettingError
 
     return (ModelError, SourceError, BenchError, CodecError, SettingError)
 

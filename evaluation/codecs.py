@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-
-from codec.registry import Registry
+from semcodec.codec.registry import Registry
 
 ENTRY_POINT_GROUP = "semcodec.codecs"
 
@@ -168,7 +167,7 @@ class Codec(abc.ABC):
 
 
 def _import_builtin_codecs() -> None:
-    from evaluation import baselines, scaffold_codec  # noqa: F401  (register the built-ins)
+    from semcodec.evaluation import baselines, scaffold_codec  # noqa: F401  (register the built-ins)
 
 
 CODECS: Registry[Codec] = Registry(

@@ -16,8 +16,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-
-from codec.scaffold.detector import (
+from semcodec.codec.scaffold.detector import (
     INPUT_SIZE,
     MODEL_NAME,
     PERSON_CLASS,
@@ -29,8 +28,8 @@ from codec.scaffold.detector import (
     nms,
     tile_windows,
 )
-from evaluation.groundtruth import GroundTruth
-from evaluation.moda import ModaResult, clear_mod
+from semcodec.evaluation.groundtruth import GroundTruth
+from semcodec.evaluation.moda import ModaResult, clear_mod
 
 __all__ = [
     "INPUT_SIZE",

@@ -16,8 +16,7 @@ import numpy as np
 import scipy.linalg
 import torch
 import torch.nn.functional as F
-
-from codec.models import MODELS_DIR_ENV, ModelNotFoundError, model_spec, resolve_model
+from semcodec.codec.models import MODELS_DIR_ENV, ModelNotFoundError, model_spec, resolve_model
 
 __all__ = [
     "FVDUnavailableError",

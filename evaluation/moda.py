@@ -30,9 +30,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-
-from codec.scaffold.detector import box_area, box_iou, intersection_area
-from evaluation.groundtruth import GroundTruth, xywh_to_xyxy
+from semcodec.codec.scaffold.detector import box_area, box_iou, intersection_area
+from semcodec.evaluation.groundtruth import GroundTruth, xywh_to_xyxy
 
 IGNORE_COVERAGE = 0.5
 _FOOT_MIN_ROWS = 4

@@ -12,8 +12,7 @@ import io
 import time
 
 import numpy as np
-
-from evaluation.codecs import Codec, Encoded, Setting, SettingError, register_codec
+from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, register_codec
 
 
 @register_codec("scaffold")
@@ -36,7 +35,7 @@ class ScaffoldCodec(Codec):
                 "encoder_version": "bitstream v1"}  # fmt: skip
 
     def _level(self, setting: Setting):
-        from codec.scaffold.levels import LEVELS
+        from semcodec.codec.scaffold.levels import LEVELS
 
         unknown = {k for k, _ in setting.params} - {"level"}
         level = setting.number("level")
@@ -45,9 +44,9 @@ class ScaffoldCodec(Codec):
         return LEVELS[int(level)]
 
     def encode(self, frames: np.ndarray, setting: Setting, fps: float) -> Encoded:
-        from codec.bitstream import write_stream
-        from codec.scaffold.codec import encode_frames
-        from evaluation.baselines import check_frames
+        from semcodec.codec.bitstream import write_stream
+        from semcodec.codec.scaffold.codec import encode_frames
+        from semcodec.evaluation.baselines import check_frames
 
         frames = check_frames(frames)
         config = self._level(setting)
@@ -71,8 +70,8 @@ class ScaffoldCodec(Codec):
         )  # fmt: skip
 
     def decode(self, encoded: Encoded) -> np.ndarray:
-        from codec.reconstruct import create_reconstructor
-        from codec.scaffold.codec import decode_stream
+        from semcodec.codec.reconstruct import create_reconstructor
+        from semcodec.codec.scaffold.codec import decode_stream
 
         reconstructor = create_reconstructor(self.reconstructor)
         frames = [image for _, image in decode_stream(encoded.payload, reconstructor)]

@@ -13,7 +13,7 @@ SHARED = REPO.parent / "shared"
 
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
-    from edge.sources import sample_path
+    from semcodec.edge.sources import sample_path
 
     return sample_path()
 
@@ -21,7 +21,7 @@ def sample_dir() -> Path:
 @pytest.fixture(scope="session")
 def sample_frames(sample_dir) -> np.ndarray:
     """The first 12 frames of the embedded sample, (12, 288, 384, 3) uint8 RGB."""
-    from edge.sources import open_source
+    from semcodec.edge.sources import open_source
 
     return open_source(sample_dir).read(start=1, count=12)
 
@@ -55,8 +55,8 @@ def pets_frame():
 @pytest.fixture(scope="module")
 def detector():
     """The person detector at threshold 0.3 (skips when frames or model are absent)."""
-    from codec.models import ModelNotFoundError
-    from codec.scaffold.detector import DetectorConfig, PersonDetector
+    from semcodec.codec.models import ModelNotFoundError
+    from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector
 
     if not (PETS / "img1" / "000001.jpg").is_file():
         pytest.skip(f"PETS09-S2L1 frames not found under {PETS}")
@@ -68,7 +68,7 @@ def detector():
 
 @pytest.fixture(scope="module")
 def pets_gt():
-    from evaluation.groundtruth import load_mot_groundtruth
+    from semcodec.evaluation.groundtruth import load_mot_groundtruth
 
     return load_mot_groundtruth(PETS)
 
@@ -76,8 +76,8 @@ def pets_gt():
 @pytest.fixture(scope="session")
 def gt_tracks():
     """``gt_tracks(gt_file, frame)``: the counted ground-truth people of a frame as Tracks."""
-    from codec.scaffold.types import Tracks
-    from evaluation.groundtruth import load_mot_groundtruth
+    from semcodec.codec.scaffold.types import Tracks
+    from semcodec.evaluation.groundtruth import load_mot_groundtruth
 
     def load(gt_file, frame: int) -> Tracks:
         gt = load_mot_groundtruth(gt_file)

@@ -61,8 +61,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-
-from codec.entropy.rans import (
+from semcodec.codec.entropy.rans import (
     CdfTable,
     EntropyCodingError,
     RansReader,
@@ -404,8 +403,7 @@ def fit_flow_prior_from_video(
         progress: called with ``(frames read, frames to read)`` after every frame.
     """
     import cv2
-
-    from codec.scaffold.flow import FlowConfig, FlowEstimator
+    from semcodec.codec.scaffold.flow import FlowConfig, FlowEstimator
 
     wanted = sorted({int(k) for k in frames})
     if not wanted or wanted[0] < 1:
@@ -456,7 +454,7 @@ def load_default_prior(step: float) -> FlowPrior:
     import base64
     import zlib
 
-    from codec.entropy._flow_priors import PRIORS
+    from semcodec.codec.entropy._flow_priors import PRIORS
 
     _check_step(step)
     for shipped_step, blob in PRIORS.items():

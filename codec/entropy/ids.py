@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from codec.entropy.rans import EntropyCodingError
+from semcodec.codec.entropy.rans import EntropyCodingError
 
 
 def id_gaps(new_ids: Sequence[int], prev_ids: Sequence[int]) -> list[int]:

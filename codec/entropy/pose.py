@@ -42,9 +42,8 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
-
-from codec.entropy.ids import id_gaps, ids_from_gaps
-from codec.entropy.rans import (
+from semcodec.codec.entropy.ids import id_gaps, ids_from_gaps
+from semcodec.codec.entropy.rans import (
     CdfTable,
     EntropyCodingError,
     RansReader,
@@ -53,7 +52,7 @@ from codec.entropy.rans import (
     laplace_table,
     uniform_table,
 )
-from codec.scaffold.types import NUM_KEYPOINTS, Pose
+from semcodec.codec.scaffold.types import NUM_KEYPOINTS, Pose
 
 __all__ = ["LIMBS", "PARENTS", "SCALES", "PoseCoder"]
 

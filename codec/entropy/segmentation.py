@@ -52,9 +52,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-
-from codec.entropy.ids import id_gaps, ids_from_gaps
-from codec.entropy.rans import (
+from semcodec.codec.entropy.ids import id_gaps, ids_from_gaps
+from semcodec.codec.entropy.rans import (
     CdfTable,
     EntropyCodingError,
     RansReader,

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-
-from codec.registry import Registry
-from codec.scaffold.types import FrameScaffold
+from semcodec.codec.registry import Registry
+from semcodec.codec.scaffold.types import FrameScaffold
 
 
 @dataclass
@@ -54,7 +53,7 @@ class ReconstructionError(RuntimeError):
 
 
 def _import_builtin_reconstructors() -> None:
-    from codec.reconstruct import warp  # noqa: F401  (registers "warp")
+    from semcodec.codec.reconstruct import warp  # noqa: F401  (registers "warp")
 
 
 RECONSTRUCTORS: Registry[Reconstructor] = Registry(

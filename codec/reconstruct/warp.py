@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-
-from codec.reconstruct import (
+from semcodec.codec.reconstruct import (
     DecodedFrame,
     ReconstructionError,
     Reconstructor,
     register_reconstructor,
 )
-from codec.scaffold.flow import warp
-from codec.scaffold.types import Segmentation
+from semcodec.codec.scaffold.flow import warp
+from semcodec.codec.scaffold.types import Segmentation
 
 UNKNOWN_PERSON_RGB = np.array([128, 128, 128], np.float32)
 #: Mean absolute difference (0..255) under which a person's warped pixels count as background.

@@ -19,8 +19,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
-
-from codec.bitstream import (
+from semcodec.codec.bitstream import (
     ModelEntry,
     StreamHeader,
     SubStream,
@@ -31,9 +30,9 @@ from codec.bitstream import (
     unit_overhead_bytes,
     write_stream,
 )
-from codec.reconstruct import DecodedFrame
-from codec.scaffold.levels import LevelConfig
-from codec.scaffold.types import Flow, FrameScaffold, Segmentation, Tracks
+from semcodec.codec.reconstruct import DecodedFrame
+from semcodec.codec.scaffold.levels import LevelConfig
+from semcodec.codec.scaffold.types import Flow, FrameScaffold, Segmentation, Tracks
 
 #: Byte-count names of the sub-streams (the benchmark's ``bytes_<name>`` columns).
 STREAM_NAMES = {
@@ -50,7 +49,7 @@ class ScaffoldCodecError(RuntimeError):
 
 def segmentation_shape(frame_size: tuple[int, int], scale: float) -> tuple[int, int]:
     """``(h, w)`` of the label map of a ``(width, height)`` frame at ``scale``."""
-    from codec.scaffold.segmentation import label_size
+    from semcodec.codec.scaffold.segmentation import label_size
 
     width, height = label_size(frame_size, scale)
     return height, width
@@ -58,7 +57,7 @@ def segmentation_shape(frame_size: tuple[int, int], scale: float) -> tuple[int, 
 
 def flow_shape(frame_size: tuple[int, int], scale: float) -> tuple[int, int]:
     """``(h, w)`` of the flow grid of a ``(width, height)`` frame at ``scale``."""
-    from codec.scaffold.flow import FlowConfig
+    from semcodec.codec.scaffold.flow import FlowConfig
 
     width, height = FlowConfig(scale=scale).grid_size(frame_size)
     return height, width
@@ -94,9 +93,9 @@ class _Coders:
     """The entropy coders of one stream, with their temporal state (same on both sides)."""
 
     def __init__(self, config: LevelConfig, flow_prior):
-        from codec.entropy.flow import FlowCoder
-        from codec.entropy.pose import PoseCoder
-        from codec.entropy.segmentation import SegmentationCoder
+        from semcodec.codec.entropy.flow import FlowCoder
+        from semcodec.codec.entropy.pose import PoseCoder
+        from semcodec.codec.entropy.segmentation import SegmentationCoder
 
         self.seg = SegmentationCoder()
         self.pose = PoseCoder(step_px=config.pose_step_px)
@@ -111,7 +110,7 @@ class _Coders:
 
 def default_flow_prior(config: LevelConfig):
     """The learned flow prior shipped for ``config.flow_step_px``, else the built-in one."""
-    from codec.entropy.flow import load_default_prior
+    from semcodec.codec.entropy.flow import load_default_prior
 
     return load_default_prior(config.flow_step_px)
 
@@ -130,11 +129,11 @@ class ScaffoldEncoder:
 
     def __init__(self, config: LevelConfig, frame_size: tuple[int, int], fps: float,
                  models_dir=None, threads: int = 1, flow_prior=None):  # fmt: skip
-        from codec.keyframes import create_intra_coder
-        from codec.scaffold.detector import DetectorConfig, PersonDetector
-        from codec.scaffold.flow import FlowConfig, FlowEstimator
-        from codec.scaffold.scene import KeyframeSchedule
-        from codec.scaffold.tracker import ScaffoldDetector
+        from semcodec.codec.keyframes import create_intra_coder
+        from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector
+        from semcodec.codec.scaffold.flow import FlowConfig, FlowEstimator
+        from semcodec.codec.scaffold.scene import KeyframeSchedule
+        from semcodec.codec.scaffold.tracker import ScaffoldDetector
 
         width, height = frame_size
         if width < 16 or height < 16:
@@ -149,12 +148,12 @@ class ScaffoldEncoder:
         self._people = ScaffoldDetector(detector, detect_every=config.detect_every)
         self._segmenter = self._pose = self._flow = None
         if config.sends_pose:
-            from codec.scaffold.pose import PoseConfig, PoseEstimator
+            from semcodec.codec.scaffold.pose import PoseConfig, PoseEstimator
 
             self._pose = PoseEstimator(PoseConfig(model=config.pose_model, threads=threads),
                                        models_dir)  # fmt: skip
         if config.sends_segmentation:
-            from codec.scaffold.segmentation import PersonSegmenter, SegmenterConfig
+            from semcodec.codec.scaffold.segmentation import PersonSegmenter, SegmenterConfig
 
             self._segmenter = PersonSegmenter(
                 SegmenterConfig(scale=config.seg_scale, threads=threads), models_dir
@@ -167,7 +166,7 @@ class ScaffoldEncoder:
         self._models = self._model_entries(models_dir)
 
     def _model_entries(self, models_dir) -> tuple[ModelEntry, ...]:
-        from codec.models import model_spec
+        from semcodec.codec.models import model_spec
 
         names = ["ssdlite_person"]
         if self.config.sends_segmentation:
@@ -261,7 +260,7 @@ class ScaffoldDecoder:
     """
 
     def __init__(self, header: StreamHeader, flow_prior=None):
-        from codec.keyframes import create_intra_coder
+        from semcodec.codec.keyframes import create_intra_coder
 
         self.header = header
         try:

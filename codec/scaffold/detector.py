@@ -30,8 +30,7 @@ from typing import Literal
 
 import cv2
 import numpy as np
-
-from codec.models import resolve_model
+from semcodec.codec.models import resolve_model
 
 MODEL_NAME = "ssdlite_person"
 INPUT_SIZE = 300

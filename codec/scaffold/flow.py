@@ -39,8 +39,7 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
-
-from codec.scaffold.types import Flow
+from semcodec.codec.scaffold.types import Flow
 
 #: DIS presets by name.
 PRESETS: dict[str, int] = {

@@ -35,8 +35,7 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-
-from codec.scaffold.segmentation import (
+from semcodec.codec.scaffold.segmentation import (
     MODEL_INPUT,
     CropMask,
     check_frame,
@@ -45,7 +44,7 @@ from codec.scaffold.segmentation import (
     make_interpreter,
     square_around,
 )
-from codec.scaffold.types import NUM_KEYPOINTS, Pose, Tracks
+from semcodec.codec.scaffold.types import NUM_KEYPOINTS, Pose, Tracks
 
 _POSE_MODELS = ("pose_landmark_lite", "pose_landmark_full")
 _LANDMARKS = 39
@@ -94,7 +93,7 @@ class PoseEstimator:
     def __init__(
         self, config: PoseConfig | None = None, models_dir: os.PathLike | str | None = None
     ) -> None:
-        from codec.models import resolve_model
+        from semcodec.codec.models import resolve_model
 
         self.config = config or PoseConfig()
         interp = make_interpreter(resolve_model(self.config.model, models_dir), self.config.threads)

@@ -38,8 +38,7 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
-
-from codec.scaffold.types import Segmentation, Tracks
+from semcodec.codec.scaffold.types import Segmentation, Tracks
 
 #: Input side of the MediaPipe selfie model (and of the BlazePose landmark models).
 MODEL_INPUT = 256
@@ -228,7 +227,10 @@ class PersonSegmenter:
         if config.method != "model":
             return
         if config.model in _POSE_MASK_MODELS:
-            from codec.scaffold.pose import PoseConfig, PoseEstimator  # pose imports this module
+            from semcodec.codec.scaffold.pose import (  # pose imports this module
+                PoseConfig,
+                PoseEstimator,
+            )
 
             self._pose = PoseEstimator(
                 PoseConfig(
@@ -240,7 +242,7 @@ class PersonSegmenter:
                 models_dir,
             )
             return
-        from codec.models import resolve_model
+        from semcodec.codec.models import resolve_model
 
         interp = make_interpreter(resolve_model(config.model, models_dir), config.threads)
         (inp,) = interp.get_input_details()

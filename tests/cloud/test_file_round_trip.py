@@ -6,14 +6,13 @@ import json
 
 import numpy as np
 import pytest
-
-from cloud.cli import main as cloud_main
-from edge.cli import main as edge_main
+from semcodec.cloud.cli import main as cloud_main
+from semcodec.edge.cli import main as edge_main
 
 
 @pytest.fixture(scope="module")
 def semc_file(tmp_path_factory, sample_dir):
-    from codec.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.models import ModelNotFoundError, resolve_model
 
     try:
         resolve_model("selfie_segmentation")
@@ -67,9 +66,8 @@ def test_missing_input_and_rejected_output(tmp_path, capsys, sample_dir):
 @pytest.mark.shared
 def test_trained_flow_prior_is_needed_to_decode(tmp_path, sample_frames, sample_dir, capsys):
     import av
-
-    from codec.models import ModelNotFoundError, resolve_model
-    from evaluation.cli import main as bench_main
+    from semcodec.codec.models import ModelNotFoundError, resolve_model
+    from semcodec.evaluation.cli import main as bench_main
 
     try:
         resolve_model("selfie_segmentation")

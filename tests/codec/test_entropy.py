@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from codec.entropy import rans
-from codec.entropy.flow import (
+from semcodec.codec.entropy import rans
+from semcodec.codec.entropy.flow import (
     FlowCoder,
     FlowPrior,
     default_flow_prior,
@@ -20,10 +19,10 @@ from codec.entropy.flow import (
     fit_flow_prior_from_video,
     load_default_prior,
 )
-from codec.entropy.pose import PoseCoder
-from codec.entropy.rans import CdfTable, EntropyCodingError
-from codec.entropy.segmentation import SegmentationCoder
-from codec.scaffold.types import NUM_KEYPOINTS, Pose
+from semcodec.codec.entropy.pose import PoseCoder
+from semcodec.codec.entropy.rans import CdfTable, EntropyCodingError
+from semcodec.codec.entropy.segmentation import SegmentationCoder
+from semcodec.codec.scaffold.types import NUM_KEYPOINTS, Pose
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -321,7 +320,7 @@ def test_segmentation_corrupt_payload_raises_and_keeps_state():
 
 
 def test_segmentation_shift_search_matches_brute_force():
-    from codec.entropy.segmentation import MAX_SHIFT, _best_shift, _shift_mask
+    from semcodec.codec.entropy.segmentation import MAX_SHIFT, _best_shift, _shift_mask
 
     rng = np.random.default_rng(0)
     span = range(-MAX_SHIFT, MAX_SHIFT + 1)
@@ -484,8 +483,7 @@ def test_shipped_priors():
 @pytest.mark.shared
 def test_learned_flow_prior_beats_default_on_held_out_pets(shared_data):
     import cv2
-
-    from codec.scaffold.flow import FlowConfig, FlowEstimator
+    from semcodec.codec.scaffold.flow import FlowConfig, FlowEstimator
 
     video = shared_data / "PETS09-S2L1-full" / "PETS09-S2L1.avi"
     if not video.is_file():

@@ -5,9 +5,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-
-from codec.scaffold.flow import FlowConfig, FlowEstimator, dense_field, warp
-from codec.scaffold.types import Flow
+from semcodec.codec.scaffold.flow import FlowConfig, FlowEstimator, dense_field, warp
+from semcodec.codec.scaffold.types import Flow
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from codec import keyframes
-from codec.keyframes import (
+from semcodec.codec import keyframes
+from semcodec.codec.keyframes import (
     IntraCoder,
     KeyframeError,
     available_intra_coders,

@@ -5,9 +5,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-
-from codec import models
-from codec.models import (
+from semcodec.codec import models
+from semcodec.codec.models import (
     ModelChecksumError,
     ModelNotFoundError,
     ModelSpec,

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from codec.reconstruct import (
+from semcodec.codec.reconstruct import (
     DecodedFrame,
     ReconstructionError,
     available_reconstructors,
     create_reconstructor,
     register_reconstructor,
 )
-from codec.reconstruct.warp import WarpReconstructor
-from codec.scaffold.types import Flow, FrameScaffold, Segmentation
+from semcodec.codec.reconstruct.warp import WarpReconstructor
+from semcodec.codec.scaffold.types import Flow, FrameScaffold, Segmentation
 
 SIZE = (64, 48)  # width, height
 

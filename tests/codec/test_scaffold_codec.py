@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from codec.bitstream import SubStreamType, Unit, UnitKind
-from codec.models import ModelNotFoundError, resolve_model
-from codec.reconstruct import ReconstructionError, create_reconstructor
-from codec.scaffold.codec import ScaffoldCodecError, ScaffoldDecoder, ScaffoldEncoder
-from codec.scaffold.levels import LEVELS, LevelConfig, level_config
+from semcodec.codec.bitstream import SubStreamType, Unit, UnitKind
+from semcodec.codec.models import ModelNotFoundError, resolve_model
+from semcodec.codec.reconstruct import ReconstructionError, create_reconstructor
+from semcodec.codec.scaffold.codec import ScaffoldCodecError, ScaffoldDecoder, ScaffoldEncoder
+from semcodec.codec.scaffold.levels import LEVELS, LevelConfig, level_config
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +94,7 @@ def test_decoding_must_start_at_a_keyframe(sample_frames, models_available):
 
 
 def test_settings_that_are_not_a_level_config_are_refused():
-    from codec.bitstream import StreamHeader
+    from semcodec.codec.bitstream import StreamHeader
 
     header = StreamHeader(width=64, height=48, fps_num=7, settings={"level": "9"})
     with pytest.raises(ScaffoldCodecError):

@@ -6,8 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from codec.scaffold.detector import (
+from semcodec.codec.scaffold.detector import (
     Detections,
     DetectorConfig,
     InvalidFrameError,

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from codec.frames import resize_to
-from codec.scaffold.scene import KeyframeSchedule, SceneChangeDetector
+from semcodec.codec.frames import resize_to
+from semcodec.codec.scaffold.scene import KeyframeSchedule, SceneChangeDetector
 
 
 @pytest.fixture(scope="module")
 def sample_video() -> np.ndarray:
     """All 60 frames of the embedded PETS09-S2L1 sample, (60, 288, 384, 3) uint8."""
-    from edge.sources import open_source, sample_path
+    from semcodec.edge.sources import open_source, sample_path
 
     return open_source(sample_path()).read()
 

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from codec import models
-from codec.models import ModelNotFoundError, resolve_model
-from codec.scaffold.segmentation import (
+from semcodec.codec import models
+from semcodec.codec.models import ModelNotFoundError, resolve_model
+from semcodec.codec.scaffold.segmentation import (
     CropMask,
     PersonSegmenter,
     SegmenterConfig,
@@ -18,7 +17,7 @@ from codec.scaffold.segmentation import (
     label_size,
     square_around,
 )
-from codec.scaffold.types import Tracks
+from semcodec.codec.scaffold.types import Tracks
 
 PETS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "PETS09-S2L1"
 

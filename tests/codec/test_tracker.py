@@ -5,15 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
-
-from codec.scaffold.detector import Detections, box_iou
-from codec.scaffold.tracker import (
+from semcodec.codec.scaffold.detector import Detections, box_iou
+from semcodec.codec.scaffold.tracker import (
     PersonTracker,
     ScaffoldDetector,
     TrackerConfig,
     clip_tracks,
 )
-from codec.scaffold.types import Tracks
+from semcodec.codec.scaffold.types import Tracks
 
 
 def _box(cx: float, cy: float, w: float = 30.0, h: float = 80.0) -> list[float]:
@@ -306,7 +305,7 @@ def id_switches(tracks: dict[int, Tracks], gt, iou_threshold: float = 0.5) -> tu
 
 
 def test_id_switches_helper() -> None:
-    from evaluation.groundtruth import GroundTruth
+    from semcodec.evaluation.groundtruth import GroundTruth
 
     gt = GroundTruth(
         frame_numbers=[1, 2, 3], ids=[7, 7, 7], boxes=[[0, 0, 10, 10]] * 3,
@@ -321,10 +320,10 @@ def test_id_switches_helper() -> None:
 @pytest.mark.shared
 def test_sample_ids_are_consistent(sample_dir) -> None:
     """20 frames of the embedded sample (384x288, 7 fps), tiled detector at 0.5."""
-    from codec.models import ModelNotFoundError
-    from codec.scaffold.detector import DetectorConfig, PersonDetector
-    from edge.sources import open_source
-    from evaluation.groundtruth import load_mot_groundtruth
+    from semcodec.codec.models import ModelNotFoundError
+    from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector
+    from semcodec.edge.sources import open_source
+    from semcodec.evaluation.groundtruth import load_mot_groundtruth
 
     try:
         detector = PersonDetector(DetectorConfig(score_threshold=0.5, tiles=2), threads=1)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from evaluation.codecs import CodecError, Setting, SettingError, create_codec
-from evaluation.metrics import psnr
+from semcodec.evaluation.codecs import CodecError, Setting, SettingError, create_codec
+from semcodec.evaluation.metrics import psnr
 
 
 @pytest.mark.parametrize("name", ["x264", "x265"])

@@ -6,8 +6,7 @@ import csv
 import json
 
 import pytest
-
-from evaluation.cli import main
+from semcodec.evaluation.cli import main
 
 REQUIRED_COLUMNS = [
     "sequence", "codec", "setting", "frames", "width", "height", "bytes", "bpp", "psnr",
@@ -113,15 +112,15 @@ def test_codecs_and_models_listing(capsys):
 
 
 def test_edge_and_cloud_entry_points_print_help(capsys):
-    from cloud.cli import main as cloud_main
-    from edge.cli import main as edge_main
+    from semcodec.cloud.cli import main as cloud_main
+    from semcodec.edge.cli import main as edge_main
 
     assert edge_main([]) == 0 and "edge-agent" in capsys.readouterr().out
     assert cloud_main([]) == 0 and "cloud-decoder" in capsys.readouterr().out
 
 
 def test_lpips_every_reaches_the_rows(tmp_path):
-    from codec.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.models import ModelNotFoundError, resolve_model
 
     try:
         resolve_model("stlpips_alex")

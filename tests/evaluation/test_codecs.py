@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from evaluation.codecs import (
+from semcodec.evaluation.codecs import (
     Setting,
     SettingError,
     UnknownCodecError,

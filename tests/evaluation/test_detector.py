@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-import codec.scaffold.detector as codec_detector
-from evaluation.detector import (
+import semcodec.codec.scaffold.detector as codec_detector
+from semcodec.evaluation.detector import (
     Detections,
     PersonDetector,
     calibrate_detector,
@@ -14,7 +13,7 @@ from evaluation.detector import (
 
 
 def test_detector_names_are_reexported() -> None:
-    import evaluation.detector as evaluation_detector
+    import semcodec.evaluation.detector as evaluation_detector
 
     for name in evaluation_detector.__all__:
         if name != "calibrate_detector":

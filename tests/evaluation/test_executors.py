@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from evaluation.executors import LocalExecutor, ProcessExecutor, create_executor
+from semcodec.evaluation.executors import LocalExecutor, ProcessExecutor, create_executor
 
 
 def test_local_and_process_pool_give_the_same_results():

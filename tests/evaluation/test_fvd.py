@@ -7,10 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from codec.models import ModelNotFoundError, resolve_model
-from evaluation import fvd as fvd_module
-from evaluation.fvd import (
+from semcodec.codec.models import ModelNotFoundError, resolve_model
+from semcodec.evaluation import fvd as fvd_module
+from semcodec.evaluation.fvd import (
     FVDUnavailableError,
     frechet_distance,
     fvd,

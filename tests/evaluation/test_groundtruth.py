@@ -6,8 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from evaluation.groundtruth import (
+from semcodec.evaluation.groundtruth import (
     GroundTruth,
     GroundTruthError,
     load_mot_groundtruth,

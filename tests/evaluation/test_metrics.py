@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from evaluation.metrics import (
+from semcodec.evaluation.metrics import (
     MAX_PSNR_DB,
     bits_per_pixel,
     luma_bt601,

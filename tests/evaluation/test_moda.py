@@ -6,9 +6,8 @@ import math
 
 import numpy as np
 import pytest
-
-from evaluation.groundtruth import GroundTruth
-from evaluation.moda import (
+from semcodec.evaluation.groundtruth import GroundTruth
+from semcodec.evaluation.moda import (
     GroundPlaneError,
     ModaResult,
     apply_homography,

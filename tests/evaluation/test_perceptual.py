@@ -14,9 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from codec.models import ModelNotFoundError, resolve_model
-from evaluation.perceptual import STLPIPS, load_stlpips, st_lpips, st_lpips_per_frame
+from semcodec.codec.models import ModelNotFoundError, resolve_model
+from semcodec.evaluation.perceptual import STLPIPS, load_stlpips, st_lpips, st_lpips_per_frame
 
 _FRAMES_DIR = Path(__file__).resolve().parents[2].parent / "shared/data/PETS09-S2L1/img1"
 

@@ -6,8 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-
-from evaluation.recipes import (
+from semcodec.evaluation.recipes import (
     RECIPE_KINDS,
     RecipeError,
     folder_digest,

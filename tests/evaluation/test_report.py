@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from evaluation.report import bd_rates, curves, write_report
+from semcodec.evaluation.report import bd_rates, curves, write_report
 
 
 def _rows(curve: str, codec: str, rate_factor: float, psnr_offset: float = 0.0) -> list[dict]:
