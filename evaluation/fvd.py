@@ -16,7 +16,13 @@ import numpy as np
 import scipy.linalg
 import torch
 import torch.nn.functional as F
-from semcodec.codec.models import MODELS_DIR_ENV, ModelNotFoundError, model_spec, resolve_model
+from semcodec.codec.models import (
+    MODELS_DIR_ENV,
+    ModelChecksumError,
+    ModelNotFoundError,
+    model_spec,
+    resolve_model,
+)
 
 __all__ = [
     "FVDUnavailableError",
@@ -139,6 +145,8 @@ def load_i3d(
             path = resolve_model(_I3D_MODEL, models_dir)
         except ModelNotFoundError as exc:
             raise FVDUnavailableError(_missing_message(str(exc), models_dir)) from exc
+        except ModelChecksumError as exc:  # no published digest: the user pins theirs
+            raise FVDUnavailableError(str(exc)) from exc
     try:
         with warnings.catch_warnings():
             # TorchScript is how the network is published; its deprecation is not actionable.

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from semcodec.codec.layout import package_data
+
 RECIPE_KINDS = ("sequence", "dataset")
 _REQUIRED_TEXT = (
     "name", "title", "kind", "summary", "official_url", "licence", "citation", "storage",
@@ -124,8 +126,8 @@ class Recipe:
 
 
 def default_recipe_dir() -> Path:
-    """``datasets/recipes`` of the repository checkout."""
-    return Path(__file__).resolve().parents[1] / "datasets" / "recipes"
+    """``datasets/recipes``, shipped with the package (package data)."""
+    return package_data("datasets/recipes")
 
 
 def load_recipes(dir: Path | str | None = None) -> dict[str, Recipe]:  # noqa: A002

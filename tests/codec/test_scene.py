@@ -43,6 +43,7 @@ def test_synthetic_cut_triggers_once(sample_video):
     assert fired == [20, 30]  # into the new scene and back; the reference follows the cut
 
 
+@pytest.mark.shared
 def test_cut_between_two_real_videos(sample_video, shared_data):
     import av
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from semcodec.codec.models import ModelNotFoundError, resolve_model
+from semcodec.codec.models import ModelNotFoundError, file_sha256, resolve_model
 from semcodec.evaluation import fvd as fvd_module
 from semcodec.evaluation.fvd import (
     FVDUnavailableError,
@@ -188,10 +188,14 @@ class _FakeI3D(torch.nn.Module):
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
-def test_fvd_pipeline_with_a_stand_in_network(tmp_path: Path) -> None:
+def test_fvd_pipeline_with_a_stand_in_network(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "fvd" / "i3d_torchscript.pt"
     path.parent.mkdir()
     torch.jit.script(_FakeI3D()).save(str(path))
+    with pytest.raises(FVDUnavailableError, match="SEMCODEC_SHA256_I3D_KINETICS400"):
+        fvd(np.zeros((4, 8, 8, 3), np.uint8), np.zeros((4, 8, 8, 3), np.uint8),
+            models_dir=tmp_path, clip_len=4)  # fmt: skip
+    monkeypatch.setenv("SEMCODEC_SHA256_I3D_KINETICS400", file_sha256(path))
     rng = np.random.default_rng(4)
     reference = rng.integers(0, 256, size=(16, 20, 24, 3), dtype=np.uint8)
     distorted = np.clip(reference.astype(np.int16) // 2 + 40, 0, 255).astype(np.uint8)
