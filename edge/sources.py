@@ -636,7 +636,7 @@ def resolve_data_path(
     where = "; ".join(str(c) for c in [given, *tried])
     raise SourceError(
         f"{path_or_name}: not found (looked at: {where}). Pass an existing path, or put the "
-        f"data under --data-dir DIR or ${DATA_DIR_ENV}"
+        f"data under --data-dir DIR or ${DATA_DIR_ENV} (or ../shared/data beside a checkout)"
     )
 
 
