@@ -2,41 +2,117 @@
 
 ``cloud-decoder decode FILE.semc -o DIR`` decodes a bitstream exactly and rebuilds the
 video with a reconstructor (``warp`` by default).
+
+Exit status: 0 success, 2 a user error (bad or damaged stream, unusable output folder,
+missing file; one line ``cloud-decoder: error: ...`` on stderr), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from pathlib import Path
 
+from semcodec.codec.console import add_common_arguments, configure_logging
 from semcodec.codec.models import MODELS_DIR_HELP
+
+PROG = "cloud-decoder"
+# not __name__: run as ``python -m semcodec.cloud.cli`` it is "__main__", outside "semcodec"
+log = logging.getLogger("semcodec.cloud.cli")
+
+
+def _decoder_names() -> str:
+    from semcodec.codec.reconstruct import available_reconstructors
+
+    return ", ".join(available_reconstructors())
+
+
+def _add_verbosity(parser: argparse.ArgumentParser) -> None:
+    """-v/-q on a sub-command too; SUPPRESS keeps its default from undoing a -q given before
+    the sub-command (argparse copies a sub-parser's defaults over the main namespace)."""
+    parser.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help="more messages (-vv: debug)")  # fmt: skip
+    parser.add_argument("-q", "--quiet", action="count", default=argparse.SUPPRESS,
+                        help="only warnings (-qq: only errors)")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="cloud-decoder",
+        prog=PROG,
         description="The cloud side of semcodec: decodes scaffold bitstreams exactly and "
         "reconstructs the video.",
     )
-    parser.add_argument("--version", action="version", version="semcodec cloud-decoder 0.1.0")
+    add_common_arguments(parser, PROG)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     dec = sub.add_parser(
         "decode",
         help="decode a .semc file to frames, scaffolds and an overview video",
         description="Writes DIR/frames/000001.png..., DIR/scaffolds.npz (the decoded "
-        "scaffolds), DIR/stream.json and DIR/overview.mp4.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "scaffolds), DIR/stream.json and DIR/overview.mp4. The outputs are written to a "
+        "hidden folder beside DIR and moved to DIR only when the decode succeeds.",
     )
+    _add_verbosity(dec)
     dec.add_argument("input", type=Path, help="the .semc file")
-    dec.add_argument("-o", "--output", required=True, type=Path, help="output folder")
-    dec.add_argument("--decoder", default="warp", help="reconstructor by name")
+    dec.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",
+                     help="output folder; must not exist or be empty (see --force)")  # fmt: skip
+    dec.add_argument("--force", action="store_true",
+                     help="replace a non-empty output folder (swapped in at the end)")  # fmt: skip
+    dec.add_argument("--decoder", default="warp", metavar="NAME",
+                     help=f"reconstructor: one of {_decoder_names()} (default: warp)")  # fmt: skip
     dec.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
     dec.add_argument("--no-overview", action="store_true", help="skip overview.mp4")
     dec.add_argument("--flow-prior", type=Path, metavar="FILE",
                      help="the flow prior the edge used, when not the shipped one")  # fmt: skip
+    dec.add_argument("--allow-partial", action="store_true",
+                     help="keep the frames of a stream that ends early (no END unit, fewer "
+                     "frames than declared, or cut inside a unit) instead of failing; "
+                     "stream.json then says \"complete\": false")  # fmt: skip
     return parser
+
+
+def _progress(args: argparse.Namespace, total: int):
+    from tqdm import tqdm
+
+    quiet = args.quiet > 0 or not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+    return tqdm(total=total or None, unit="frame", desc="decode", file=sys.stderr,
+                disable=quiet, leave=False)  # fmt: skip
+
+
+def _load_prior(path: Path | None):
+    if path is None:
+        return None
+    from semcodec.codec.entropy.flow import FlowPrior
+    from semcodec.codec.entropy.rans import EntropyCodingError
+    from semcodec.codec.scaffold.codec import ScaffoldCodecError
+
+    try:
+        return FlowPrior.load(path)
+    except EntropyCodingError as exc:
+        raise ScaffoldCodecError(f"--flow-prior: {exc}") from exc
+
+
+def _decode_into(outputs, decoder, reconstructor, units, args) -> None:
+    """Decodes every unit into ``outputs``; an early end is kept with ``--allow-partial``."""
+    from semcodec.codec.bitstream import TruncatedError
+    from semcodec.codec.scaffold.codec import IncompleteStreamError
+
+    with _progress(args, decoder.header.num_frames) as bar:
+        try:
+            for unit in units:
+                decoded = decoder.decode_unit(unit)
+                if decoded is None:
+                    break
+                outputs.add(decoded, reconstructor.reconstruct(decoded))
+                bar.update(1)
+            decoder.finish()
+        except (IncompleteStreamError, TruncatedError) as exc:
+            if not args.allow_partial:
+                raise
+            outputs.mark_incomplete(str(exc))
+            log.warning("warning: the stream ended early, keeping the %d frame(s) decoded: %s",
+                        outputs.count, exc)  # fmt: skip
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
@@ -45,46 +121,57 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from semcodec.codec.reconstruct import create_reconstructor
     from semcodec.codec.scaffold.codec import ScaffoldDecoder
 
-    if not args.input.is_file():
-        raise FileNotFoundError(f"{args.input}: no such file")
     reconstructor = create_reconstructor(args.decoder)
     header, units = read_stream(args.input)
-    prior = None
-    if args.flow_prior:
-        from semcodec.codec.entropy.flow import FlowPrior
-
-        prior = FlowPrior.load(args.flow_prior)
-    decoder = ScaffoldDecoder(header, flow_prior=prior)
+    decoder = ScaffoldDecoder(header, flow_prior=_load_prior(args.flow_prior))
     start = time.perf_counter()
-    with DecodeOutputs(args.output, header, overview=not args.no_overview) as outputs:
-        for unit in units:
-            decoded = decoder.decode_unit(unit)
-            if decoded is None:
-                break
-            outputs.add(decoded, reconstructor.reconstruct(decoded))
+    with DecodeOutputs(args.output, header, overview=not args.no_overview,
+                       force=args.force) as outputs:  # fmt: skip
+        _decode_into(outputs, decoder, reconstructor, units, args)
     seconds = time.perf_counter() - start
-    print(f"{args.output}: {outputs.count} frames ({outputs.count / max(seconds, 1e-9):.1f} fps "
-          f"with outputs), decoder {args.decoder}")  # fmt: skip
+    log.info("%s: %d frames (%.1f fps with outputs), decoder %s", args.output, outputs.count,
+             outputs.count / max(seconds, 1e-9), args.decoder)  # fmt: skip
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``cloud-decoder``; returns the exit status."""
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from semcodec.cloud.outputs import OutputError
     from semcodec.codec.bitstream import BitstreamError
     from semcodec.codec.keyframes import KeyframeError
     from semcodec.codec.reconstruct import ReconstructionError
     from semcodec.codec.scaffold.codec import ScaffoldCodecError
 
+    return (BitstreamError, KeyframeError, ReconstructionError, ScaffoldCodecError, OutputError,
+            OSError)  # fmt: skip
+
+
+def _one_line(exc: BaseException) -> str:
+    from semcodec.codec.bitstream import TruncatedError
+    from semcodec.codec.scaffold.codec import IncompleteStreamError
+
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, (IncompleteStreamError, TruncatedError)):
+        text += " (--allow-partial keeps the frames decoded before the end)"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``cloud-decoder``; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    configure_logging(args.verbose, args.quiet, prog=PROG)
     if args.command is None:
         parser.print_help()
         return 0
     try:
         return cmd_decode(args)
-    except (BitstreamError, KeyframeError, ReconstructionError, ScaffoldCodecError,
-            FileNotFoundError, ValueError) as exc:  # fmt: skip
-        print(f"cloud-decoder: error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        log.error("interrupted; nothing was written to %s", args.output)
+        return 130
+    except _user_errors() as exc:
+        log.error("error: %s", _one_line(exc))
         return 2
 
 

@@ -33,7 +33,7 @@ picture: that is what the checksum of the bitstream unit is for.
 
 from __future__ import annotations
 
-import io
+import struct
 from abc import ABC, abstractmethod
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -124,7 +124,7 @@ class IntraCoder(ABC):
         cw, ch = self.coded_size((width, height))
         pw, ph = self._padded_size(cw, ch)
         try:
-            picture = self._decode(bytes(data))
+            picture = self._decode_checked(bytes(data), (pw, ph))
         except (av.FFmpegError, cv2.error, EOFError) as exc:
             raise KeyframeError(f"{self.name}: undecodable data: {exc}") from exc
         if picture is None or picture.shape != (ph, pw, 3):
@@ -149,6 +149,16 @@ class IntraCoder(ABC):
         if (pw, ph) == (width, height):
             return picture
         return np.pad(picture, ((0, ph - height), (0, pw - width), (0, 0)), mode="edge")
+
+    def _decode_checked(self, data: bytes, size: tuple[int, int]) -> np.ndarray | None:
+        """Decodes a picture that must be ``size = (w, h)`` (the padded coded size).
+
+        Coders that can read the picture's declared size from its header (without decoding
+        it) check it here first, so hostile bytes declaring a huge picture fail before any
+        picture memory is allocated. The default just calls :meth:`_decode`.
+        """
+        del size
+        return self._decode(data)
 
     @abstractmethod
     def _encode(self, picture: np.ndarray, quality: int) -> bytes:
@@ -217,7 +227,8 @@ def _check_size(size: tuple[int, int]) -> tuple[int, int]:
 
 
 class _PyAVIntraCoder(IntraCoder):
-    """One-frame encode through a PyAV codec context; decode through a raw demuxer."""
+    """One-frame encode through a PyAV codec context; decode through FFmpeg's parser and
+    decoder, the declared picture size checked first (see :meth:`_decode_checked`)."""
 
     alignment = 2
     min_side = 16
@@ -241,23 +252,37 @@ class _PyAVIntraCoder(IntraCoder):
         return b"".join(bytes(p) for p in packets)
 
     def _decode(self, data: bytes) -> np.ndarray | None:
-        with av.open(io.BytesIO(data), format=self.demuxer) as container:
-            if not container.streams.video:
-                return None
-            ctx = av.CodecContext.create(self.decoder, "r")
-            ctx.options = dict(self.decoder_options)
-            first = None
-            # the demuxer ends with an empty packet, which flushes the decoder
-            for packet in container.demux(container.streams.video[0]):
-                for frame in ctx.decode(packet):
-                    first = first or frame
-                if first is not None:
-                    break
-            if first is None:
-                return None
-            if first.is_corrupt:
-                raise KeyframeError(f"{self.name}: the decoder reports a corrupt picture")
-            return first.to_ndarray(format="rgb24")
+        return self._decode_checked(data, None)
+
+    def _decode_checked(self, data: bytes, size: tuple[int, int] | None) -> np.ndarray | None:
+        """Splits the bytes into packets with FFmpeg's parser, which reads the picture size
+        from the sequence header (HEVC SPS, AV1 sequence header); a size other than ``size``
+        is refused before decoding, and the decoder is capped at about ``size``'s pixels
+        (``max_pixels``, with room for block alignment) in case the parser missed a header."""
+        ctx = av.CodecContext.create(self.decoder, "r")
+        options = dict(self.decoder_options)
+        if size is not None:
+            # coded sizes are aligned up to the codec's block size (HEVC: 8 to 64)
+            options["max_pixels"] = str((size[0] + 64) * (size[1] + 64))
+        ctx.options = options
+        packets = list(ctx.parse(data)) + list(ctx.parse(None))
+        declared = (ctx.width, ctx.height)
+        if size is not None and declared != (0, 0) and declared != tuple(size):
+            raise KeyframeError(
+                f"{self.name}: the picture header declares {declared[0]}x{declared[1]}, "
+                f"expected {size[0]}x{size[1]} (refused before decoding)"
+            )
+        for packet in packets:
+            for frame in ctx.decode(packet):
+                return self._picture(frame)
+        for frame in ctx.decode(None):
+            return self._picture(frame)
+        return None
+
+    def _picture(self, frame: av.VideoFrame) -> np.ndarray:
+        if frame.is_corrupt:
+            raise KeyframeError(f"{self.name}: the decoder reports a corrupt picture")
+        return frame.to_ndarray(format="rgb24")
 
 
 @register_intra_coder("hevc")
@@ -358,8 +383,38 @@ class WebpIntraCoder(IntraCoder):
             raise KeyframeError("webp: OpenCV could not encode the picture")
         return buf.tobytes()
 
+    def _decode_checked(self, data: bytes, size: tuple[int, int]) -> np.ndarray | None:
+        declared = webp_size(data)
+        if declared != tuple(size):
+            raise KeyframeError(
+                f"webp: the picture header declares {declared[0]}x{declared[1]}, expected "
+                f"{size[0]}x{size[1]} (refused before decoding)"
+            )
+        return self._decode(data)
+
     def _decode(self, data: bytes) -> np.ndarray | None:
         if data[:4] != b"RIFF" or data[8:12] != b"WEBP":
             raise KeyframeError("webp: the data is not a WebP file")
         bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
         return None if bgr is None else cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def webp_size(data: bytes) -> tuple[int, int]:
+    """``(width, height)`` a RIFF/WebP file declares, read from its first chunk's header
+    (``VP8 `` lossy, ``VP8L`` lossless or ``VP8X`` extended canvas), without decoding.
+
+    Raises:
+        KeyframeError: not a WebP file, or a header too short or malformed to read.
+    """
+    if len(data) < 30 or data[:4] != b"RIFF" or data[8:12] != b"WEBP":
+        raise KeyframeError("webp: the data is not a WebP file")
+    chunk, body = data[12:16], data[20:30]
+    if chunk == b"VP8 " and body[3:6] == b"\x9d\x01\x2a":
+        width, height = struct.unpack_from("<HH", body, 6)
+        return width & 0x3FFF, height & 0x3FFF
+    if chunk == b"VP8L" and body[0] == 0x2F:
+        bits = int.from_bytes(body[1:5], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8X":
+        return int.from_bytes(body[4:7], "little") + 1, int.from_bytes(body[7:10], "little") + 1
+    raise KeyframeError(f"webp: unreadable picture header (chunk {chunk!r})")

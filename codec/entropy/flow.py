@@ -94,6 +94,7 @@ _N_CTX = 16
 _N_PASS = 3
 _N_TABLES = _N_PASS * 2 * _N_CTX
 _FORMAT = "semcodec.flow_prior"
+_MAX_COUNT = 1 << 40  # what cdfs_from_counts accepts
 _VERSION = 1
 
 
@@ -310,9 +311,11 @@ class FlowPrior:
                 for k, c in row:
                     if not (isinstance(k, int) and isinstance(c, int)) or abs(k) > FLOW_MAX_ABS:
                         raise ValueError(f"bad entry {k!r}: {c!r}")
+                    if not 0 <= c < _MAX_COUNT:
+                        raise ValueError(f"count {c} of residual {k} is outside 0..2**40 - 1")
                     counts[i, k + FLOW_MAX_ABS] = c
             prior = cls.from_counts(counts, float(doc["step"]), str(doc.get("description", "")))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise EntropyCodingError(f"{source}: malformed flow prior ({exc})") from exc
         if prior.sha256 != doc.get("sha256"):
             raise EntropyCodingError(f"{source}: sha256 of the tables does not match the file")

@@ -508,11 +508,19 @@ class RansReader:
     Args:
         data: the payload.
         max_symbols: an upper bound on the symbols the caller will read (escape extras not
-            counted); it sizes the zero padding that keeps the C++ decoder inside its buffer,
-            and reading more raises :class:`EntropyCodingError`.
+            counted); reading more raises :class:`EntropyCodingError`.
+        max_escapes: an upper bound on the escaped symbols among them (default:
+            ``max_symbols``); decoding one more raises :class:`EntropyCodingError` before its
+            extra symbols are read. Callers whose symbols can only escape in a corrupt
+            payload pass a small bound.
+
+    The payload is padded with zero bytes so that the C++ decoder never reads past its
+    buffer: 4 bytes for each symbol it may decode, i.e. ``4 * (max_symbols + 4 *
+    max_escapes)`` bytes plus a few words -- memory proportional to the symbols, and only
+    ``4 * max_symbols`` when escapes are bounded.
     """
 
-    def __init__(self, data: bytes, max_symbols: int) -> None:
+    def __init__(self, data: bytes, max_symbols: int, max_escapes: int | None = None) -> None:
         if not isinstance(data, bytes | bytearray | memoryview):
             raise EntropyCodingError(f"payload must be bytes, got {type(data).__name__}")
         data = bytes(data)
@@ -520,12 +528,17 @@ class RansReader:
             raise EntropyCodingError("empty rANS payload")
         if max_symbols < 0 or max_symbols > 1 << 26:
             raise EntropyCodingError(f"max_symbols out of range: {max_symbols}")
+        escapes = max_symbols if max_escapes is None else min(max_escapes, max_symbols)
+        if escapes < 0:
+            raise EntropyCodingError(f"max_escapes out of range: {max_escapes}")
         self._data = data
         self._max = int(max_symbols)
+        self._max_escapes = int(escapes)
         self._count = 0
+        self._escapes = 0
         # Each decoded symbol reads at most one 32-bit word (bypass is unreachable), init reads
-        # two; escapes add at most _MAX_EXTRA_PER_ESCAPE symbols each.
-        words = 2 + self._max * (1 + _MAX_EXTRA_PER_ESCAPE) + _N_PAD + 4
+        # two; each escape adds at most _MAX_EXTRA_PER_ESCAPE symbols.
+        words = 2 + self._max + self._max_escapes * _MAX_EXTRA_PER_ESCAPE + _N_PAD + 4
         self._dec = _ans().RansDecoder()
         self._dec.set_stream(data + bytes(4 * words + 8))
         self._groups: list[tuple[np.ndarray, np.ndarray, CdfTable]] = []
@@ -553,6 +566,12 @@ class RansReader:
         if esc.any():
             c2, l2, o2 = _NBITS_TABLE._native
             n_esc = int(esc.sum())
+            self._escapes += n_esc
+            if self._escapes > self._max_escapes:
+                raise EntropyCodingError(
+                    f"corrupt rANS payload ({self._escapes} escaped symbols, more than the "
+                    f"bound {self._max_escapes})"
+                )
             nbits = self._dec.decode_stream([0] * n_esc, c2, l2, o2)
             if max(nbits) >= _MAX_NBITS or min(nbits) < 0:
                 raise EntropyCodingError("corrupt rANS payload (bad escape length)")

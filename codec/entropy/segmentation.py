@@ -391,7 +391,8 @@ class SegmentationCoder:
         count_tab, gap_tab = _fixed()
         prev_ids = [int(v) for v in np.unique(prev) if v]
         bound = len(prev_ids) + 1 + _MAX_IDS + 2 * len(prev_ids) + 3 * h * w
-        rd = RansReader(data, bound)
+        # Only the new-id count and the id gaps may escape in a valid payload.
+        rd = RansReader(data, bound, max_escapes=1 + _MAX_IDS)
         flags = rd.read(np.zeros(len(prev_ids), np.int64), tabs.flag).astype(np.int64)
         if flags.size and (flags.min() < 0 or flags.max() > 1):
             raise EntropyCodingError("corrupt segmentation payload (presence flag)")

@@ -52,12 +52,16 @@ class ReconstructionError(RuntimeError):
     """The stream cannot be reconstructed (e.g. it does not start with a keyframe)."""
 
 
+class UnknownReconstructorError(ReconstructionError, ValueError):
+    """No reconstructor is registered under that name (or it rejects the options given)."""
+
+
 def _import_builtin_reconstructors() -> None:
     from semcodec.codec.reconstruct import warp  # noqa: F401  (registers "warp")
 
 
 RECONSTRUCTORS: Registry[Reconstructor] = Registry(
-    "reconstructor", Reconstructor, ValueError, "semcodec.reconstructors",
+    "reconstructor", Reconstructor, UnknownReconstructorError, "semcodec.reconstructors",
     builtins=_import_builtin_reconstructors,
 )  # fmt: skip
 #: Class decorator registering a reconstructor under a name (a duplicate name is an error).

@@ -73,7 +73,7 @@ class WarpReconstructor(Reconstructor):
             raise ReconstructionError(
                 f"frame {scaffold.number}: the stream must start with a keyframe"
             )
-        moved = warp(self._previous, scaffold.flow) if scaffold.flow is not None else None
+        moved = self._warp(scaffold) if scaffold.flow is not None else None
         if scaffold.segmentation is None:
             out = moved if moved is not None else self._previous.copy()
         else:
@@ -81,14 +81,25 @@ class WarpReconstructor(Reconstructor):
         self._previous = out
         return out
 
+    def _warp(self, scaffold) -> np.ndarray:
+        try:
+            return warp(self._previous, scaffold.flow)
+        except ValueError as exc:  # frames or flow of an unusable size
+            raise ReconstructionError(f"frame {scaffold.number}: cannot warp: {exc}") from exc
+
     def _start(self, frame: DecodedFrame) -> np.ndarray:
         image = np.ascontiguousarray(frame.keyframe_image)
+        width, height = frame.frame_size
+        if image.shape != (height, width, 3) or image.dtype != np.uint8:
+            raise ReconstructionError(
+                f"frame {frame.scaffold.number}: keyframe picture is {image.dtype} "
+                f"{image.shape}, expected uint8 ({height}, {width}, 3)"
+            )
         seg = frame.scaffold.segmentation
         self._colours = {}
         if seg is not None and (seg.labels > 0).any():
             labels = label_image(seg)
-            for track_id in np.unique(labels[labels > 0]):
-                self._colours[int(track_id)] = image[labels == track_id].mean(axis=0)
+            self._colours = _mean_colours(image, labels)
             holes = cv2.dilate((labels > 0).astype(np.uint8), np.ones((7, 7), np.uint8))
             self._background = cv2.inpaint(image, holes, self.inpaint_radius, cv2.INPAINT_TELEA)
         else:
@@ -104,14 +115,42 @@ class WarpReconstructor(Reconstructor):
         return np.clip(out + 0.5, 0, 255).astype(np.uint8)
 
     def _people(self, seg: Segmentation, moved: np.ndarray | None, background: np.ndarray):
-        """The picture to show under the person mask: warped pixels or silhouettes."""
+        """The picture to show under the person mask: warped pixels or silhouettes.
+
+        One pass over the frame whatever the number of ids: the person pixels are grouped by
+        id (stable sort, so each group keeps the frame's row-major order and its mean is the
+        one ``canvas[labels == id].mean()`` gives).
+        """
         labels = label_image(seg)
         canvas = moved.astype(np.float32) if moved is not None else background.copy()
-        for track_id in np.unique(labels[labels > 0]):
-            region = labels == track_id
-            if moved is not None:
-                difference = np.abs(canvas[region] - background[region]).mean()
-                if difference >= ABSENT_DIFFERENCE:
-                    continue  # the warped picture shows this person
-            canvas[region] = self._colours.get(int(track_id), UNKNOWN_PERSON_RGB)
+        ys, xs = np.nonzero(labels)
+        if ys.size == 0:
+            return canvas
+        ids, inverse = np.unique(labels[ys, xs], return_inverse=True)
+        inverse = inverse.reshape(-1)
+        paint = np.ones(ids.size, bool)
+        if moved is not None:
+            order = np.argsort(inverse, kind="stable")
+            bounds = np.searchsorted(inverse[order], np.arange(ids.size + 1))
+            diff = np.abs(canvas[ys, xs] - background[ys, xs])[order]
+            for k in range(ids.size):  # the warped picture shows this person: keep it
+                paint[k] = diff[bounds[k] : bounds[k + 1]].mean() < ABSENT_DIFFERENCE
+        colours = np.array([self._colours.get(int(i), UNKNOWN_PERSON_RGB) for i in ids])
+        chosen = paint[inverse]
+        canvas[ys[chosen], xs[chosen]] = colours[inverse[chosen]]
         return canvas
+
+
+def _mean_colours(image: np.ndarray, labels: np.ndarray) -> dict[int, np.ndarray]:
+    """Mean RGB (float64 ``(3,)``) of each id > 0 of ``labels`` over ``image``, in one pass.
+
+    Integer sums are exact in float64, so each mean equals ``image[labels == id].mean(0)``.
+    """
+    mask = labels > 0
+    ids, inverse = np.unique(labels[mask], return_inverse=True)
+    inverse = inverse.reshape(-1)
+    counts = np.bincount(inverse, minlength=ids.size).astype(np.float64)
+    pixels = image[mask]
+    sums = np.stack([np.bincount(inverse, pixels[:, c].astype(np.float64), ids.size)
+                     for c in range(3)], -1)  # fmt: skip
+    return {int(i): sums[k] / counts[k] for k, i in enumerate(ids)}

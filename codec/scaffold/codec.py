@@ -6,11 +6,19 @@ quantizes them, entropy-codes them and wraps them in a :class:`~codec.bitstream.
 :class:`ScaffoldDecoder` (the cloud) parses the units and returns the scaffolds bit for bit
 as the edge quantized them, which a :class:`~codec.reconstruct.Reconstructor` turns into
 frames. Every temporal context (previous label map, previous poses, adaptive tables) restarts
-at each keyframe, so decoding can begin at any keyframe unit.
+at each keyframe.
+
+The decoder trusts nothing in a stream: the header is checked against :class:`StreamLimits`
+(frame size, frame rate, scales, quantization steps, label-map and flow-grid sizes) before
+anything is allocated; units must be numbered 0, 1, 2, ... from a keyframe, each carrying
+exactly the sub-streams its kind and the level send; an END unit must close the stream
+(:meth:`ScaffoldDecoder.finish`). Every failure is a :class:`ScaffoldCodecError` subclass
+(or a ``BitstreamError`` / ``KeyframeError`` from the layers below) saying what is wrong.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -44,7 +52,33 @@ STREAM_NAMES = {
 
 
 class ScaffoldCodecError(RuntimeError):
-    """A stream cannot be decoded with this decoder (missing prior, unknown setting)."""
+    """A stream cannot be decoded with this decoder (missing prior, unknown setting, bad data)."""
+
+
+class StreamLimitError(ScaffoldCodecError):
+    """A header field (frame size, scale, step) is outside :class:`StreamLimits`."""
+
+
+class StreamStructureError(ScaffoldCodecError):
+    """Units out of order, repeated or after END, or a unit with wrong or repeated sub-streams."""
+
+
+class PayloadError(ScaffoldCodecError):
+    """An entropy-coded sub-stream payload does not decode (corrupt or crafted bytes)."""
+
+
+class IncompleteStreamError(ScaffoldCodecError):
+    """The stream ended before the frames it declares (no END unit, or fewer frames).
+
+    Attributes:
+        frames_decoded: frames decoded before the end.
+        frames_expected: frames the header or the END unit declares (``None``: unknown).
+    """
+
+    def __init__(self, message: str, frames_decoded: int, frames_expected: int | None) -> None:
+        super().__init__(message)
+        self.frames_decoded = frames_decoded
+        self.frames_expected = frames_expected
 
 
 def segmentation_shape(frame_size: tuple[int, int], scale: float) -> tuple[int, int]:
@@ -61,6 +95,104 @@ def flow_shape(frame_size: tuple[int, int], scale: float) -> tuple[int, int]:
 
     width, height = FlowConfig(scale=scale).grid_size(frame_size)
     return height, width
+
+
+@dataclass(frozen=True)
+class StreamLimits:
+    """What a decoder accepts from a stream header; checked before anything is allocated.
+
+    A header outside these limits raises :class:`StreamLimitError`, so a few hostile header
+    bytes can never make the decoder allocate more than a frame of the largest accepted size
+    (about 25 MB of RGB for 3840x2160) and a few times that in work arrays.
+
+    Attributes:
+        min_side: smallest frame width/height in pixels (the edge encoder's own minimum).
+        max_side: largest frame width/height in pixels.
+        max_pixels: largest ``width * height`` (default 3840x2160, 4K UHD).
+        min_scale: smallest non-zero ``seg_scale``/``flow_scale``/``keyframe_scale``
+            (fractions of the frame size; the largest is 1).
+        max_label_cells: largest segmentation label map, ``h * w`` cells (1 MiB cells: e.g.
+            1/4 of 4K, or 1/2 of 2048x2048).
+        max_flow_cells: largest flow grid, ``h * w`` cells.
+        min_step_px, max_step_px: range of ``pose_step_px`` and ``flow_step_px`` (frame
+            pixels) when pose / flow is sent.
+        min_fps, max_fps: range of the frame rate ``fps_num / fps_den`` (frames per second);
+            both terms must also be below 2**31 (what video containers store).
+    """
+
+    min_side: int = 16
+    max_side: int = 8192
+    max_pixels: int = 3840 * 2160
+    min_scale: float = 1 / 64
+    max_label_cells: int = 1 << 20
+    max_flow_cells: int = 1 << 18
+    min_step_px: float = 1 / 64
+    max_step_px: float = 64.0
+    min_fps: float = 1 / 3600
+    max_fps: float = 1000.0
+
+    def check(self, header: StreamHeader, config: LevelConfig) -> None:
+        """Raises :class:`StreamLimitError` naming the first field out of its limits."""
+        width, height = header.width, header.height
+        for name, side in (("width", width), ("height", height)):
+            if not self.min_side <= side <= self.max_side:
+                raise StreamLimitError(
+                    f"frame {name} {side} is outside the decoder's limits "
+                    f"{self.min_side}..{self.max_side} pixels"
+                )
+        if width * height > self.max_pixels:
+            raise StreamLimitError(
+                f"frame size {width}x{height} ({width * height} pixels) is over the decoder's "
+                f"limit of {self.max_pixels} pixels"
+            )
+        self._check_rate(header.fps_num, header.fps_den)
+        self._check_scale("keyframe_scale", config.keyframe_scale, optional=False)
+        self._check_scale("seg_scale", config.seg_scale, optional=True)
+        self._check_scale("flow_scale", config.flow_scale, optional=True)
+        if config.sends_pose:
+            self._check_step("pose_step_px", config.pose_step_px)
+        if config.sends_flow:
+            self._check_step("flow_step_px", config.flow_step_px)
+        frame = (width, height)
+        if config.sends_segmentation:
+            self._check_cells("label map", segmentation_shape(frame, config.seg_scale),
+                              self.max_label_cells, "seg_scale")  # fmt: skip
+        if config.sends_flow:
+            self._check_cells("flow grid", flow_shape(frame, config.flow_scale),
+                              self.max_flow_cells, "flow_scale")  # fmt: skip
+
+    def _check_rate(self, num: int, den: int) -> None:
+        if max(num, den) >= 1 << 31 or not self.min_fps <= num / den <= self.max_fps:
+            raise StreamLimitError(
+                f"frame rate {num}/{den} is outside the decoder's limits "
+                f"{self.min_fps:g}..{self.max_fps:g} fps (terms below 2**31)"
+            )
+
+    def _check_scale(self, name: str, value: float, optional: bool) -> None:
+        if optional and value == 0:
+            return
+        if not (math.isfinite(value) and self.min_scale <= value <= 1):
+            allowed = f"0 or {self.min_scale:g}..1" if optional else f"{self.min_scale:g}..1"
+            raise StreamLimitError(f"header setting {name}={value!r} is outside {allowed}")
+
+    def _check_step(self, name: str, value: float) -> None:
+        if not (math.isfinite(value) and self.min_step_px <= value <= self.max_step_px):
+            raise StreamLimitError(
+                f"header setting {name}={value!r} is outside "
+                f"{self.min_step_px:g}..{self.max_step_px:g} pixels"
+            )
+
+    @staticmethod
+    def _check_cells(what: str, shape: tuple[int, int], limit: int, setting: str) -> None:
+        if shape[0] * shape[1] > limit:
+            raise StreamLimitError(
+                f"the {what} would be {shape[1]}x{shape[0]} cells, over the decoder's limit "
+                f"of {limit}: the stream's {setting} is too large for its frame size"
+            )
+
+
+#: The limits :class:`ScaffoldDecoder` applies unless given others.
+DEFAULT_LIMITS = StreamLimits()
 
 
 @dataclass
@@ -251,15 +383,38 @@ class ScaffoldEncoder:
         return unit
 
 
+_SCAFFOLD_NAMES = {
+    SubStreamType.KEYFRAME_IMAGE: "keyframe picture",
+    SubStreamType.SEGMENTATION: "segmentation",
+    SubStreamType.POSE: "pose",
+    SubStreamType.FLOW: "flow",
+}
+
+
 class ScaffoldDecoder:
     """The cloud's decoder for one stream: units -> :class:`DecodedFrame` (exact scaffolds).
+
+    Units must come in stream order: the first a KEYFRAME with seq 0, then seq 1, 2, ...
+    without gaps or repeats, then at most one END whose seq is the number of frames. Each
+    unit must carry exactly the sub-streams its kind and the header's level config send (each
+    once; a METADATA sub-stream is allowed and ignored). Call :meth:`finish` after the last
+    unit to check that the stream was complete.
 
     Args:
         header: the stream's header (it carries every setting the encoder used).
         flow_prior: the flow prior whose sha256 the header names; default: the shipped one.
+        limits: what the header may ask for (checked here, before anything is allocated).
+
+    Raises:
+        ScaffoldCodecError (or a subclass): settings that are not a level config
+            (:class:`ScaffoldCodecError`), outside ``limits`` (:class:`StreamLimitError`), or a
+            flow prior that is not the edge's; :class:`~codec.keyframes.KeyframeError` for an
+            unknown keyframe coder.
     """
 
-    def __init__(self, header: StreamHeader, flow_prior=None):
+    def __init__(self, header: StreamHeader, flow_prior=None,
+                 limits: StreamLimits = DEFAULT_LIMITS):  # fmt: skip
+        from semcodec.codec.entropy.rans import EntropyCodingError
         from semcodec.codec.keyframes import create_intra_coder
 
         self.header = header
@@ -267,13 +422,32 @@ class ScaffoldDecoder:
             self.config = LevelConfig.from_dict(dict(header.settings))
         except (ValueError, TypeError) as exc:
             raise ScaffoldCodecError(f"stream settings are not a level config: {exc}") from exc
+        limits.check(header, self.config)
+        self.limits = limits
         self.frame_size = (header.width, header.height)
-        self.flow_prior = flow_prior or default_flow_prior(self.config)
-        self._check_prior()
+        try:
+            self.flow_prior = flow_prior or default_flow_prior(self.config)
+            self._check_prior()
+            self._coders = _Coders(self.config, self.flow_prior)
+        except EntropyCodingError as exc:
+            raise ScaffoldCodecError(
+                f"the stream's entropy coders cannot be set up: {exc}"
+            ) from exc
         self._intra = create_intra_coder(self.config.keyframe_coder,
                                          downscale=self.config.keyframe_scale)  # fmt: skip
-        self._coders = _Coders(self.config, self.flow_prior)
         self._started = False
+        self._next_seq = 0
+        self._end_seq: int | None = None
+
+    @property
+    def frames_decoded(self) -> int:
+        """Frames decoded so far."""
+        return self._next_seq
+
+    @property
+    def ended(self) -> bool:
+        """Whether the END unit was decoded."""
+        return self._end_seq is not None
 
     def _check_prior(self) -> None:
         wanted = {m.name: m.sha256 for m in self.header.models}.get("flow_prior")
@@ -284,53 +458,173 @@ class ScaffoldDecoder:
             )
 
     def decode_unit(self, unit: Unit) -> DecodedFrame | None:
-        """The decoded frame of a KEYFRAME/FRAME unit; None for END."""
+        """The decoded frame of a KEYFRAME/FRAME unit; None for END.
+
+        Raises:
+            StreamStructureError: the unit is out of order or carries the wrong sub-streams.
+            PayloadError: a sub-stream payload does not decode.
+            KeyframeError: the keyframe picture does not decode to the frame size.
+        """
+        self._check_order(unit)
         if unit.kind == UnitKind.END:
+            self._end_seq = unit.seq
             return None
-        parts = {sub.type: sub.payload for sub in unit.substreams}
+        parts = self._parts(unit)
         is_key = unit.kind == UnitKind.KEYFRAME
         if is_key:
             self._coders.reset()
             self._started = True
-        elif not self._started:
-            raise ScaffoldCodecError(f"unit {unit.seq}: decoding must start at a keyframe unit")
         scaffold = FrameScaffold(number=unit.seq + 1)
         image = None
         if SubStreamType.KEYFRAME_IMAGE in parts:
             scaffold.keyframe = parts[SubStreamType.KEYFRAME_IMAGE]
             image = self._intra.decode(scaffold.keyframe, self.frame_size)
-        if SubStreamType.POSE in parts:
-            poses = self._coders.pose.decode(parts[SubStreamType.POSE],
-                                             self._coders.previous_poses)  # fmt: skip
-            self._coders.previous_poses = self._coders.pose.state(poses)
-            scaffold.poses = poses
-        if SubStreamType.SEGMENTATION in parts:
-            shape = segmentation_shape(self.frame_size, self.config.seg_scale)
-            labels = self._coders.seg.decode(parts[SubStreamType.SEGMENTATION],
-                                             self._coders.previous_labels, shape)  # fmt: skip
-            self._coders.previous_labels = labels
-            scaffold.segmentation = Segmentation(labels, self.frame_size)
-            scaffold.tracks = tracks_from_labels(labels, self.frame_size)
-        if SubStreamType.FLOW in parts:
-            shape = flow_shape(self.frame_size, self.config.flow_scale)
-            field_q = self._coders.flow.decode(parts[SubStreamType.FLOW], shape)
-            scaffold.flow = Flow(field_q, self.frame_size)
+        self._decode_scaffolds(parts, scaffold)
+        self._next_seq += 1
         return DecodedFrame(scaffold, self.frame_size, image)
+
+    def finish(self) -> None:
+        """Checks that the stream was complete: an END unit came, and as many frames as the
+        header declares (when it declares a number).
+
+        Raises:
+            IncompleteStreamError: the stream ended early.
+        """
+        declared = self.header.num_frames or None
+        got = self._next_seq
+        if self._end_seq is None:
+            expected = f" of the {declared} the header declares" if declared else ""
+            raise IncompleteStreamError(
+                f"the stream ends after {got} frame(s){expected} without an END unit "
+                "(cut short?)", got, declared)  # fmt: skip
+        if declared is not None and got != declared:
+            raise IncompleteStreamError(
+                f"the stream has {got} frame(s) but its header declares {declared}",
+                got, declared)  # fmt: skip
+
+    def _check_order(self, unit: Unit) -> None:
+        where = f"unit {unit.kind.name} seq {unit.seq}"
+        if self._end_seq is not None:
+            raise StreamStructureError(f"{where}: follows the END unit")
+        if unit.kind == UnitKind.END:
+            if unit.seq != self._next_seq:
+                raise StreamStructureError(
+                    f"END unit says {unit.seq} frames, {self._next_seq} came before it"
+                )
+            return  # fmt: skip
+        if not self._started and unit.kind != UnitKind.KEYFRAME:
+            raise ScaffoldCodecError(f"unit {unit.seq}: decoding must start at a keyframe unit")
+        if unit.seq != self._next_seq:
+            problem = "repeats an earlier frame" if unit.seq < self._next_seq else "skips frames"
+            raise StreamStructureError(
+                f"{where}: {problem} (expected seq {self._next_seq}; units must be numbered "
+                "0, 1, 2, ... in order)"
+            )
+        declared = self.header.num_frames
+        if declared and unit.seq >= declared:
+            raise StreamStructureError(
+                f"{where}: the header declares only {declared} frame(s)")  # fmt: skip
+
+    def _expected(self, kind: UnitKind) -> set[SubStreamType]:
+        cfg = self.config
+        wanted = {SubStreamType.KEYFRAME_IMAGE} if kind == UnitKind.KEYFRAME else set()
+        if cfg.sends_segmentation:
+            wanted.add(SubStreamType.SEGMENTATION)
+        if cfg.sends_pose:
+            wanted.add(SubStreamType.POSE)
+        if cfg.sends_flow and kind == UnitKind.FRAME:
+            wanted.add(SubStreamType.FLOW)
+        return wanted
+
+    def _parts(self, unit: Unit) -> dict[SubStreamType, bytes]:
+        """The unit's payloads by type, checked against what its kind and the level send."""
+        where = f"unit {unit.kind.name} seq {unit.seq}"
+        parts: dict[SubStreamType, bytes] = {}
+        for sub in unit.substreams:
+            if sub.type in parts:
+                raise StreamStructureError(f"{where}: sub-stream {sub.type.name} appears twice")
+            parts[sub.type] = sub.payload
+        parts.pop(SubStreamType.METADATA, None)
+        wanted = self._expected(unit.kind)
+        extra = sorted(t.name for t in set(parts) - wanted)
+        missing = sorted(t.name for t in wanted - set(parts))
+        if extra or missing:
+            raise StreamStructureError(
+                f"{where}: level {self.config.level} settings send "
+                f"{sorted(t.name for t in wanted)}; "
+                + "; ".join(
+                    f"{label} {names}"
+                    for label, names in (("unexpected", extra), ("missing", missing))
+                    if names
+                )  # fmt: skip
+            )
+        return parts
+
+    def _decode_scaffolds(self, parts: dict[SubStreamType, bytes],
+                          scaffold: FrameScaffold) -> None:  # fmt: skip
+        from semcodec.codec.entropy.rans import EntropyCodingError
+
+        kind = None
+        try:
+            if SubStreamType.POSE in parts:
+                kind = SubStreamType.POSE
+                self._decode_pose(parts[kind], scaffold)
+            if SubStreamType.SEGMENTATION in parts:
+                kind = SubStreamType.SEGMENTATION
+                self._decode_segmentation(parts[kind], scaffold)
+            if SubStreamType.FLOW in parts:
+                kind = SubStreamType.FLOW
+                shape = flow_shape(self.frame_size, self.config.flow_scale)
+                field_q = self._coders.flow.decode(parts[kind], shape)
+                scaffold.flow = Flow(field_q, self.frame_size)
+        except EntropyCodingError as exc:
+            raise PayloadError(
+                f"frame {scaffold.number}: the {_SCAFFOLD_NAMES[kind]} payload does not "
+                f"decode ({exc}); the stream is damaged or was not made by a matching encoder"
+            ) from exc
+
+    def _decode_pose(self, payload: bytes, scaffold: FrameScaffold) -> None:
+        poses = self._coders.pose.decode(payload, self._coders.previous_poses)
+        self._coders.previous_poses = self._coders.pose.state(poses)
+        scaffold.poses = poses
+
+    def _decode_segmentation(self, payload: bytes, scaffold: FrameScaffold) -> None:
+        shape = segmentation_shape(self.frame_size, self.config.seg_scale)
+        labels = self._coders.seg.decode(payload, self._coders.previous_labels, shape)
+        self._coders.previous_labels = labels
+        scaffold.segmentation = Segmentation(labels, self.frame_size)
+        scaffold.tracks = tracks_from_labels(labels, self.frame_size)
 
 
 def tracks_from_labels(labels: np.ndarray, frame_size: tuple[int, int]) -> Tracks:
-    """People boxes (frame pixels) and ids recovered from a label map."""
-    ids = np.unique(labels[labels > 0])
-    if len(ids) == 0:
+    """People boxes (frame pixels) and ids recovered from a label map.
+
+    Args:
+        labels: ``(h, w)`` uint16 label map (0 background).
+        frame_size: ``(width, height)`` of the frame the map covers.
+
+    Returns:
+        :class:`Tracks`, one box per id in ascending id order, ``x1, y1, x2, y2`` float32 frame
+        pixels of the cells the id covers. One pass over the map, whatever the number of ids.
+    """
+    flat = labels.reshape(-1)
+    ids, inverse = np.unique(flat, return_inverse=True)
+    if ids.size == 0 or ids[-1] == 0:
         return Tracks.empty()
     h, w = labels.shape
+    ys, xs = np.divmod(np.arange(flat.size), w)
+    n = ids.size
+    x0, y0 = np.full(n, w), np.full(n, h)
+    x1, y1 = np.full(n, -1), np.full(n, -1)
+    np.minimum.at(x0, inverse, xs)
+    np.minimum.at(y0, inverse, ys)
+    np.maximum.at(x1, inverse, xs)
+    np.maximum.at(y1, inverse, ys)
+    keep = ids > 0
     sx, sy = frame_size[0] / w, frame_size[1] / h
-    boxes = []
-    for track_id in ids:
-        ys, xs = np.nonzero(labels == track_id)
-        boxes.append([xs.min() * sx, ys.min() * sy, (xs.max() + 1) * sx, (ys.max() + 1) * sy])
-    return Tracks(np.asarray(boxes, np.float32), np.ones(len(ids), np.float32),
-                  ids.astype(np.int32))  # fmt: skip
+    boxes = np.stack([x0[keep] * sx, y0[keep] * sy, (x1[keep] + 1) * sx, (y1[keep] + 1) * sy], 1)
+    return Tracks(np.asarray(boxes, np.float32), np.ones(int(keep.sum()), np.float32),
+                  ids[keep].astype(np.int32))  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- files
@@ -374,6 +668,7 @@ def decode_stream(source, reconstructor=None, flow_prior=None,
     for unit in units:
         decoded = decoder.decode_unit(unit)
         if decoded is None:
-            return
+            break
         image = reconstructor.reconstruct(decoded) if reconstructor is not None else None
         yield decoded, image
+    decoder.finish()

@@ -575,6 +575,37 @@ def test_declared_length_never_allocated():
     assert peak < 4 * 1024 * 1024
 
 
+def test_limits_hold_when_reading_a_file_on_disk(tmp_path):
+    """read_stream(path) reads a real file in bounded chunks, with the same limits as bytes."""
+    path = tmp_path / "hostile.semc"
+    path.write_bytes(
+        _header().to_bytes() + SYNC_MARKER + encode_uvarint(DEFAULT_MAX_UNIT_SIZE) + b"\x02"
+    )
+    tracemalloc.start()
+    try:
+        _, units = read_stream(path)
+        with pytest.raises(TruncatedError, match="expected 67108864 bytes"):
+            list(units)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 1024 * 1024
+    path.write_bytes(_header().to_bytes() + SYNC_MARKER + encode_uvarint(2**40) + b"\x02")
+    with pytest.raises(OversizedError, match="max_unit_size"):
+        list(read_stream(path)[1])
+    good = _header().to_bytes() + b"".join(u.to_bytes() for u in _units())
+    path.write_bytes(good)
+    with pytest.raises(OversizedError, match="max_unit_size"):
+        list(read_stream(path, max_unit_size=50)[1])
+    with pytest.raises(OversizedError, match="sub-streams"):
+        list(read_stream(path, max_substreams=2)[1])
+    with pytest.raises(OversizedError, match="max_header_size"):
+        read_stream(path, max_header_size=20)
+    path.write_bytes(MAGIC + b"\x01" + encode_uvarint(2 * 1024 * 1024) + bytes(100))
+    with pytest.raises(OversizedError, match="max_header_size"):
+        read_stream(path)
+
+
 def test_oversized_substream_count_and_header():
     with pytest.raises(OversizedError, match="1000 sub-streams"):
         Unit.from_bytes(_frame_unit(b"\x02\x00" + encode_uvarint(1000)))

@@ -510,3 +510,47 @@ def test_learned_flow_prior_beats_default_on_held_out_pets(shared_data):
             )
             sizes[name] += len(data)
     assert sizes["learned"] < 0.95 * sizes["default"], sizes
+
+
+def test_flow_prior_with_a_count_beyond_64_bits_is_a_typed_error():
+    prior = fit_flow_prior([np.zeros((4, 4, 2), np.float32)], 0.5)
+    doc = json.loads(prior.to_json())
+    for count in (2**63, 2**70, -1, 2**40):
+        doc["counts"][0] = [[0, count]]
+        with pytest.raises(EntropyCodingError, match="malformed|count"):
+            FlowPrior.from_json(json.dumps(doc))
+    doc["counts"][0] = [[0, 1]]
+    doc["step"] = 10**400
+    with pytest.raises(EntropyCodingError):
+        FlowPrior.from_json(json.dumps(doc))
+
+
+def test_rans_reader_padding_follows_the_escapes_it_allows_not_the_symbol_bound():
+    import tracemalloc
+
+    payload = rans.encode([0, 1, 0], [0, 0, 0], rans.uniform_table(2))
+    tracemalloc.start()
+    try:
+        reader = rans.RansReader(payload, 3 << 20, max_escapes=16)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 << 20  # 4 bytes per symbol (+ a copy), not 4 * 6 per symbol
+    assert reader.read([0, 0, 0], rans.uniform_table(2)).tolist() == [0, 1, 0]
+    escaping = rans.encode([5], [0], rans.uniform_table(2))  # 5 is outside 0..1: escaped
+    with pytest.raises(EntropyCodingError, match="escape"):
+        rans.RansReader(escaping, 1, max_escapes=0).read([0], rans.uniform_table(2))
+    assert rans.decode(escaping, [0], rans.uniform_table(2)).tolist() == [5]
+
+
+def test_segmentation_decode_of_garbage_stays_small():
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(EntropyCodingError):
+            SegmentationCoder().decode(b"\x37" * 64, None, (1024, 1024))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 120 << 20  # was 2 x 4 x 6 x 3 bytes of padding per cell: 150 MB

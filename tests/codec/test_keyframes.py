@@ -105,8 +105,8 @@ def test_corrupt_bytes(name, frame):
     for data in (b"", b"garbage" * 20, rng.bytes(500), good[:6], other):
         with pytest.raises(KeyframeError):
             coder.decode(data, (64, 64))
-    with pytest.raises(KeyframeError, match="shape"):
-        coder.decode(good, (128, 64))  # not the size that was coded
+    with pytest.raises(KeyframeError, match="declares 64x64, expected 128x64"):
+        coder.decode(good, (128, 64))  # not the size that was coded: refused from the header
     with pytest.raises(KeyframeError, match="size"):
         coder.decode(good, (0, 64))
 
@@ -143,3 +143,48 @@ def test_register_rejects_duplicates(monkeypatch):
         create_intra_coder("raw_test").decode(b"xx", (4, 4))
     with pytest.raises(TypeError):
         register_intra_coder("not_a_coder")(int)
+
+
+def _vp8l_header(width: int, height: int) -> bytes:
+    """A RIFF/WebP lossless file header declaring ``width x height``, then junk."""
+    bits = (width - 1) | (height - 1) << 14
+    body = b"\x2f" + bits.to_bytes(4, "little") + bytes(64)
+    chunk = b"VP8L" + len(body).to_bytes(4, "little") + body
+    return b"RIFF" + (4 + len(chunk)).to_bytes(4, "little") + b"WEBP" + chunk
+
+
+def test_webp_header_declaring_a_huge_picture_is_refused_before_decoding():
+    coder = create_intra_coder("webp")
+    with pytest.raises(KeyframeError, match="declares 8192x8192, expected 48x32"):
+        coder.decode(_vp8l_header(8192, 8192), (48, 32))
+    assert keyframes.webp_size(_vp8l_header(385, 289)) == (385, 289)
+
+
+@pytest.mark.parametrize("name", ["hevc", "av1"])
+def test_coded_picture_of_another_size_is_refused_from_its_header(name):
+    big = np.random.default_rng(0).integers(0, 255, (256, 320, 3), dtype=np.uint8)
+    data = create_intra_coder(name).encode(big, 30)
+    with pytest.raises(KeyframeError, match="declares 320x256, expected 32x32"):
+        create_intra_coder(name).decode(data, (32, 32))
+
+
+@pytest.mark.parametrize("name", ["hevc", "webp"])
+def test_every_corruption_of_a_keyframe_is_a_typed_error_or_a_picture(name, frame):
+    coder = create_intra_coder(name)
+    good = coder.encode(frame[:64, :96].copy(), 40)
+    rng = np.random.default_rng(7)
+    outcomes = set()
+    for trial in range(60):
+        data = bytearray(good)
+        if trial % 3 == 0:
+            data = data[: rng.integers(1, len(data))]
+        for _ in range(1 + trial % 4):
+            data[rng.integers(0, len(data))] ^= 1 << int(rng.integers(0, 8))
+        try:
+            picture = coder.decode(bytes(data), (96, 64))
+        except KeyframeError:
+            outcomes.add("error")
+            continue
+        assert picture.shape == (64, 96, 3) and picture.dtype == np.uint8
+        outcomes.add("picture")
+    assert "error" in outcomes

@@ -72,3 +72,51 @@ def test_the_stream_must_start_with_a_keyframe_and_names_are_checked():
         create_reconstructor("nope")
     with pytest.raises(ValueError, match="already registered"):
         register_reconstructor("warp")(WarpReconstructor)
+
+
+def test_frames_too_small_to_warp_are_a_reconstruction_error():
+    rec = WarpReconstructor()
+    tiny = DecodedFrame(
+        FrameScaffold(number=1, keyframe=b"k"), (1, 1), np.zeros((1, 1, 3), np.uint8)
+    )
+    rec.reconstruct(tiny)
+    flow = Flow(np.zeros((1, 1, 2), np.float32), (1, 1))
+    with pytest.raises(ReconstructionError, match="warp"):
+        rec.reconstruct(DecodedFrame(FrameScaffold(number=2, flow=flow), (1, 1)))
+    wrong = DecodedFrame(
+        FrameScaffold(number=1, keyframe=b"k"), SIZE, np.zeros((8, 8, 3), np.uint8)
+    )
+    with pytest.raises(ReconstructionError, match="keyframe picture"):
+        rec.reconstruct(wrong)
+
+
+def _reference_people(rec, seg, moved, background):
+    """The per-id definition of WarpReconstructor._people (one full-frame pass per id)."""
+    from semcodec.codec.reconstruct.warp import ABSENT_DIFFERENCE, UNKNOWN_PERSON_RGB, label_image
+
+    labels = label_image(seg)
+    canvas = moved.astype(np.float32) if moved is not None else background.copy()
+    for track_id in np.unique(labels[labels > 0]):
+        region = labels == track_id
+        difference = np.abs(canvas[region] - background[region]).mean()
+        if moved is not None and difference >= ABSENT_DIFFERENCE:
+            continue
+        canvas[region] = rec._colours.get(int(track_id), UNKNOWN_PERSON_RGB)
+    return canvas
+
+
+@pytest.mark.parametrize("with_flow", [False, True])
+def test_many_people_are_composited_as_the_per_id_definition_says(with_flow):
+    rng = np.random.default_rng(3)
+    image = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
+    labels = rng.integers(0, 40, (6, 8)).astype(np.uint16)
+    rec = WarpReconstructor()
+    rec.reconstruct(_frame(1, image, labels))
+    for track_id in np.unique(labels[labels > 0]):  # keyframe colours: per-id means
+        region = np.kron(labels == track_id, np.ones((8, 8), bool))
+        np.testing.assert_array_equal(rec._colours[int(track_id)], image[region].mean(axis=0))
+    seg = Segmentation(rng.integers(0, 60, (6, 8)).astype(np.uint16), SIZE)
+    background = rec._background.astype(np.float32)
+    moved = np.roll(image, 3, axis=1) if with_flow else None
+    expected = _reference_people(rec, seg, moved, background)
+    np.testing.assert_array_equal(rec._people(seg, moved, background), expected)
