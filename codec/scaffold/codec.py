@@ -298,14 +298,16 @@ class ScaffoldEncoder:
         self._models = self._model_entries(models_dir)
 
     def _model_entries(self, models_dir) -> tuple[ModelEntry, ...]:
-        from semcodec.codec.models import model_spec
+        from semcodec.codec.models import resolve_model_spec
 
         names = ["ssdlite_person"]
         if self.config.sends_segmentation:
             names.append("selfie_segmentation")
         if self.config.sends_pose:
             names.append(self.config.pose_model)
-        entries = [ModelEntry(name, model_spec(name).sha256) for name in names]
+        # the models actually used: a fallback that stood in is named as itself
+        specs = [resolve_model_spec(name, models_dir)[0] for name in names]
+        entries = [ModelEntry(spec.name, spec.sha256) for spec in specs]
         if self.config.sends_flow:
             entries.append(ModelEntry("flow_prior", self.flow_prior.sha256))
         return tuple(entries)

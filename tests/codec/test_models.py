@@ -165,6 +165,7 @@ def test_fallback_model_when_a_model_cannot_be_had(packaged_model, monkeypatch, 
         path = resolve_model(broken.name)
     assert path.read_bytes() == data
     assert any("using tiny_packaged in its place" in r.message for r in caplog.records)
+    assert models.resolve_model_spec(broken.name)[0].name == spec.name  # headers name it
 
 
 def test_converted_models_share_one_download_and_are_verified(packaged_model, monkeypatch):
