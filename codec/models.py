@@ -361,7 +361,15 @@ def _fetch_group(group: list[ModelSpec], dest: Path) -> dict[str, Path]:
         else:
             log.info("converting %s into %s", Path(source.member).name, names)
             produced = group[0].converter(member, Path(tmp) / "converted")
+            group = group + _siblings(group, dest)  # one conversion makes all its files
         return {spec.name: _install(spec, produced, dest) for spec in group}
+
+
+def _siblings(group: list[ModelSpec], dest: Path) -> list[ModelSpec]:
+    """Models converted from the same source as ``group`` that ``dest`` does not hold yet."""
+    first, names = group[0], {s.name for s in group}
+    return [s for s in list_models() if s.name not in names and s.source == first.source
+            and s.converter is first.converter and not (dest / s.relpath).exists()]  # fmt: skip
 
 
 def _install(spec: ModelSpec, produced: dict[str, Path], dest: Path) -> Path:
@@ -425,9 +433,12 @@ def convert_ssdlite_graph(graph_path: Path, out_dir: Path) -> dict[str, Path]:
     return produced
 
 
-#: sha256 of the converted detector files; the conversion is byte-reproducible with the pinned
-#: torch (tests/codec/test_ssdlite.py converts again and compares).
-_DETECTOR_SHA256: dict[str, str | None] = {".onnx": None, ".pt": None}
+#: sha256 of the converted detector files: the conversion is byte-reproducible with the pinned
+#: torch and onnx (tests/codec/test_models.py converts again and compares).
+_DETECTOR_SHA256 = {
+    ".onnx": "6eafba2f076cce2ac0c421e7f9f743e19278e0ae36eda04056250f6503b2030e",
+    ".pt": "8c62d097a120c43bdcb23d88b8f53f1c3bdc3e458a1e21ba8c0c09b42a46221e",
+}
 
 _DETECTOR_FILES = {
     ".onnx": "detection/ssdlite_mobilenet_v2_person_torch.onnx",
@@ -456,7 +467,7 @@ def _register_defaults() -> None:
         "module semcodec.codec.detection.SSDLiteMobileNetV2"
     )
     register_model(ModelSpec(
-        name="ssdlite_person_torch",
+        name="ssdlite_person",
         relpath=_DETECTOR_FILES[".onnx"],
         sha256=_DETECTOR_SHA256[".onnx"],
         url=None,
@@ -477,7 +488,7 @@ def _register_defaults() -> None:
     ))  # fmt: skip
     register_model(
         ModelSpec(
-            name="ssdlite_person",
+            name="ssdlite_person_tf2onnx",
             relpath="detection/ssdlite_mobilenet_v2_person.onnx",
             sha256="799d964db5ac6557f89e559fa7906e00adf431652583a29fb74ac5306ec36713",
             url=None,

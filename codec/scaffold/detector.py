@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import cv2
@@ -219,6 +220,10 @@ class PersonDetector:
         models_dir: where to look for the model first (see :func:`codec.models.resolve_model`).
         threads: onnxruntime intra-op threads (>= 1); ``None`` lets onnxruntime choose (all
             cores). Inter-op parallelism is always 1.
+        model_path: an ONNX file with the same interface to use instead of the registry's
+            ``ssdlite_person`` (e.g. the one written by
+            :func:`codec.detection.convert.build_detector_files`, or the tf2onnx conversion);
+            ``models_dir`` is then not used.
 
     Raises:
         ValueError: ``threads`` < 1.
@@ -230,6 +235,7 @@ class PersonDetector:
         config: DetectorConfig | None = None,
         models_dir: str | os.PathLike | None = None,
         threads: int | None = None,
+        model_path: str | os.PathLike | None = None,
     ) -> None:
         import onnxruntime as ort
 
@@ -246,7 +252,10 @@ class PersonDetector:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if self.threads is not None:
             options.intra_op_num_threads = self.threads
-        self.model_path = resolve_model(MODEL_NAME, models_dir)
+        if model_path is not None:
+            self.model_path = Path(model_path)
+        else:
+            self.model_path = resolve_model(MODEL_NAME, models_dir)
         self._session = ort.InferenceSession(
             str(self.model_path), options, providers=["CPUExecutionProvider"]
         )

