@@ -15,7 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-from semcodec.codec.console import add_common_arguments, configure_logging
+from semcodec.codec.console import (
+    OneLineErrorParser,
+    add_common_arguments,
+    add_verbosity,
+    configure_logging,
+)
 from semcodec.codec.models import MODELS_DIR_HELP
 
 PROG = "cloud-decoder"
@@ -29,17 +34,8 @@ def _decoder_names() -> str:
     return ", ".join(available_reconstructors())
 
 
-def _add_verbosity(parser: argparse.ArgumentParser) -> None:
-    """-v/-q on a sub-command too; SUPPRESS keeps its default from undoing a -q given before
-    the sub-command (argparse copies a sub-parser's defaults over the main namespace)."""
-    parser.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
-                        help="more messages (-vv: debug)")  # fmt: skip
-    parser.add_argument("-q", "--quiet", action="count", default=argparse.SUPPRESS,
-                        help="only warnings (-qq: only errors)")  # fmt: skip
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog=PROG,
         description="The cloud side of semcodec: decodes scaffold bitstreams exactly and "
         "reconstructs the video.",
@@ -53,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         "scaffolds), DIR/stream.json and DIR/overview.mp4. The outputs are written to a "
         "hidden folder beside DIR and moved to DIR only when the decode succeeds.",
     )
-    _add_verbosity(dec)
+    add_verbosity(dec)
     dec.add_argument("input", type=Path, help="the .semc file")
     dec.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",
                      help="output folder; must not exist or be empty (see --force)")  # fmt: skip

@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
+from typing import NoReturn
 
 #: Logger name of the whole package; modules log to ``logging.getLogger(__name__)``.
 LOGGER_NAME = "semcodec"
@@ -42,6 +43,72 @@ def add_common_arguments(parser: argparse.ArgumentParser, prog: str) -> None:
     parser.add_argument(
         "-q", "--quiet", action="count", default=0, help="only warnings (-qq: only errors)"
     )
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line, ``PROG: error: ...`` (exit 2).
+
+    The line names the subcommand's ``--help`` instead of printing the whole usage.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        root = self.prog.split()[0]
+        self.exit(2, f"{root}: error: {message} (see `{self.prog} --help`)\n")
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Adds ``(default: X)`` to option help, but not for None, boolean or empty defaults (the
+    help text says what happens then) nor where the help already names its default; lists
+    print as ``a,b``."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (default is None or default is argparse.SUPPRESS or isinstance(default, bool)
+                or "default" in text or not action.option_strings):  # fmt: skip
+            return text
+        if isinstance(default, list | tuple):
+            if not default:
+                return text
+            default = ",".join(str(v) for v in default)
+        return f"{text} (default: {str(default).replace('%', '%%')})"
+
+
+def add_verbosity(parser: argparse.ArgumentParser) -> None:
+    """``-v``/``-q`` on a subcommand too (``edge-agent encode ... -q``), adding to the
+    top-level counts instead of resetting them."""
+    parser.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help="more messages (-vv: debug)")  # fmt: skip
+    parser.add_argument("-q", "--quiet", action="count", default=argparse.SUPPRESS,
+                        help="only warnings, no progress bar (-qq: only errors)")  # fmt: skip
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _bounded(text, int, 1, None, "an integer >= 1")
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _bounded(text, int, 0, None, "an integer >= 0")
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = _bounded(text, float, None, None, "a number > 0")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def _bounded(text: str, kind: type, low, high, expected: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return value
 
 
 def configure_logging(verbose: int = 0, quiet: int = 0, prog: str | None = None) -> None:

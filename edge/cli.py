@@ -3,56 +3,121 @@
 ``edge-agent encode INPUT -o FILE.semc --level N`` extracts the scaffolds of a video (a MOT
 sequence folder, a frame folder, a video file, ``.y4m`` or ``.yuv``) and writes the
 entropy-coded bitstream to a file.
+
+Exit status: 0 success; 2 a user error (bad argument, missing input or model, unusable
+output; one line ``edge-agent: error: ...`` on stderr, checked before any model loads);
+130 interrupted (Ctrl-C: nothing is written, run the command again).
+
+:class:`OneLineErrorParser` and :class:`DefaultsHelpFormatter` are also used by
+``semcodec-bench``.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from pathlib import Path
 
+from semcodec.codec.console import (
+    DefaultsHelpFormatter,
+    OneLineErrorParser,
+    add_common_arguments,
+    add_verbosity,
+    configure_logging,
+    positive_float,
+    positive_int,
+)
 from semcodec.codec.models import MODELS_DIR_HELP
+
+PROG = "edge-agent"
+log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="edge-agent",
+    parser = OneLineErrorParser(
+        prog=PROG,
         description="The edge side of semcodec: extracts scaffolds (segmentation, pose, flow, "
         "rare keyframes) from video and entropy-codes them.",
     )
-    parser.add_argument("--version", action="version", version="semcodec edge-agent 0.1.0")
+    add_common_arguments(parser, PROG)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     enc = sub.add_parser(
         "encode",
         help="encode a video to a .semc bitstream file",
         description="Encodes INPUT to FILE.semc at a level (0: fewest bits ... 3: everything "
-        "finer). The file is written atomically: nothing is left behind on error.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "finer). The file is written atomically: nothing is left behind on error or Ctrl-C.",
+        formatter_class=DefaultsHelpFormatter,
     )
+    add_verbosity(enc)
     enc.add_argument("input", help="MOT sequence folder, frame folder, video file, .y4m or .yuv "
                      "(or a sequence name under --data-dir / $SEMCODEC_DATA_DIR)")  # fmt: skip
     enc.add_argument("-o", "--output", required=True, type=Path, help="the .semc file to write")
-    enc.add_argument("--level", type=int, choices=(0, 1, 2, 3), default=1, help="scaffold level")
-    enc.add_argument("--frames", type=int, metavar="N", help="encode the first N frames only")
-    enc.add_argument("--start", type=int, default=1, metavar="K", help="first frame (1-based)")
+    enc.add_argument("--level", type=int, choices=(0, 1, 2, 3), default=1,
+                     help="scaffold level: 0 fewest bits ... 3 most detail")  # fmt: skip
+    enc.add_argument("--frames", type=positive_int, metavar="N",
+                     help="encode N frames from --start (default: to the end)")  # fmt: skip
+    enc.add_argument("--start", type=positive_int, default=1, metavar="K",
+                     help="first frame (1-based)")  # fmt: skip
     enc.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
-    enc.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
-    enc.add_argument("--fps", type=float, help="frame rate of frame folders and raw .yuv")
-    enc.add_argument("--width", type=int, help="frame width of a raw .yuv")
-    enc.add_argument("--height", type=int, help="frame height of a raw .yuv")
-    enc.add_argument("--threads", type=int, default=1, help="CPU threads per model")
+    enc.add_argument("--data-dir", metavar="DIR",
+                     help="where sequence names are looked up (else $SEMCODEC_DATA_DIR, "
+                     "then ../shared/data)")  # fmt: skip
+    enc.add_argument("--fps", type=positive_float,
+                     help="frame rate of frame folders and raw .yuv (else their own)")  # fmt: skip
+    enc.add_argument("--width", type=positive_int, help="frame width of a raw .yuv")
+    enc.add_argument("--height", type=positive_int, help="frame height of a raw .yuv")
+    enc.add_argument("--threads", type=positive_int, default=1, help="CPU threads per model")
     enc.add_argument("--flow-prior", type=Path, metavar="FILE",
                      help="learned flow prior (JSON from `semcodec-bench train-flow-prior`; "
-                     "default: the one shipped for the level's flow step)")  # fmt: skip
+                     "else the one shipped for the level's flow step)")  # fmt: skip
+    enc.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 
+class UsageError(ValueError):
+    """An argument that parses but cannot be used (checked before any model loads)."""
+
+
+def _check_output(path: Path) -> None:
+    if path.is_dir():
+        raise UsageError(f"-o {path}: is a folder; give the .semc file to write")
+    if not path.parent.is_dir():
+        raise UsageError(f"-o {path}: the folder {path.parent} does not exist")
+
+
+def _frames_to_encode(info, start: int, frames: int | None) -> int:
+    """How many frames ``encode`` will read (0 when the source does not know its length)."""
+    if not info.num_frames:
+        return frames or 0
+    if start > info.num_frames:
+        raise UsageError(f"--start {start}: the input has only {info.num_frames} frames")
+    left = info.num_frames - start + 1
+    return min(frames, left) if frames else left
+
+
+def _progress_bar(args: argparse.Namespace, total: int):
+    from tqdm import tqdm
+
+    hidden = args.no_progress or args.quiet > 0
+    return tqdm(total=total or None, desc="encode", unit="frame", file=sys.stderr,
+                disable=True if hidden else None, leave=False, dynamic_ncols=True)  # fmt: skip
+
+
+def _counted(frames, bar):
+    for frame in frames:
+        yield frame
+        bar.update(1)
+
+
 def cmd_encode(args: argparse.Namespace) -> int:
+    """Encodes ``args.input`` to ``args.output``; returns the exit status."""
     from semcodec.codec.scaffold.codec import encode_to_file
     from semcodec.codec.scaffold.levels import LEVELS
     from semcodec.edge.sources import open_source, resolve_data_path
 
+    _check_output(args.output)
     prior = None
     if args.flow_prior:
         from semcodec.codec.entropy.flow import FlowPrior
@@ -61,36 +126,54 @@ def cmd_encode(args: argparse.Namespace) -> int:
     source = open_source(resolve_data_path(args.input, args.data_dir), fps=args.fps,
                          width=args.width, height=args.height)  # fmt: skip
     info = source.info
-    total = args.frames or (info.num_frames - args.start + 1 if info.num_frames else 0)
-    frames = (f.rgb for f in source.frames(start=args.start, count=args.frames))
+    total = _frames_to_encode(info, args.start, args.frames)
     start = time.perf_counter()
-    stats = encode_to_file(args.output, frames, LEVELS[args.level], info.fps,
-                           (info.width, info.height), total, args.models_dir,
-                           args.threads, prior)  # fmt: skip
+    with _progress_bar(args, total) as bar:
+        frames = _counted((f.rgb for f in source.frames(start=args.start, count=args.frames)), bar)
+        stats = encode_to_file(args.output, frames, LEVELS[args.level], info.fps,
+                               (info.width, info.height), total, args.models_dir,
+                               args.threads, prior)  # fmt: skip
     seconds = time.perf_counter() - start
     size = args.output.stat().st_size
     bpp = 8 * size / (info.width * info.height * max(stats.frames, 1))
     parts = ", ".join(f"{k} {v}" for k, v in sorted(stats.stream_bytes.items()))
-    print(f"{args.output}: {stats.frames} frames ({stats.keyframes} keyframes), {size} bytes, "
-          f"{bpp:.5f} bpp [{parts}], {stats.frames / seconds:.1f} fps")  # fmt: skip
+    log.info("%s: %d frames (%d keyframes), %d bytes, %.5f bpp [%s], %.1f fps", args.output,
+             stats.frames, stats.keyframes, size, bpp, parts,
+             stats.frames / max(seconds, 1e-9))  # fmt: skip
     return 0
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from semcodec.codec.bitstream import BitstreamError
+    from semcodec.codec.entropy.rans import EntropyCodingError
+    from semcodec.codec.models import ModelError
+    from semcodec.edge.sources import SourceError
+
+    return (UsageError, SourceError, ModelError, BitstreamError, EntropyCodingError, ValueError,
+            OSError)  # fmt: skip
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``edge-agent``; returns the exit status."""
-    from semcodec.codec.bitstream import BitstreamError
-    from semcodec.codec.models import ModelError
-    from semcodec.edge.sources import SourceError
-
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    configure_logging(args.verbose, args.quiet, prog=PROG)
     if args.command is None:
         parser.print_help()
         return 0
     try:
         return cmd_encode(args)
-    except (SourceError, ModelError, BitstreamError, ValueError) as exc:
-        print(f"edge-agent: error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        log.error("interrupted; nothing was written to %s (run the command again)", args.output)
+        return 130
+    except _user_errors() as exc:
+        log.error("error: %s", _one_line(exc))
         return 2
 
 

@@ -79,6 +79,10 @@ class _PyAVVideoCodec(Codec):
             + ".".join(map(str, av.library_versions["libavcodec"])),
         }
 
+    def check_setting(self, setting: Setting) -> None:
+        self._rate_control(setting)
+        scaled_size(64, 64, setting.number("scale", 1.0))
+
     def _rate_control(self, setting: Setting) -> tuple[str, int]:
         allowed = {"crf", "qp", "scale"}
         unknown = {k for k, _ in setting.params} - allowed
@@ -212,6 +216,10 @@ class _ImageCodec(Codec):
     def describe(self) -> dict[str, str]:
         return {"encoder": f"{self.name} (OpenCV)", "encoder_version": f"OpenCV {cv2.__version__}"}
 
+    def check_setting(self, setting: Setting) -> None:
+        self._quality(setting)
+        scaled_size(64, 64, setting.number("scale", 1.0))
+
     def _quality(self, setting: Setting) -> int:
         unknown = {k for k, _ in setting.params} - {"q", "scale"}
         if unknown or setting.get("q") is None:
@@ -283,6 +291,7 @@ class Raw(Codec):
     """The uncompressed frames (24-bit RGB): the reference point of every benchmark."""
 
     quality_key = "format"
+    has_speed = False  # a memory copy: no encoder or decoder speed to report
 
     def default_settings(self) -> list[Setting]:
         return [Setting.of(format="rgb24")]
@@ -290,10 +299,13 @@ class Raw(Codec):
     def describe(self) -> dict[str, str]:
         return {"encoder": "raw rgb24", "encoder_version": ""}
 
-    def encode(self, frames: np.ndarray, setting: Setting, fps: float) -> Encoded:
-        frames = check_frames(frames)
+    def check_setting(self, setting: Setting) -> None:
         if str(setting) not in ("", "format=rgb24"):
             raise SettingError(f"raw: the only setting is format=rgb24, got '{setting}'")
+
+    def encode(self, frames: np.ndarray, setting: Setting, fps: float) -> Encoded:
+        frames = check_frames(frames)
+        self.check_setting(setting)
         t, h, w, _ = frames.shape
         start = time.perf_counter()
         payload = frames.tobytes()

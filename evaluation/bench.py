@@ -2,26 +2,39 @@
 
 :func:`run_grid` plans the cells of a :class:`GridConfig`, skips those already in
 ``OUT/results.jsonl`` (the run is resumable: a finished cell is never recomputed), runs the
-rest on an executor, appends each row to ``results.jsonl`` as soon as it is ready, and then
-rewrites ``results.csv``. Plots, BD-rates and the Markdown report are made from those files
-by :mod:`evaluation.report`.
+rest on an executor, appends each row to ``results.jsonl`` as soon as it is ready and
+rewrites ``results.csv`` after every cell (atomically: a temporary file renamed over the old
+one). A cell's key hashes everything that changes its result, the versions of the codec and
+of semcodec included, so rows made by other code are recomputed, never reused. Plots,
+BD-rates and the Markdown report are made from those files by :mod:`evaluation.report`.
+
+:func:`validate_grid` checks a grid (codec names, settings, metrics, frame counts) without
+touching a model or a frame, so a command line with a typo fails at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
+import inspect
 import json
+import logging
+import os
 import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
-from semcodec.evaluation.codecs import Setting, create_codec
+from semcodec.codec.console import package_version
+from semcodec.evaluation.codecs import Codec, Setting, create_codec
+
+logger = logging.getLogger(__name__)
 
 ALL_METRICS = ("psnr", "ms_ssim", "st_lpips", "moda", "fvd")
 DEFAULT_METRICS = ("psnr", "ms_ssim", "st_lpips", "moda")
@@ -64,6 +77,22 @@ class BenchError(RuntimeError):
     """The grid could not be planned or run (bad data, metrics or codec names)."""
 
 
+#: ``callback(done)``: how many frames of a stage are done.
+FrameCallback = Callable[[int], None]
+
+
+class StageProgress(Protocol):
+    """Where a cell reports its stages: ``progress(stage, total)`` starts a stage of ``total``
+    frames (``"encode"``, ``"decode"``, ``"metrics: st_lpips"``, ...) and returns the callback
+    that stage calls with the number of frames done."""
+
+    def __call__(self, stage: str, total: int) -> FrameCallback: ...
+
+
+def _no_progress(stage: str, total: int) -> FrameCallback:
+    return lambda done: None
+
+
 @dataclass(frozen=True)
 class CellSpec:
     """One (sequence, codec, setting) cell; picklable, so any executor can run it.
@@ -71,6 +100,10 @@ class CellSpec:
     ``sequence`` is a path (MOT folder, frame folder or video file); ``frames`` the number of
     frames read from its start (None: all). ``detector`` is the detector configuration as a
     dict (chosen per sequence on the uncompressed frames), None when MODA is not measured.
+    ``versions`` names the code that computes the cell (semcodec's version and the codec's
+    ``encoder_version``); it is part of the key, so a row made by other code is not reused.
+    ``lpips_every`` / ``moda_every``: ST-LPIPS / MODA on every k-th frame only (frames 1,
+    1+k, ...; the other metrics use every frame).
     """
 
     sequence: str
@@ -84,6 +117,8 @@ class CellSpec:
     fvd_weights: str | None = None
     lpips_every: int = 1
     source_options: tuple[tuple[str, object], ...] = ()
+    versions: str = ""
+    moda_every: int = 1
 
     def key(self) -> str:
         """Stable id of the cell: the hash of everything that changes its result."""
@@ -110,6 +145,7 @@ class GridConfig:
     fvd_weights: str | None = None
     detector: dict | None = None  # None: calibrate per sequence on the uncompressed frames
     lpips_every: int = 1  # ST-LPIPS on every k-th frame (it costs ~1 s per 768x576 frame)
+    moda_every: int = 1  # MODA on every k-th frame (the detector runs up to 5 windows a frame)
     source_options: dict = field(default_factory=dict)  # fps/width/height for open_source
 
 
@@ -147,22 +183,26 @@ def sequence_name(path: str) -> str:
 # ----------------------------------------------------------------------------- one cell
 
 
-def run_cell(cell: CellSpec) -> dict:
-    """Encodes, decodes and measures one cell; returns its result row."""
+def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
+    """Encodes, decodes and measures one cell; returns its result row.
+
+    ``progress`` (optional) is told each stage and its frames (see :class:`StageProgress`).
+    """
+    from semcodec.evaluation.metrics import bits_per_pixel
+
+    progress = progress or _no_progress
     pixels, info, gt = load_sequence(cell.sequence, cell.frames, cell.source_options)
     codec = create_codec(cell.codec, **dict(cell.codec_options))
     setting = Setting.parse(cell.setting)
-    encoded = codec.encode(pixels, setting, fps=info.fps)
+    t, h, w, _ = pixels.shape
+    encoded = _with_progress(codec.encode, progress("encode", t), pixels, setting, fps=info.fps)
     start = time.perf_counter()
-    decoded = codec.decode(encoded)
+    decoded = _with_progress(codec.decode, progress("decode", t), encoded)
     decode_seconds = time.perf_counter() - start
     if decoded.shape != pixels.shape:
         raise BenchError(
             f"{cell.codec} {setting}: decoded shape {decoded.shape}, expected {pixels.shape}"
         )
-    t, h, w, _ = pixels.shape
-    from semcodec.evaluation.metrics import bits_per_pixel
-
     row: dict = {
         "sequence": info.name,
         "codec": cell.codec,
@@ -175,20 +215,44 @@ def run_cell(cell: CellSpec) -> dict:
         "bytes": encoded.num_bytes,
         "bpp": bits_per_pixel(encoded.num_bytes, w, h, t),
         "container_bytes": encoded.container_bytes,
-        "enc_fps": t / encoded.encode_seconds if encoded.encode_seconds > 0 else None,
-        "dec_fps": t / decode_seconds if decode_seconds > 0 else None,
+        **_speeds(codec, t, encoded.encode_seconds, decode_seconds),
         "dec_flops_per_frame": encoded.metadata.get("dec_flops_per_frame"),
         **codec.describe(),
         "codec_options": json.dumps(dict(cell.codec_options), sort_keys=True),
         "detector": json.dumps(dict(cell.detector)) if cell.detector else "",
         "machine": machine_description(),
+        "semcodec_version": package_version(),
         "key": cell.key(),
     }
     for stream, n in encoded.stream_bytes.items():
         row[f"bytes_{stream}"] = n
-    row.update(measure_quality(pixels, decoded, cell, gt))
+    row.update(measure_quality(pixels, decoded, cell, gt, progress))
     row["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     return {k: _finite_or_none(v) for k, v in row.items()}
+
+
+def _speeds(codec: Codec, frames: int, encode_s: float, decode_s: float) -> dict:
+    """``enc_fps`` and ``dec_fps`` (frames per wall second); None where they mean nothing."""
+    if not codec.has_speed:
+        return {"enc_fps": None, "dec_fps": None}
+    return {
+        "enc_fps": frames / encode_s if encode_s > 0 else None,
+        "dec_fps": frames / decode_s if decode_s > 0 else None,
+    }
+
+
+def _with_progress(method: Callable, callback: FrameCallback, *args, **kwargs):
+    """Calls a codec's ``encode``/``decode``, passing ``progress=callback`` if it takes one."""
+    if _takes_progress(method):
+        kwargs["progress"] = callback
+    return method(*args, **kwargs)
+
+
+def _takes_progress(method: Callable) -> bool:
+    try:
+        return "progress" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # builtins without a signature
+        return False
 
 
 def _finite_or_none(value):
@@ -198,27 +262,50 @@ def _finite_or_none(value):
     return value
 
 
-def measure_quality(reference: np.ndarray, decoded: np.ndarray, cell: CellSpec, gt) -> dict:
-    """The quality columns that ``cell.metrics`` asks for (others stay absent)."""
+def measure_quality(
+    reference: np.ndarray,
+    decoded: np.ndarray,
+    cell: CellSpec,
+    gt,
+    progress: StageProgress | None = None,
+) -> dict:
+    """The quality columns that ``cell.metrics`` asks for (others stay absent).
+
+    ``reference`` and ``decoded`` are ``(T, H, W, 3) uint8 RGB``; ``gt`` the ground truth of
+    the reference frames (or None). Identical videos (``raw``) get the exact values of the
+    full-reference metrics (PSNR 100, MS-SSIM 1, ST-LPIPS 0) without computing them.
+    """
     from semcodec.evaluation import metrics
 
+    progress = progress or _no_progress
+    t = len(reference)
     out: dict = {}
-    if "psnr" in cell.metrics:
+    if np.array_equal(reference, decoded):
+        out.update(_identical_scores(cell, reference.shape))
+    elif "psnr" in cell.metrics:
+        progress("metrics: psnr", t)
         out["psnr"] = metrics.psnr(reference, decoded)
         out["psnr_y"] = metrics.psnr(reference, decoded, space="y")
-    if "ms_ssim" in cell.metrics:
+    if "ms_ssim" in cell.metrics and "ms_ssim" not in out:
+        progress("metrics: ms_ssim", t)
         out["ms_ssim"] = metrics.ms_ssim(reference, decoded)
-    if "st_lpips" in cell.metrics:
-        from semcodec.evaluation.perceptual import st_lpips
-
+    if "st_lpips" in cell.metrics and "st_lpips" not in out:
         k = cell.lpips_every
-        out["st_lpips"] = st_lpips(reference[::k], decoded[::k], models_dir=cell.models_dir)
-        out["st_lpips_frames"] = len(reference[::k])
+        scorer = lpips_reference(cell.sequence, cell.frames, cell.source_options, k,
+                                 cell.models_dir)  # fmt: skip
+        sample = decoded[::k]
+        callback = progress(f"metrics: st_lpips (every {k})", len(sample))
+        out["st_lpips"] = float(scorer.distances(sample, callback).mean())
+        out["st_lpips_frames"] = len(sample)
     if "moda" in cell.metrics and gt is not None and cell.detector is not None:
-        out.update(detection_scores(decoded, gt, dict(cell.detector), cell.models_dir))
+        k = cell.moda_every
+        callback = progress(f"metrics: moda (every {k})", len(range(0, t, k)))
+        out.update(detection_scores(decoded, gt, dict(cell.detector), cell.models_dir, callback,
+                                    every=k))  # fmt: skip
     if "fvd" in cell.metrics:
         from semcodec.evaluation.fvd import FVDUnavailableError, fvd
 
+        progress("metrics: fvd", t)
         try:
             out["fvd"] = fvd(
                 reference, decoded, weights_path=cell.fvd_weights, models_dir=cell.models_dir
@@ -228,6 +315,38 @@ def measure_quality(reference: np.ndarray, decoded: np.ndarray, cell: CellSpec, 
     return out
 
 
+def _identical_scores(cell: CellSpec, shape: tuple[int, ...]) -> dict:
+    """PSNR, MS-SSIM and ST-LPIPS of a ``(T, H, W, 3)`` video against itself (those asked
+    for, and only where the metric accepts the size: too small frames still raise)."""
+    from semcodec.evaluation.metrics import MAX_PSNR_DB, MS_SSIM_MIN_SIDE
+    from semcodec.evaluation.perceptual import STLPIPS_MIN_SIDE
+
+    out: dict = {}
+    t, h, w = shape[:3]
+    if "psnr" in cell.metrics:
+        out["psnr"] = out["psnr_y"] = MAX_PSNR_DB
+    if "ms_ssim" in cell.metrics and min(h, w) >= MS_SSIM_MIN_SIDE:
+        out["ms_ssim"] = 1.0
+    if "st_lpips" in cell.metrics and min(h, w) >= STLPIPS_MIN_SIDE:
+        out["st_lpips"] = 0.0
+        out["st_lpips_frames"] = len(range(0, t, cell.lpips_every))
+    return out
+
+
+@lru_cache(maxsize=1)
+def lpips_reference(sequence: str, frames: int | None, source_options: tuple, every: int,
+                    models_dir: str | None):  # fmt: skip
+    """The ST-LPIPS scorer of a sequence's every ``every``-th frame, reference features cached.
+
+    The cells of one sequence share it, so the reference half of ST-LPIPS runs once per
+    sequence instead of once per cell.
+    """
+    from semcodec.evaluation.perceptual import STLPIPSReference
+
+    pixels, _, _ = load_sequence(sequence, frames, source_options)
+    return STLPIPSReference(pixels[::every], models_dir=models_dir)
+
+
 @lru_cache(maxsize=4)
 def _detector(config_items: tuple, models_dir: str | None):
     from semcodec.evaluation.detector import DetectorConfig, PersonDetector
@@ -235,48 +354,79 @@ def _detector(config_items: tuple, models_dir: str | None):
     return PersonDetector(DetectorConfig(**dict(config_items)), models_dir=models_dir)
 
 
-def detection_scores(frames: np.ndarray, gt, config: dict, models_dir: str | None) -> dict:
+def detection_scores(frames: np.ndarray, gt, config: dict, models_dir: str | None,
+                     progress: FrameCallback | None = None, every: int = 1) -> dict:  # fmt: skip
     """MODA and MODP of the person detector on ``frames`` (and MODA on the ground plane when
-    the ground truth has world coordinates)."""
+    the ground truth has world coordinates), on frames 1, 1+every, ... (``frames[0]`` is
+    frame 1); ``progress(n)`` after each evaluated frame. ``moda_frames``: how many."""
     from semcodec.evaluation.moda import clear_mod, clear_mod_ground, fit_ground_homography
 
     detector = _detector(tuple(sorted(config.items())), models_dir)
-    boxes = {i + 1: detector.detect(frame).boxes for i, frame in enumerate(frames)}
-    numbers = list(range(1, len(frames) + 1))
+    numbers = evaluated_frames(len(frames), every)
+    boxes = {}
+    for done, number in enumerate(numbers, 1):
+        boxes[number] = detector.detect(frames[number - 1]).boxes
+        if progress is not None:
+            progress(done)
     image = clear_mod(boxes, gt, numbers)
-    out = {"moda": image.moda, "modp": image.modp}
+    out = {"moda": image.moda, "modp": image.modp, "moda_frames": len(numbers)}
     if gt.has_world:
         ground = clear_mod_ground(boxes, gt, fit_ground_homography(gt), numbers, distance_m=1.0)
         out["moda_ground"] = ground.moda
     return out
 
 
+def evaluated_frames(frames: int, every: int) -> list[int]:
+    """Frame numbers 1, 1+every, ... up to ``frames`` (1-based, as in the ground truth)."""
+    return list(range(1, frames + 1, every))
+
+
 def machine_description() -> str:
     """``"x86_64, 2 CPUs, Linux"``: where a row's timings were taken."""
-    import os
-
     return f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}"
 
 
 # ----------------------------------------------------------------------------- the grid
 
 
-def plan_cells(config: GridConfig, detectors: dict[str, dict | None]) -> list[CellSpec]:
-    """Every cell of the grid, in a stable order."""
-    if config.lpips_every < 1:
-        raise BenchError(f"lpips_every must be >= 1, got {config.lpips_every}")
-    unknown = set(config.metrics) - set(ALL_METRICS)
+def validate_grid(config: GridConfig) -> None:
+    """Checks what can be checked without data or models: metrics, frame counts, codec names,
+    options and every setting (with :meth:`Codec.check_setting`).
+
+    Raises:
+        BenchError: unknown metrics, a frame count or ``*_every`` below 1, no codec.
+        codecs.UnknownCodecError: a codec name is not registered (the message lists them).
+        codecs.SettingError: a setting does not parse or does not fit its codec.
+    """
+    unknown = [m for m in config.metrics if m not in ALL_METRICS]
     if unknown:
         raise BenchError(
-            f"unknown metric(s) {sorted(unknown)}; choose from {', '.join(ALL_METRICS)}"
+            f"unknown metric(s) {', '.join(unknown)}; choose from {', '.join(ALL_METRICS)}"
         )
+    if config.frames is not None and config.frames < 1:
+        raise BenchError(f"frames must be >= 1, got {config.frames}")
+    for name in ("lpips_every", "moda_every"):
+        if getattr(config, name) < 1:
+            raise BenchError(f"{name} must be >= 1, got {getattr(config, name)}")
+    if not config.codecs:
+        raise BenchError("no codec to run; name at least one (see `semcodec-bench codecs`)")
+    for name, settings in config.codecs.items():
+        codec = create_codec(name, **config.codec_options.get(name, {}))
+        for setting in expand_settings(codec, settings, config.scales):
+            codec.check_setting(setting)
+
+
+def plan_cells(config: GridConfig, detectors: dict[str, dict | None]) -> list[CellSpec]:
+    """Every cell of the grid, in a stable order (the grid is validated first)."""
+    validate_grid(config)
     cells = []
     for sequence in config.sequences:
+        detector = detectors.get(sequence)
         for name, settings in config.codecs.items():
             options = config.codec_options.get(name, {})
             codec = create_codec(name, **options)
+            versions = f"semcodec {package_version()}; {codec.describe()['encoder_version']}"
             for setting in expand_settings(codec, settings, config.scales):
-                detector = detectors.get(sequence)
                 cells.append(
                     CellSpec(
                         sequence=sequence,
@@ -289,7 +439,9 @@ def plan_cells(config: GridConfig, detectors: dict[str, dict | None]) -> list[Ce
                         models_dir=config.models_dir,
                         fvd_weights=config.fvd_weights,
                         lpips_every=config.lpips_every,
+                        moda_every=config.moda_every,
                         source_options=_source_options(config),
+                        versions=versions,
                     )
                 )
     return cells
@@ -328,20 +480,27 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
-    """Writes rows with :data:`BASE_COLUMNS` first, ``bytes_*`` after ``bytes``."""
+    """Writes rows with :data:`BASE_COLUMNS` first, ``bytes_*`` after ``bytes``.
+
+    Atomic: the table goes to a temporary file in the same folder that is then renamed over
+    ``path``, so a reader (or a killed run) never sees a half-written results.csv.
+    """
     import csv
 
     stream_cols = sorted({k for r in rows for k in r if k.startswith("bytes_")})
     extra = sorted({k for r in rows for k in r} - set(BASE_COLUMNS) - set(stream_cols))
     at = BASE_COLUMNS.index("bytes") + 1
     columns = BASE_COLUMNS[:at] + stream_cols + BASE_COLUMNS[at:] + extra
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, columns, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _csv_value(row.get(k)) for k in columns})
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, columns, extrasaction="ignore")
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: _csv_value(row.get(k)) for k in columns})
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _csv_value(value):
@@ -352,10 +511,11 @@ def _csv_value(value):
     return value
 
 
-def calibrate_detectors(config: GridConfig, log: Callable[[str], None]) -> dict[str, dict | None]:
+def calibrate_detectors(config: GridConfig) -> dict[str, dict | None]:
     """Per sequence, the detector settings with the best MODA on the uncompressed frames.
 
-    Cached in ``OUT/detector/<sequence>.json``; a fixed ``config.detector`` skips the search.
+    Cached in ``OUT/detector/`` (:func:`calibration_name`); on the frames MODA is measured
+    on (``config.moda_every``); a fixed ``config.detector`` skips the search.
     """
     if "moda" not in config.metrics:
         return {}
@@ -365,19 +525,22 @@ def calibrate_detectors(config: GridConfig, log: Callable[[str], None]) -> dict[
     for sequence in config.sequences:
         pixels, info, gt = load_sequence(sequence, config.frames, _source_options(config))
         if gt is None:
-            log(f"{info.name}: no ground truth, MODA is skipped")
+            logger.warning("%s: no ground truth, MODA is skipped", info.name)
             chosen[sequence] = None
             continue
         if config.detector is not None:
             chosen[sequence] = dict(config.detector)
             continue
-        cache = config.out_dir / "detector" / f"{info.name}-{len(pixels)}f.json"
+        cache = config.out_dir / "detector" / calibration_name(info.name, len(pixels),
+                                                               config.moda_every)  # fmt: skip
         if cache.exists():
             chosen[sequence] = json.loads(cache.read_text())["config"]
             continue
-        log(f"{info.name}: choosing detector threshold and tiling on the uncompressed frames")
+        logger.info("%s: choosing the detector's threshold and tiling on the uncompressed "
+                    "frames", info.name)  # fmt: skip
+        numbers = evaluated_frames(len(pixels), config.moda_every)
         best, table = calibrate_detector(
-            pixels, gt, list(range(1, len(pixels) + 1)), models_dir=config.models_dir
+            pixels[:: config.moda_every], gt, numbers, models_dir=config.models_dir
         )
         chosen[sequence] = dataclasses.asdict(best)
         cache.parent.mkdir(parents=True, exist_ok=True)
@@ -387,42 +550,119 @@ def calibrate_detectors(config: GridConfig, log: Callable[[str], None]) -> dict[
     return chosen
 
 
-def run_grid(
-    config: GridConfig, executor=None, progress: bool = True, log: Callable[[str], None] = print
-) -> list[dict]:
-    """Runs the cells not yet in ``OUT/results.jsonl``; returns all rows of the grid."""
+def calibration_name(sequence: str, frames: int, every: int = 1) -> str:
+    """File name of a sequence's detector calibration in ``OUT/detector/``."""
+    return f"{sequence}-{frames}f.json" if every == 1 else f"{sequence}-{frames}f-every{every}.json"
+
+
+def run_grid(config: GridConfig, executor=None, progress: bool | None = True) -> list[dict]:
+    """Runs the cells not yet in ``OUT/results.jsonl``; returns the rows of the grid.
+
+    ``progress``: True draws bars on stderr (cells, and the stage of the running cell under
+    the local executor), False none, None only when stderr is a terminal. After every cell
+    the row is appended to results.jsonl and results.csv is rewritten with the grid's rows.
+    A KeyboardInterrupt leaves both files consistent; rerunning resumes.
+    """
     from semcodec.evaluation.executors import LocalExecutor
-    from tqdm import tqdm
 
     executor = executor or LocalExecutor()
+    validate_grid(config)
     config.out_dir.mkdir(parents=True, exist_ok=True)
     jsonl = config.out_dir / "results.jsonl"
     if "fvd" in config.metrics:
-        _announce_fvd(config, log)
-    detectors = calibrate_detectors(config, log)
-    cells = plan_cells(config, detectors)
-    done = {row.get("key") for row in read_rows(jsonl)}
-    todo = [c for c in cells if c.key() not in done]
-    if len(todo) < len(cells):
-        log(f"resuming: {len(cells) - len(todo)} of {len(cells)} cells already done")
-    with (
-        open(jsonl, "a") as out,
-        tqdm(total=len(todo), disable=not progress, desc="cells", unit="cell") as bar,
-    ):
-        for cell, row in executor.map_unordered(run_cell, todo):
-            out.write(json.dumps(row, default=_json_default) + "\n")
-            out.flush()
-            bar.set_postfix_str(f"{cell.codec} {cell.setting}")
-            bar.update()
+        _announce_fvd(config)
+    cells = plan_cells(config, calibrate_detectors(config))
     keys = {c.key() for c in cells}
-    rows = [r for r in read_rows(jsonl) if r.get("key") in keys]
-    write_csv(latest_rows(read_rows(jsonl)), config.out_dir / "results.csv")
-    return rows
+    rows = {r["key"]: r for r in read_rows(jsonl) if r.get("key") in keys}
+    todo = [c for c in cells if c.key() not in rows]
+    if rows:
+        logger.info("resuming: %d of %d cells already done", len(cells) - len(todo), len(cells))
+    with _Bars(progress, len(todo), executor.name == "local") as bars:
+        fn = functools.partial(run_cell, progress=bars.stage) if bars.stages else run_cell
+        if todo:
+            bars.announce(todo[0])
+        with open(jsonl, "a") as out:
+            for cell, row in executor.map_unordered(fn, todo):
+                out.write(json.dumps(row, default=_json_default) + "\n")
+                out.flush()
+                rows[row["key"]] = row
+                write_csv(_in_grid_order(rows, cells), config.out_dir / "results.csv")
+                bars.cell_done(cell, todo)
+    ordered = _in_grid_order(rows, cells)
+    write_csv(ordered, config.out_dir / "results.csv")
+    return ordered
+
+
+def _in_grid_order(rows: dict[str, dict], cells: list[CellSpec]) -> list[dict]:
+    return [rows[c.key()] for c in cells if c.key() in rows]
+
+
+class _Bars:
+    """The progress bars of a run (tqdm, stderr): cells done, and the running cell's stage.
+
+    The stage bar is drawn only for the local executor (the stages of a cell in another
+    process are not seen here). Log records go through ``tqdm.write`` while bars are shown.
+    """
+
+    def __init__(self, enabled: bool | None, cells: int, stages: bool):
+        from tqdm import tqdm
+
+        disable = None if enabled is None else not enabled
+        self._cells = tqdm(total=cells, desc="cells", unit="cell", disable=disable,
+                           position=0, dynamic_ncols=True)  # fmt: skip
+        self.stages = stages and not self._cells.disable
+        self._stage = tqdm(total=0, unit="frame", disable=not self.stages, position=1,
+                           leave=False, dynamic_ncols=True)  # fmt: skip
+        self._label = ""
+        self._redirect = None
+
+    def __enter__(self) -> _Bars:
+        if not self._cells.disable:
+            from tqdm.contrib.logging import logging_redirect_tqdm
+
+            self._redirect = logging_redirect_tqdm([logging.getLogger("semcodec")])
+            self._redirect.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stage.close()
+        self._cells.close()
+        if self._redirect is not None:
+            self._redirect.__exit__(*exc)
+
+    def announce(self, cell: CellSpec) -> None:
+        """Names the cell that runs now (with the local executor, the next to run)."""
+        self._label = f"{cell.codec} {cell.setting}"
+        self._cells.set_postfix_str(self._label)
+
+    def stage(self, name: str, total: int) -> FrameCallback:
+        """A :class:`StageProgress`: resets the stage bar to ``label: stage``."""
+        self._stage.set_description_str(f"{self._label}: {name}", refresh=False)
+        self._stage.reset(total=total)
+        bar = self._stage
+
+        def callback(done: int) -> None:
+            bar.update(done - bar.n)
+
+        return callback
+
+    def cell_done(self, cell: CellSpec, todo: list[CellSpec]) -> None:
+        """Counts a finished cell; names the next one (local executor) or the last done."""
+        self._cells.update()
+        if not self.stages:
+            self._cells.set_postfix_str(f"done: {cell.codec} {cell.setting}")
+        elif self._cells.n < len(todo):
+            self.announce(todo[self._cells.n])
 
 
 def latest_rows(rows: list[dict]) -> list[dict]:
-    """One row per key (the last one written)."""
-    return list({row.get("key"): row for row in rows}.values())
+    """One row per (sequence, codec, setting, frames): the last one written.
+
+    A results.jsonl can hold rows of the same cell made by different code versions or
+    metric choices; the report shows the newest.
+    """
+    key = ("sequence", "codec", "setting", "frames", "width", "height")
+    return list({tuple(row.get(k) for k in key): row for row in rows}.values())
 
 
 def _json_default(value):
@@ -431,10 +671,10 @@ def _json_default(value):
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def _announce_fvd(config: GridConfig, log: Callable[[str], None]) -> None:
+def _announce_fvd(config: GridConfig) -> None:
     from semcodec.evaluation.fvd import FVDUnavailableError, load_i3d
 
     try:
         load_i3d(weights_path=config.fvd_weights, models_dir=config.models_dir)
     except FVDUnavailableError as exc:
-        log(f"FVD will be left empty: {exc}")
+        logger.warning("FVD will be left empty: %s", exc)

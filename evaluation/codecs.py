@@ -135,13 +135,19 @@ class Codec(abc.ABC):
     """A codec that maps ``(T, H, W, 3) uint8 RGB`` frames to bytes and back.
 
     Subclasses set ``name`` and ``quality_key`` (the parameter swept for a rate–quality curve,
-    e.g. ``"crf"``) and implement :meth:`encode`, :meth:`decode` and :meth:`default_settings`.
+    e.g. ``"crf"``) and implement :meth:`encode`, :meth:`decode` and :meth:`default_settings`
+    (and, preferably, :meth:`check_setting`). ``encode`` and ``decode`` may take an optional
+    keyword ``progress``: a callable given the number of frames done so far; the benchmark
+    passes it to codecs whose methods accept it, to draw a progress bar inside long cells.
     """
 
     name: ClassVar[str] = ""
     quality_key: ClassVar[str] = ""
     #: True when a *lower* value of ``quality_key`` gives higher quality (CRF, QP).
     lower_is_better_quality: ClassVar[bool] = False
+    #: False when encode/decode wall times mean nothing (``raw`` copies memory): the
+    #: benchmark then leaves ``enc_fps`` and ``dec_fps`` empty.
+    has_speed: ClassVar[bool] = True
 
     @abc.abstractmethod
     def encode(self, frames: np.ndarray, setting: Setting, fps: float) -> Encoded:
@@ -154,6 +160,15 @@ class Codec(abc.ABC):
     @abc.abstractmethod
     def default_settings(self) -> list[Setting]:
         """The sweep run when the user names no settings."""
+
+    def check_setting(self, setting: Setting) -> None:
+        """Raises :class:`SettingError` when ``setting`` does not fit this codec.
+
+        Cheap and free of models and input frames, so a grid can be checked before any
+        expensive work starts. The default accepts everything (a codec that does not override
+        it reports a bad setting only when it encodes).
+        """
+        return None
 
     def describe(self) -> dict[str, str]:
         """Encoder name and version, recorded in every result row."""

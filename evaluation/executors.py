@@ -2,18 +2,23 @@
 
 An executor maps a picklable function over items and yields results as they finish, so the
 grid can write each row the moment it is ready (and a killed run loses at most the cells in
-flight).
+flight). On Ctrl-C the process pool's workers are stopped at once (they ignore SIGINT
+themselves, so the terminal shows one message, not a traceback per worker).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Protocol, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class ExecutorError(RuntimeError):
+    """An executor cannot be created (unknown name, bad worker count, Ray missing)."""
 
 
 class Executor(Protocol):
@@ -45,15 +50,36 @@ class ProcessExecutor:
 
     def __init__(self, workers: int = 2):
         if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
+            raise ExecutorError(f"workers must be >= 1, got {workers}")
         self.workers = workers
 
     def map_unordered(self, fn, items):
+        items = list(items)
+        if not items:
+            return
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(self.workers, mp_context=context) as pool:
-            futures = {pool.submit(fn, item): item for item in items}
-            for future in as_completed(futures):
-                yield futures[future], future.result()
+        pool = context.Pool(min(self.workers, len(items)), initializer=_ignore_sigint)
+        try:
+            yield from pool.imap_unordered(_Paired(fn), items)
+            pool.close()
+        finally:
+            pool.terminate()  # at once on Ctrl-C or an error; a no-op after close() and join
+            pool.join()
+
+
+def _ignore_sigint() -> None:
+    """Pool initializer: Ctrl-C is the parent's business (it stops the pool)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class _Paired:
+    """Picklable ``item -> (item, fn(item))``."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, item):
+        return item, self.fn(item)
 
 
 class RayExecutor:
@@ -69,7 +95,7 @@ class RayExecutor:
         try:
             import ray  # noqa: F401
         except ImportError as exc:
-            raise RuntimeError(
+            raise ExecutorError(
                 "the ray executor needs Ray: `pip install ray`, then start or name a cluster "
                 "(RAY_ADDRESS); or use --executor local|process"
             ) from exc
@@ -99,7 +125,7 @@ EXECUTORS: dict[str, type] = {
 def create_executor(name: str, workers: int = 2) -> Executor:
     """``local``, ``process`` (with ``workers``) or ``ray``."""
     if name not in EXECUTORS:
-        raise ValueError(f"unknown executor {name!r}; choose from {', '.join(EXECUTORS)}")
+        raise ExecutorError(f"unknown executor {name!r}; choose from {', '.join(EXECUTORS)}")
     if name == "process":
         return ProcessExecutor(workers)
     return EXECUTORS[name]()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -23,6 +24,12 @@ QUALITY_METRICS: dict[str, tuple[bool, str]] = {
     "modp": (True, "MODP"),
 }
 ANCHOR_CURVE = "x265"
+#: Least overlap of two curves' quality ranges for a BD-rate, as a fraction of their joint
+#: range: the ``bjontegaard`` package's own default rule (it warns below it; we then give no
+#: value and say why).
+MIN_OVERLAP = 0.75
+#: One marker per codec, in the order of the sorted codec names.
+MARKERS = "os^Dv<>pPX*h"
 
 
 def _number(value) -> float | None:
@@ -53,7 +60,9 @@ def bd_rates(rows: list[dict], metrics: tuple[str, ...] | None = None) -> list[d
     Negative = fewer bits than x265 at equal quality. Computed with the ``bjontegaard``
     package (piecewise cubic Hermite interpolation, the method of the common test conditions
     of JVET), on log10 rate over the overlapping quality range; metrics where lower is
-    better are negated first. A curve needs 4 points; too little overlap gives no value.
+    better are negated first. A curve needs 4 points. When the two curves' quality ranges
+    overlap less than :data:`MIN_OVERLAP` (the package's rule) the value is None and
+    ``note`` says how much they overlap.
     """
     import bjontegaard
 
@@ -83,14 +92,15 @@ def bd_rates(rows: list[dict], metrics: tuple[str, ...] | None = None) -> list[d
                             [sign * d for d in dist_t],
                             method="pchip",
                             require_matching_points=False,
+                            min_overlap=MIN_OVERLAP,
                         )
                     )
                 if caught:
-                    note = str(caught[0].message)
-                if not math.isfinite(value):
+                    value, note = _overlap_verdict(value, str(caught[0].message))
+                if value is not None and not math.isfinite(value):
                     value = None
             except (ValueError, ZeroDivisionError) as exc:
-                note = str(exc)
+                note = _failure_note(exc)
             results.append(
                 {
                     "sequence": sequence,
@@ -104,6 +114,61 @@ def bd_rates(rows: list[dict], metrics: tuple[str, ...] | None = None) -> list[d
     return results
 
 
+def _overlap_verdict(value: float, warning: str) -> tuple[float | None, str]:
+    """``(value, note)`` after a ``bjontegaard`` warning: no value when the overlap is short."""
+    if "do not overlap" in warning:
+        return None, "no BD-rate: the curves' quality ranges do not overlap"
+    if "Insufficient curve overlap" in warning:
+        found = re.search(r"overlap: '([0-9.]+)'", warning)
+        share = f"{float(found.group(1)):.1f} %" if found else "too little"
+        return None, (
+            f"no BD-rate: the quality ranges overlap by {share} of their span; "
+            f"at least {MIN_OVERLAP * 100:.0f} % is needed (bjontegaard's rule)"
+        )
+    return value, warning
+
+
+def _failure_note(exc: Exception) -> str:
+    """Why ``bjontegaard`` gave no value, in the report's words."""
+    if "strictly increasing" in str(exc):
+        return (
+            "no BD-rate: the quality does not rise strictly with the rate along a curve "
+            "(two settings with equal or reversed quality); the interpolation needs it"
+        )
+    return f"no BD-rate: {exc}"
+
+
+def _labelled_points(rows: list[dict], metric: str) -> dict[tuple[str, str], list[tuple]]:
+    """``{(sequence, curve): [(bpp, value, label, codec), ...]}`` sorted by bpp (no raw).
+
+    ``label`` is the setting without the curve's own parameters (``crf=28`` of
+    ``x264@scale=0.5``), written next to the point in plots.
+    """
+    out: dict[tuple[str, str], list[tuple]] = defaultdict(list)
+    for row in rows:
+        bpp, value = _number(row.get("bpp")), _number(row.get(metric))
+        if row.get("codec") == "raw" or bpp is None or value is None or bpp <= 0:
+            continue
+        label = ",".join(p for p in str(row.get("setting", "")).split(",")
+                         if not p.startswith("scale="))  # fmt: skip
+        out[(row["sequence"], row.get("curve") or row["codec"])].append(
+            (bpp, value, label, row["codec"])
+        )
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _markers(rows: list[dict]) -> dict[str, str]:
+    """A distinct marker per codec name (stable: by sorted name)."""
+    codecs = sorted({str(r.get("codec")) for r in rows})
+    return {codec: MARKERS[i % len(MARKERS)] for i, codec in enumerate(codecs)}
+
+
+def _label_points(ax, xs, ys, labels) -> None:
+    for x, y, text in zip(xs, ys, labels, strict=True):
+        ax.annotate(text, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=6,
+                    alpha=0.8)  # fmt: skip
+
+
 def plot_rate_quality(rows: list[dict], metric: str, path: Path) -> bool:
     """One panel per sequence: metric against BPP (log axis), a line per curve."""
     import matplotlib
@@ -111,21 +176,25 @@ def plot_rate_quality(rows: list[dict], metric: str, path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    table = curves(rows, metric)
+    table = _labelled_points(rows, metric)
     if not table:
         return False
+    markers = _markers(rows)
     sequences = sorted({s for s, _ in table})
-    fig, axes = plt.subplots(1, len(sequences), figsize=(6 * len(sequences), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(sequences), figsize=(7 * len(sequences), 5), squeeze=False)
     for ax, sequence in zip(axes[0], sequences, strict=True):
         for (seq, curve), points in sorted(table.items()):
             if seq != sequence:
                 continue
-            xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, marker="o", label=curve)
+            xs, ys, labels, codecs = zip(*points, strict=True)
+            ax.plot(xs, ys, marker=markers[codecs[0]], ls="--" if "@" in curve else "-",
+                    label=curve)  # fmt: skip
+            _label_points(ax, xs, ys, labels)
         raw = [r for r in rows if r.get("codec") == "raw" and r["sequence"] == sequence]
         if raw and _number(raw[0].get(metric)) is not None and metric.startswith("mod"):
             ax.axhline(_number(raw[0][metric]), color="k", ls="--", lw=1, label="uncompressed")
         ax.set_xscale("log")
+        ax.margins(x=0.08)  # room for the setting labels of the last points
         ax.set_xlabel("bits per pixel")
         ax.set_ylabel(QUALITY_METRICS.get(metric, (True, metric))[1])
         ax.set_title(sequence)
@@ -140,14 +209,54 @@ def plot_rate_quality(rows: list[dict], metric: str, path: Path) -> bool:
 def plot_rate_compute_quality(rows: list[dict], path: Path, metric: str = "st_lpips") -> bool:
     """Rate against decoder compute, coloured by quality: the trade-off in one picture.
 
-    Compute is decoder FLOPs per frame where a codec reports them (neural decoders), else
-    decode milliseconds per frame on this machine (marked with a different symbol).
+    One panel per sequence and kind of compute: decoder FLOPs per frame where a codec reports
+    them (neural decoders), else decode milliseconds per frame on this machine. The marker
+    says the codec (legend), the colour the quality (colour bar), the text the setting.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
+    points = _compute_points(rows, metric)
+    if not points:
+        return False
+    panels = sorted({(p["sequence"], p["kind"]) for p in points})
+    markers = _markers(rows)
+    qs = [p["quality"] for p in points]
+    cmap = "viridis_r" if not QUALITY_METRICS.get(metric, (True, ""))[0] else "viridis"
+    label = QUALITY_METRICS.get(metric, (True, metric))[1]
+    fig, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 5), squeeze=False)
+    for ax, (sequence, kind) in zip(axes[0], panels, strict=True):
+        sel = [p for p in points if (p["sequence"], p["kind"]) == (sequence, kind)]
+        for codec in sorted({p["codec"] for p in sel}):
+            mine = [p for p in sel if p["codec"] == codec]
+            scatter = ax.scatter([p["bpp"] for p in mine], [p["compute"] for p in mine],
+                                 c=[p["quality"] for p in mine], cmap=cmap, vmin=min(qs),
+                                 vmax=max(qs), marker=markers[codec], s=45, edgecolors="k",
+                                 linewidths=0.5)  # fmt: skip
+            _label_points(ax, [p["bpp"] for p in mine], [p["compute"] for p in mine],
+                          [p["setting"] for p in mine])  # fmt: skip
+        handles = [Line2D([], [], ls="", marker=markers[c], color="0.6", markeredgecolor="k",
+                          label=c) for c in sorted({p["codec"] for p in sel})]  # fmt: skip
+        ax.legend(handles=handles, title="codec (marker)", fontsize=8, title_fontsize=8)
+        ax.set_xscale("log")
+        ax.margins(x=0.08)  # room for the setting labels of the last points
+        ax.set_yscale("log")
+        ax.set_xlabel("bits per pixel")
+        ax.set_ylabel(f"decoder compute ({kind})")
+        ax.set_title(f"{sequence}: rate - compute - quality")
+        ax.grid(True, which="both", alpha=0.3)
+        fig.colorbar(scatter, ax=ax, label=f"colour: {label}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _compute_points(rows: list[dict], metric: str) -> list[dict]:
+    """Rows with rate, quality and a compute figure (FLOPs/frame, else decode ms/frame)."""
     points = []
     for row in rows:
         bpp, quality = _number(row.get("bpp")), _number(row.get(metric))
@@ -155,45 +264,15 @@ def plot_rate_compute_quality(rows: list[dict], path: Path, metric: str = "st_lp
         if row.get("codec") == "raw" or bpp is None or quality is None:
             continue
         if flops:
-            points.append((bpp, flops, quality, row["codec"], "FLOPs/frame"))
+            compute, kind = flops, "FLOPs/frame"
         elif dec_fps:
-            points.append((bpp, 1000.0 / dec_fps, quality, row["codec"], "decode ms/frame"))
-    if not points:
-        return False
-    kinds = sorted({p[4] for p in points})
-    fig, axes = plt.subplots(1, len(kinds), figsize=(6.5 * len(kinds), 4.5), squeeze=False)
-    qs = [p[2] for p in points]
-    markers = "os^Dv<>p*h"
-    codecs = sorted({p[3] for p in points})
-    for ax, kind in zip(axes[0], kinds, strict=True):
-        for i, codec in enumerate(codecs):
-            sel = [p for p in points if p[4] == kind and p[3] == codec]
-            if not sel:
-                continue
-            scatter = ax.scatter(
-                [p[0] for p in sel],
-                [p[1] for p in sel],
-                c=[p[2] for p in sel],
-                cmap="viridis_r" if metric in ("st_lpips", "fvd") else "viridis",
-                vmin=min(qs),
-                vmax=max(qs),
-                marker=markers[i % len(markers)],
-                label=codec,
-                edgecolors="k",
-                linewidths=0.4,
-            )
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("bits per pixel")
-        ax.set_ylabel(f"decoder compute ({kind})")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.colorbar(scatter, ax=ax, label=QUALITY_METRICS.get(metric, (True, metric))[1])
-    fig.suptitle("rate - compute - quality")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+            compute, kind = 1000.0 / dec_fps, "decode ms/frame"
+        else:
+            continue
+        points.append({"sequence": row["sequence"], "codec": row["codec"], "bpp": bpp,
+                       "quality": quality, "compute": compute, "kind": kind,
+                       "setting": str(row.get("setting", ""))})  # fmt: skip
+    return points
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -229,6 +308,83 @@ RESULT_COLUMNS = [
 ]
 
 
+def _display_row(row: dict) -> dict:
+    """The row as the report shows it: no speeds for ``raw`` (rows of older runs had them)."""
+    if row.get("codec") == "raw":
+        return {**row, "enc_fps": None, "dec_fps": None}
+    return row
+
+
+def sequence_lines(rows: list[dict], out_dir: Path | None = None) -> list[str]:
+    """One Markdown bullet per sequence: frames, size, rate, detector and ST-LPIPS sampling.
+
+    The benchmark reads every sequence from its first frame, so ``frames`` = N means frames
+    1..N. The detector line says whether the threshold and tiling were chosen on the
+    uncompressed frames (a calibration file in ``OUT/detector/``) or fixed.
+    """
+    lines = []
+    for sequence in sorted({r["sequence"] for r in rows}):
+        mine = [r for r in rows if r["sequence"] == sequence]
+        first = mine[0]
+        frames = int(_number(first.get("frames")) or 0)
+        text = (f"- **{sequence}**: frames 1–{frames} ({frames} frames), "
+                f"{first.get('width')}x{first.get('height')} pixels, "
+                f"{_fmt(first.get('fps'))} fps.")  # fmt: skip
+        text += " " + _detector_text(first, out_dir)
+        text += _sampling_text(mine, frames)
+        lines.append(text)
+    return lines
+
+
+def _moda_every(row: dict) -> tuple[int, ...]:
+    frames, sampled = _number(row.get("frames")), _number(row.get("moda_frames"))
+    return (math.ceil(frames / sampled),) if frames and sampled else ()
+
+
+def _detector_text(row: dict, out_dir: Path | None) -> str:
+    try:
+        config = json.loads(row.get("detector") or "null")
+    except json.JSONDecodeError:
+        config = None
+    if not config:
+        return "No MODA (no ground truth, or not asked for)."
+    tiles = int(config.get("tiles", 1))
+    tiling = "whole frame" if tiles == 1 else f"{tiles}x{tiles} tiles"
+    if tiles > 1 and config.get("include_full_frame"):
+        tiling += " plus the whole frame"
+    from semcodec.evaluation.bench import calibration_name
+
+    frames = int(_number(row.get("frames")) or 0)
+    calibrated = out_dir is not None and any(
+        (Path(out_dir) / "detector" / calibration_name(row["sequence"], frames, every)).exists()
+        for every in (1, *_moda_every(row))
+    )
+    how = "chosen by best MODA on the uncompressed frames" if calibrated else "fixed"
+    return (f"Person detector: score threshold {_fmt(config.get('score_threshold'))}, "
+            f"{tiling} ({how}).")  # fmt: skip
+
+
+def _sampling_text(rows: list[dict], frames: int) -> str:
+    """Says which metrics were measured on every k-th frame only (``*_frames`` columns)."""
+    parts = []
+    for metric, column in (("ST-LPIPS", "st_lpips_frames"), ("MODA", "moda_frames")):
+        counts = {int(n) for r in rows if (n := _number(r.get(column))) is not None}
+        if not counts or counts == {frames} or not max(counts):
+            continue
+        sampled = max(counts)
+        every = max(1, math.ceil(frames / sampled))
+        parts.append(f"{metric} on every {_ordinal(every)} frame ({sampled} of {frames})")
+    if not parts:
+        return ""
+    return " " + "; ".join(parts) + "; the other metrics on every frame."
+
+
+def _ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``22nd``..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def write_report(rows: list[dict], out_dir: Path, command: str = "") -> Path:
     """Writes plots, ``bd_rate.csv``/``.json`` and ``report.md`` into ``out_dir``."""
     out_dir = Path(out_dir)
@@ -252,7 +408,7 @@ def write_report(rows: list[dict], out_dir: Path, command: str = "") -> Path:
                 f"{note}\n"
             )
     ordered = sorted(
-        rows,
+        (_display_row(r) for r in rows),
         key=lambda r: (r["sequence"], r.get("curve") or r["codec"], _number(r.get("bpp")) or 0.0),
     )
     columns = [
@@ -266,9 +422,14 @@ def write_report(rows: list[dict], out_dir: Path, command: str = "") -> Path:
         "",
         f"Machine: {machine}. Rows: {len(rows)}." + (f" Command: `{command}`" if command else ""),
         "",
+        "## Data",
+        "",
+        *sequence_lines(rows, out_dir),
+        "",
         "BPP counts the payload bytes actually written (bits / (width x height x frames));",
         "container overhead is in `container_bytes` of results.csv. `enc_fps` and `dec_fps` are",
-        "wall-clock on this machine. MODA/MODP: CLEAR MOD, person detector on decoded frames.",
+        "wall-clock on this machine (empty for `raw`: copying memory has no codec speed).",
+        "MODA/MODP: CLEAR MOD, the person detector on decoded frames.",
         "",
         "## Results",
         "",

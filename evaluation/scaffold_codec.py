@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, register_codec
@@ -34,6 +35,9 @@ class ScaffoldCodec(Codec):
         return {"encoder": f"semcodec scaffold (decoder {self.reconstructor})",
                 "encoder_version": "bitstream v1"}  # fmt: skip
 
+    def check_setting(self, setting: Setting) -> None:
+        self._level(setting)
+
     def _level(self, setting: Setting):
         from semcodec.codec.scaffold.levels import LEVELS
 
@@ -43,7 +47,9 @@ class ScaffoldCodec(Codec):
             raise SettingError(f"scaffold: expected level=0..3, got '{setting}'")
         return LEVELS[int(level)]
 
-    def encode(self, frames: np.ndarray, setting: Setting, fps: float) -> Encoded:
+    def encode(self, frames: np.ndarray, setting: Setting, fps: float,
+               progress: Callable[[int], None] | None = None) -> Encoded:  # fmt: skip
+        """Encodes ``(T, H, W, 3) uint8 RGB`` frames; ``progress(n)`` after every frame."""
         from semcodec.codec.bitstream import write_stream
         from semcodec.codec.scaffold.codec import encode_frames
         from semcodec.evaluation.baselines import check_frames
@@ -52,7 +58,7 @@ class ScaffoldCodec(Codec):
         config = self._level(setting)
         t, h, w, _ = frames.shape
         start = time.perf_counter()
-        header, units, stats = encode_frames(frames, config, fps, (w, h), t,
+        header, units, stats = encode_frames(_counted(frames, progress), config, fps, (w, h), t,
                                              self.models_dir, self.threads)  # fmt: skip
         seconds = time.perf_counter() - start
         buffer = io.BytesIO()
@@ -69,15 +75,26 @@ class ScaffoldCodec(Codec):
                       "stage_seconds": {k: round(v, 4) for k, v in stats.stage_seconds.items()}},
         )  # fmt: skip
 
-    def decode(self, encoded: Encoded) -> np.ndarray:
+    def decode(self, encoded: Encoded,
+               progress: Callable[[int], None] | None = None) -> np.ndarray:  # fmt: skip
+        """Decodes and reconstructs ``(T, H, W, 3) uint8 RGB``; ``progress(n)`` per frame."""
         from semcodec.codec.reconstruct import create_reconstructor
         from semcodec.codec.scaffold.codec import decode_stream
 
         reconstructor = create_reconstructor(self.reconstructor)
-        frames = [image for _, image in decode_stream(encoded.payload, reconstructor)]
+        decoded = (image for _, image in decode_stream(encoded.payload, reconstructor))
+        frames = list(_counted(decoded, progress))
         if len(frames) != encoded.frames:
             raise RuntimeError(f"scaffold: decoded {len(frames)} frames, expected {encoded.frames}")
         flops = reconstructor.flops_per_frame()
         if flops is not None:
             encoded.metadata["dec_flops_per_frame"] = flops
         return np.stack(frames)
+
+
+def _counted(items: Iterable, progress: Callable[[int], None] | None) -> Iterator:
+    """Yields ``items``, calling ``progress(n)`` once the n-th item has been consumed."""
+    for done, item in enumerate(items, 1):
+        yield item
+        if progress is not None:
+            progress(done)

@@ -35,7 +35,7 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-from semcodec.codec.scaffold.segmentation import (
+from semcodec.codec.scaffold.crops import (
     MODEL_INPUT,
     CropMask,
     check_frame,
@@ -139,7 +139,7 @@ class PoseEstimator:
         self, frame: np.ndarray, tracks: Tracks
     ) -> tuple[list[Pose], list[CropMask]]:
         """:meth:`estimate`, plus the pose model's person probability on every person's crop
-        (one :class:`~codec.scaffold.segmentation.CropMask` per non-empty box, whatever its
+        (one :class:`~codec.scaffold.crops.CropMask` per non-empty box, whatever its
         presence) for :meth:`codec.scaffold.segmentation.PersonSegmenter.segment`."""
         return self._run(frame, tracks, with_masks=True)
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -240,3 +242,42 @@ def test_pose_model_masks(gt_tracks, sample_dir, sample_frames):
     cfg = SegmenterConfig(scale=0.5, model="pose_landmark_lite", crop_margin=1.25)
     seg = PersonSegmenter(cfg).segment(sample_frames[0], tracks)
     check_people(seg, tracks)
+
+
+# --------------------------------------------------------------- module layout and quiet LiteRT
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+
+
+def test_segmentation_and_pose_do_not_import_each_other():
+    code = (
+        "import sys\n"
+        "import semcodec.codec.scaffold.{first}\n"
+        "assert 'semcodec.codec.scaffold.{second}' not in sys.modules, 'import cycle'\n"
+    )
+    for first, second in (("pose", "segmentation"), ("segmentation", "pose")):
+        done = _python(code.format(first=first, second=second))
+        assert done.returncode == 0, done.stderr
+    from semcodec.codec.scaffold import crops, pose, segmentation
+
+    assert segmentation.CropMask is crops.CropMask is pose.CropMask  # one class, re-exported
+    assert segmentation.crop_square is crops.crop_square
+
+
+@pytest.mark.parametrize("name", ["selfie_segmentation", "pose_landmark_lite"])
+def test_creating_an_interpreter_prints_nothing_on_the_terminal(name):
+    path = models.locate_model(name)
+    if path is None:
+        pytest.skip(f"model {name} is not present (no download in tests)")
+    code = (
+        "from semcodec.codec.scaffold.crops import make_interpreter\n"
+        f"interpreter = make_interpreter({str(path)!r}, 1)\n"
+        "assert interpreter.get_input_details()[0]['shape'][1] == 256\n"
+        "print('ok')\n"
+    )
+    done = _python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n" and done.stderr == ""  # LiteRT's "INFO: Created ..." is gone

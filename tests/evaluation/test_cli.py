@@ -1,11 +1,19 @@
-"""semcodec-bench through main([...]): a real small grid, resumability, errors."""
+"""semcodec-bench (and edge-agent) through main([...]) and as processes: a real small grid,
+resumability, argument checks before any expensive work, --version, Ctrl-C."""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
+from semcodec.codec.console import package_version
 from semcodec.evaluation.cli import main
 
 REQUIRED_COLUMNS = [
@@ -61,14 +69,39 @@ def test_run_writes_rows_and_is_resumable(tmp_path, capsys):
 
     capsys.readouterr()
     assert _run(tmp_path) == 0
-    assert "3 of 3 cells already done" in capsys.readouterr().out
+    assert "3 of 3 cells already done" in capsys.readouterr().err
     assert (tmp_path / "results.jsonl").read_text().splitlines() == lines
+
+
+def test_raw_has_no_codec_speed(tmp_path):
+    assert _run(tmp_path, "--crf", "30") == 0
+    with open(tmp_path / "results.csv") as fh:
+        rows = {r["codec"]: r for r in csv.DictReader(fh)}
+    assert rows["raw"]["enc_fps"] == "" and rows["raw"]["dec_fps"] == ""
+    assert float(rows["x264"]["enc_fps"]) > 0 and float(rows["x264"]["dec_fps"]) > 0
+    table = (tmp_path / "report.md").read_text().split("## Results")[1]
+    raw_line = next(line for line in table.splitlines() if "| raw |" in line)
+    assert raw_line.rstrip().endswith("|  |  |")  # enc_fps, dec_fps: empty cells
 
 
 def test_a_killed_run_leaves_a_resumable_file(tmp_path):
     (tmp_path / "results.jsonl").write_text('{"key": "partial-li')  # torn last line
     assert _run(tmp_path) == 0
     assert len(json.loads((tmp_path / "results.jsonl").read_text().splitlines()[-1])) > 5
+
+
+def test_help_lists_accepted_names_without_none_defaults(capsys):
+    from semcodec.evaluation.codecs import available_codecs
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert ", ".join(available_codecs()) in text
+    assert "psnr, ms_ssim, st_lpips, moda, fvd" in text
+    assert "local, process, ray" in text
+    assert "(default: None)" not in text and "(default: False)" not in text
+    assert "(default: )" not in text and "(default: 0)" in text  # --settings, --gop
+    assert "(default: medium)" in text and "(default: 1)" in text  # --preset, --scales
 
 
 def test_help_explains_every_option(capsys):
@@ -89,18 +122,103 @@ def test_help_explains_every_option(capsys):
         assert option in text
 
 
-@pytest.mark.parametrize(
-    "argv, message",
-    [
-        (["run", "--codecs", "nope"], "unknown codec"),
-        (["run", "--data", "/no/such/sequence"], "/no/such/sequence"),
-        (["run", "--metrics", "psnr,vmaf"], "unknown metric"),
-        (["run", "--codecs", "x264", "--settings", "x264:crf=99"], "crf"),
-    ],
-)
-def test_bad_input_exits_2_with_a_message(argv, message, tmp_path, capsys):
-    assert main([*argv, "--frames", "2", "--out", str(tmp_path), "--no-progress"]) == 2
-    assert message in capsys.readouterr().err
+def _status(entry, argv) -> int:
+    """Exit status of ``entry(argv)``, whether it returns it or argparse raises SystemExit."""
+    try:
+        return entry(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+@pytest.fixture
+def nothing_expensive(monkeypatch):
+    """Fails the test if a model is resolved, frames are read or the detector calibrated."""
+    from semcodec.codec import models
+    from semcodec.evaluation import bench, perceptual
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("expensive work started before the arguments were checked")
+
+    monkeypatch.setenv("SEMCODEC_MODELS_DIR", "/nonexistent")
+    for module, name in ((models, "resolve_model"), (perceptual, "resolve_model"),
+                         (bench, "load_sequence"), (bench, "calibrate_detectors")):  # fmt: skip
+        monkeypatch.setattr(module, name, forbidden)
+
+
+BAD_RUNS = [
+    (["--codecs", "x266"], "unknown codec 'x266'"),
+    (["--codecs", "nope"], "unknown codec"),
+    (["--data", "/no/such/sequence"], "/no/such/sequence"),
+    (["--metrics", "psnr,vmaf"], "unknown metric(s) vmaf"),
+    (["--codecs", "x264", "--settings", "x264:crf=99"], "crf must be an integer in 0..51"),
+    (["--codecs", "x264", "--crf", "99"], "crf must be an integer in 0..51"),
+    (["--codecs", "x264", "--crf", "abc"], "'abc' is not a number"),
+    (["--codecs", "scaffold", "--settings", "scaffold:level=7"], "expected level=0..3"),
+    (["--codecs", "x264", "--settings", "x265:crf=30"], "'x265' is not in --codecs"),
+    (["--codecs", "x264", "--settings", "x264"], "expected CODEC:SETTING"),
+    (["--frames", "0"], "--frames: expected an integer >= 1, got '0'"),
+    (["--frames", "-4"], "--frames: expected an integer >= 1, got '-4'"),
+    (["--lpips-every", "0"], "--lpips-every"),
+    (["--detector-threshold", "1.5"], "--detector-threshold"),
+    (["--executor", "dask"], "invalid choice: 'dask'"),
+    (["--workers", "0"], "--workers"),
+    (["--codecs", "jpeg", "--quality", "0"], "q must be an integer in 1..100"),
+    (["--codecs", "x264", "--scales", "2"], "scale must be in (0, 1]"),
+    (["--crf", "28", "--qp", "30"], "not both"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_RUNS, ids=[m for _, m in BAD_RUNS])
+def test_bad_input_exits_2_with_one_line_before_any_expensive_work(
+    argv, message, tmp_path, capsys, nothing_expensive
+):
+    out = tmp_path / "out"
+    assert _status(main, ["run", *argv, "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("semcodec-bench: error: "), err
+    assert message in err
+    assert not out.exists()
+
+
+BAD_ENCODES = [
+    (["--level", "7"], "invalid choice: 7"),
+    (["--frames", "0"], "--frames: expected an integer >= 1"),
+    (["--frames", "-2"], "--frames: expected an integer >= 1"),
+    (["--start", "0"], "--start: expected an integer >= 1"),
+    (["--start", "61"], "--start 61: the input has only 60 frames"),
+    (["--threads", "0"], "--threads"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_ENCODES, ids=[m for _, m in BAD_ENCODES])
+def test_edge_agent_bad_input_exits_2_before_loading_models(
+    argv, message, tmp_path, capsys, sample_dir, nothing_expensive
+):
+    from semcodec.edge.cli import main as edge_main
+
+    out = tmp_path / "x.semc"
+    assert _status(edge_main, ["encode", str(sample_dir), "-o", str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("edge-agent: error: "), err
+    assert message in err
+    assert not out.exists()
+
+
+def test_version_on_all_three_commands(capsys):
+    from semcodec.cloud.cli import main as cloud_main
+    from semcodec.edge.cli import main as edge_main
+
+    for entry, prog in ((main, "semcodec-bench"), (edge_main, "edge-agent"),
+                        (cloud_main, "cloud-decoder")):  # fmt: skip
+        assert _status(entry, ["--version"]) == 0
+        assert capsys.readouterr().out.strip() == f"{prog} (semcodec {package_version()})"
+
+
+def test_quiet_run_prints_nothing(tmp_path, capsys):
+    assert _run(tmp_path, "-q") == 0
+    assert capsys.readouterr() == ("", "")
+    assert main(["-q", "report", str(tmp_path)]) == 0
+    assert capsys.readouterr() == ("", "")
 
 
 def test_codecs_and_models_listing(capsys):
@@ -119,6 +237,7 @@ def test_edge_and_cloud_entry_points_print_help(capsys):
     assert cloud_main([]) == 0 and "cloud-decoder" in capsys.readouterr().out
 
 
+@pytest.mark.shared
 def test_lpips_every_reaches_the_rows(tmp_path):
     from semcodec.codec.models import ModelNotFoundError, resolve_model
 
@@ -147,3 +266,161 @@ def test_raw_yuv_input_with_size_and_rate(tmp_path, sample_frames):
     (row,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert (row["frames"], row["width"], row["height"], row["fps"]) == (4, 384, 288, 25.0)
     assert main([*argv[:3], *argv[7:]]) == 2  # without --width/--height: a clear error
+
+
+# --------------------------------------------------------------- resume, versions, results.csv
+
+
+def _small_grid(out: Path):
+    from semcodec.edge.sources import sample_path
+    from semcodec.evaluation.bench import GridConfig
+
+    return GridConfig(sequences=[str(sample_path())], codecs={"x264": ["crf=30", "crf=40"],
+                      "raw": []}, out_dir=out, frames=3, metrics=("psnr",),
+                      codec_options={"x264": {"preset": "ultrafast"}})  # fmt: skip
+
+
+def test_resume_key_names_the_package_and_codec_versions(tmp_path, monkeypatch):
+    from semcodec.evaluation import bench
+    from semcodec.evaluation.baselines import X264
+
+    config = _small_grid(tmp_path)
+    keys = [c.key() for c in bench.plan_cells(config, {})]
+    cells = bench.plan_cells(config, {})
+    assert all(f"semcodec {package_version()}" in c.versions for c in cells)
+    assert "libavcodec" in cells[0].versions  # x264's encoder_version
+    monkeypatch.setattr(bench, "package_version", lambda: "99.0")
+    assert set(keys).isdisjoint(c.key() for c in bench.plan_cells(config, {}))
+    monkeypatch.undo()
+    describe = X264.describe
+    monkeypatch.setattr(X264, "describe", lambda self: {**describe(self), "encoder_version": "x"})
+    changed = [c.key() for c in bench.plan_cells(config, {})]
+    assert changed[:2] != keys[:2] and changed[2] == keys[2]  # raw did not change
+
+
+def test_rows_of_other_code_versions_are_recomputed_not_reused(tmp_path, monkeypatch):
+    from semcodec.evaluation import bench
+
+    config = _small_grid(tmp_path)
+    first = bench.run_grid(config, progress=False)
+    monkeypatch.setattr(bench, "package_version", lambda: "99.0")
+    second = bench.run_grid(config, progress=False)
+    assert {r["key"] for r in first}.isdisjoint(r["key"] for r in second)
+    assert all(r["semcodec_version"] == "99.0" for r in second)
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 6  # history kept
+    with open(tmp_path / "results.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == 3  # only this grid's rows, no stale ones
+
+
+def test_results_csv_is_rewritten_after_every_cell(tmp_path):
+    from semcodec.evaluation import bench
+    from semcodec.evaluation.executors import LocalExecutor
+
+    seen = []
+
+    class Watching(LocalExecutor):
+        def map_unordered(self, fn, items):
+            for pair in super().map_unordered(fn, items):
+                yield pair  # the grid writes the row, then asks for the next cell
+                with open(tmp_path / "results.csv") as fh:
+                    seen.append(len(list(csv.DictReader(fh))))
+
+    bench.run_grid(_small_grid(tmp_path), Watching(), progress=False)
+    assert seen == [1, 2, 3]
+
+
+def test_results_csv_is_replaced_atomically(tmp_path, monkeypatch):
+    from semcodec.evaluation import bench
+
+    path = tmp_path / "results.csv"
+    bench.write_csv([{"codec": "old", "bytes": 1}], path)
+    before = path.read_text()
+
+    def failing_replace(src, dst):
+        assert Path(src).read_text().count("\n") == 3  # the new table was complete
+        raise OSError("disk full")
+
+    monkeypatch.setattr(bench.os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        bench.write_csv([{"codec": "new", "bytes": 2}, {"codec": "new2", "bytes": 3}], path)
+    assert path.read_text() == before  # the old table is intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]  # no temp file left
+
+
+# --------------------------------------------------------------- Ctrl-C
+
+#: semcodec-bench with a test codec whose second cell stalls (with SLOW=1) until interrupted;
+#: it touches $MARKER when it stalls.
+_SLOW_BENCH = """
+import os, sys, time
+from pathlib import Path
+from semcodec.evaluation.baselines import Raw
+from semcodec.evaluation.codecs import Setting, SettingError, register_codec
+from semcodec.evaluation.cli import main
+
+@register_codec("slowraw")
+class SlowRaw(Raw):
+    quality_key = "n"
+    def default_settings(self):
+        return [Setting.of(n=n) for n in (1, 2, 3)]
+    def check_setting(self, setting):
+        if setting.get("n") not in ("1", "2", "3") and str(setting) != "format=rgb24":
+            raise SettingError(f"slowraw: n=1..3, got {setting}")
+    def encode(self, frames, setting, fps):
+        if setting.get("n") == "2" and os.environ.get("SLOW") == "1":
+            Path(os.environ["MARKER"]).touch()
+            time.sleep(60)
+        encoded = super().encode(frames, Setting.of(format="rgb24"), fps)
+        encoded.setting = setting
+        return encoded
+
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _slow_bench(out: Path, marker: Path, slow: bool) -> subprocess.Popen:
+    env = {**os.environ, "SLOW": "1" if slow else "0", "MARKER": str(marker)}
+    argv = ["run", "--codecs", "slowraw", "--frames", "2", "--metrics", "psnr", "--out", str(out)]
+    return subprocess.Popen([sys.executable, "-c", _SLOW_BENCH, *argv], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the run never reached its slow cell: {proc.communicate()}")
+        time.sleep(0.1)
+
+
+def test_ctrl_c_exits_130_with_one_line_and_a_rerun_resumes(tmp_path):
+    out, marker = tmp_path / "out", tmp_path / "stalled"
+    proc = _slow_bench(out, marker, slow=True)
+    _wait_for(marker, proc)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and stdout == ""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("semcodec-bench: interrupted"), stderr
+    assert len((out / "results.jsonl").read_text().splitlines()) == 1  # cell n=1 was kept
+    with open(out / "results.csv") as fh:
+        assert [r["setting"] for r in csv.DictReader(fh)] == ["n=1"]
+
+    rerun = _slow_bench(out, marker, slow=False)
+    stdout, stderr = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, stderr
+    assert "resuming: 1 of 3 cells already done" in stderr
+    with open(out / "results.csv") as fh:
+        assert [r["setting"] for r in csv.DictReader(fh)] == ["n=1", "n=2", "n=3"]
+
+
+def test_progress_names_the_running_cell_and_its_stage(tmp_path, capsys):
+    from semcodec.evaluation import bench
+
+    bench.run_grid(_small_grid(tmp_path), progress=True)
+    err = capsys.readouterr().err
+    for text in ("cells", "x264 crf=30: encode", "x264 crf=40: decode",
+                 "x264 crf=30: metrics: psnr", "raw format=rgb24"):  # fmt: skip
+        assert text in err, text

@@ -5,7 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
-from semcodec.evaluation.executors import LocalExecutor, ProcessExecutor, create_executor
+from semcodec.evaluation.executors import (
+    ExecutorError,
+    LocalExecutor,
+    ProcessExecutor,
+    create_executor,
+)
 
 
 def test_local_and_process_pool_give_the_same_results():
@@ -16,12 +21,12 @@ def test_local_and_process_pool_give_the_same_results():
 
 
 def test_bad_executor_settings():
-    with pytest.raises(ValueError, match="unknown executor"):
+    with pytest.raises(ExecutorError, match="unknown executor"):
         create_executor("spark")
-    with pytest.raises(ValueError, match="workers"):
+    with pytest.raises(ExecutorError, match="workers"):
         ProcessExecutor(0)
     try:
         import ray  # noqa: F401
     except ImportError:
-        with pytest.raises(RuntimeError, match="pip install ray"):
+        with pytest.raises(ExecutorError, match="pip install ray"):
             create_executor("ray")

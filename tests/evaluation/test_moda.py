@@ -179,3 +179,56 @@ def test_ground_homography_errors() -> None:
         fit_ground_homography(few)
     with pytest.raises(GroundPlaneError, match=r"\(3, 3\)"):
         image_to_ground(np.zeros((1, 4)), np.eye(2))
+
+
+# --------------------------------------------------------------- boundaries (mutation-tested)
+
+
+def test_iou_of_exactly_the_threshold_is_a_match() -> None:
+    gt = make_gt([(1, 0, 0, 100, 100, 1)])
+    half = np.array([[0.0, 0.0, 100.0, 50.0]])  # IoU = 5000 / 10000 = 0.5 exactly
+    assert box_iou(half, gt.boxes_xyxy(1))[0, 0] == 0.5
+    result = clear_mod({1: half}, gt, iou_threshold=0.5)
+    assert (result.true_positives, result.misses, result.false_positives) == (1, 0, 0)
+    assert result.moda == 1.0 and result.modp == pytest.approx(0.5)
+
+
+def test_modp_is_averaged_over_frames_with_matches_only() -> None:
+    gt = make_gt(
+        [
+            (1, 0, 0, 100, 100, 1),  # matched exactly: frame overlap 1.0
+            (2, 0, 0, 100, 100, 1),  # missed: no match, so no part in MODP
+            (3, 0, 0, 100, 100, 1),  # two people matched with IoU 1.0 and 0.5:
+            (3, 200, 0, 300, 100, 1),  # frame overlap 0.75
+        ]
+    )
+    dets = {
+        1: np.array([[0, 0, 100, 100]]),
+        2: np.zeros((0, 4)),
+        3: np.array([[0, 0, 100, 100], [200, 0, 300, 50]]),
+    }
+    result = clear_mod(dets, gt)
+    assert result.matched_frames == 2 and result.frames == 3
+    # mean of the per-frame means over frames 1 and 3; not over 3 frames, not over matches
+    assert result.modp == pytest.approx((1.0 + 0.75) / 2)
+    assert result.moda == pytest.approx(1 - 1 / 4)
+
+
+def test_a_matched_detection_inside_an_ignore_region_is_a_true_positive() -> None:
+    gt = make_gt([(1, 0, 0, 10, 20, 1), (1, 0, 0, 12, 22, 0)])  # counted person in a crowd box
+    result = clear_mod({1: np.array([[0, 0, 10, 20]])}, gt)
+    assert (result.true_positives, result.false_positives) == (1, 0)
+    assert result.ignored_detections == 0 and result.moda == 1.0
+
+
+def test_ground_plane_match_at_exactly_the_distance() -> None:
+    gt = make_gt([(1, 0, 0, 20, 20, 1)], world=[(10.0, 20.0)])
+    identity = np.eye(3)  # image pixels are ground metres: the foot point is the position
+
+    def det_with_foot(u: float) -> dict:
+        return {1: np.array([[u - 0.5, 10.0, u + 0.5, 20.0]])}
+
+    at = clear_mod_ground(det_with_foot(11.0), gt, identity, distance_m=1.0)  # d = 1.0 exactly
+    assert at.true_positives == 1 and at.modp == pytest.approx(0.0)
+    beyond = clear_mod_ground(det_with_foot(11.0 + 1e-9), gt, identity, distance_m=1.0)
+    assert (beyond.true_positives, beyond.misses, beyond.false_positives) == (0, 1, 1)

@@ -190,3 +190,27 @@ def test_shift_tolerance_ordering(
     scores = {name: st_lpips(ref, pairs[name], weights_path.parent) for name in REFERENCE_VALUES}
     assert scores["identical"] == 0.0
     assert scores["shift_1px"] < scores["noise_pm8"] < scores["frame_50"] < scores["other_place"]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("cache_bytes", [1 << 30, 0])
+def test_reference_scorer_gives_the_known_answers_with_and_without_its_cache(
+    weights_path: Path, pets_frames: tuple[np.ndarray, np.ndarray], cache_bytes: int
+) -> None:
+    from semcodec.evaluation.perceptual import STLPIPSReference
+
+    pairs = _pairs(pets_frames)
+    names = ["identical", "shift_1px", "noise_pm8", "frame_50", "other_place"]
+    reference = np.stack([pairs["reference"]] * len(names))
+    distorted = np.stack([pairs[name] for name in names])
+    scorer = STLPIPSReference(reference, weights_path.parent, batch_size=2,
+                              cache_bytes=cache_bytes)  # fmt: skip
+    done: list[int] = []
+    for _ in range(2):  # the second pass uses the cached reference features (if any)
+        got = scorer.distances(distorted, progress=done.append)
+        np.testing.assert_allclose(got, [REFERENCE_VALUES[n] for n in names], atol=1e-5)
+    assert done == [2, 4, 5, 2, 4, 5]
+    assert (len(scorer._features) == 3) == bool(cache_bytes)
+    assert scorer.distances(reference).tolist() == [0.0] * len(names)  # identical: exactly 0
+    with pytest.raises(ValueError, match="differ in shape"):
+        scorer.distances(distorted[:2])

@@ -61,3 +61,70 @@ def test_report_writes_plots_and_markdown(tmp_path):
         "bd_rate.json",
     ):
         assert (tmp_path / name).stat().st_size > 0
+
+
+def _curve(curve: str, psnrs: list[float], rates: list[float]) -> list[dict]:
+    return [{"sequence": "seq", "codec": curve, "curve": curve, "setting": f"crf={i}", "bpp": r,
+             "psnr": p} for i, (p, r) in enumerate(zip(psnrs, rates, strict=True))]  # fmt: skip
+
+
+def test_bd_rate_is_refused_where_the_curves_overlap_too_little():
+    anchor = _curve("x265", [30, 33, 36, 39], [0.01, 0.02, 0.04, 0.08])
+    # quality range 37..45 against 30..39: the overlap 37..39 is 2 / 15 = 13.3 % of the span
+    short = _curve("x264", [37, 40, 43, 45], [0.1, 0.2, 0.4, 0.8])
+    (row,) = bd_rates(anchor + short, metrics=("psnr",))
+    assert row["bd_rate_percent"] is None
+    assert "13.3 %" in row["note"] and "75 %" in row["note"]
+    # 31..39.5 against 30..39: overlap 8 / 9.5 = 84 %, above the package's 75 %: a value
+    enough = _curve("x264", [31, 34, 37, 39.5], [0.011, 0.022, 0.044, 0.09])
+    (row,) = bd_rates(anchor + enough, metrics=("psnr",))
+    assert row["bd_rate_percent"] is not None and row["note"] == ""
+    apart = _curve("x264", [50, 51, 52, 53], [1, 2, 3, 4])
+    (row,) = bd_rates(anchor + apart, metrics=("psnr",))
+    assert row["bd_rate_percent"] is None and "do not overlap" in row["note"]
+    bumpy = _curve("x264", [31, 35, 34, 39], [0.011, 0.022, 0.044, 0.09])  # 35 then 34
+    (row,) = bd_rates(anchor + bumpy, metrics=("psnr",))
+    assert row["bd_rate_percent"] is None and "does not rise strictly" in row["note"]
+
+
+def test_report_states_the_data_detector_and_sampling(tmp_path):
+    detector = '{"score_threshold": 0.5, "tiles": 2, "include_full_frame": true}'
+    rows = [{**r, "frames": 60, "width": 384, "height": 288, "fps": 7.0, "detector": detector,
+             "st_lpips_frames": 15, "moda_frames": 30}
+            for r in _rows("x265", "x265", 1.0)]  # fmt: skip
+    rows.append({**rows[0], "codec": "raw", "curve": "raw", "setting": "format=rgb24",
+                 "bpp": 24.0, "enc_fps": 1000.0, "dec_fps": 4000.0})  # fmt: skip
+    (tmp_path / "detector").mkdir()
+    (tmp_path / "detector" / "seq-60f-every2.json").write_text("{}")
+    text = write_report(rows, tmp_path).read_text()
+    assert "frames 1–60 (60 frames), 384x288 pixels, 7 fps" in text
+    assert "score threshold 0.5, 2x2 tiles plus the whole frame (chosen by best MODA" in text
+    assert (
+        "ST-LPIPS on every 4th frame (15 of 60); MODA on every 2nd frame (30 of 60); the "
+        "other metrics on every frame"
+    ) in text
+    raw_line = next(line for line in text.splitlines() if "| raw |" in line)
+    assert "1000" not in raw_line and "4000" not in raw_line  # no speeds for raw
+
+
+def test_plots_tell_codecs_and_settings_apart(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    from semcodec.evaluation.report import plot_rate_compute_quality, plot_rate_quality
+
+    figures = []
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: figures.append(self))
+    rows = _rows("x265", "x265", 1.0) + _rows("x264", "x264", 0.7)
+    assert plot_rate_quality(rows, "psnr", tmp_path / "a.png")
+    assert plot_rate_compute_quality(rows, tmp_path / "b.png")
+    rq, rcq = (fig.axes[0] for fig in figures)
+    assert len({line.get_marker() for line in rq.get_lines()}) == 2  # a marker per codec
+    assert {t.get_text() for t in rq.texts} >= {"crf=0", "crf=4"}  # settings beside points
+    assert "seq" in rcq.get_title()
+    legend = rcq.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["x264", "x265"]
+    markers = {h.get_marker() for h in legend.legend_handles}
+    assert len(markers) == 2  # the legend is about markers; colour is the colour bar's
+    assert all(h.get_color() == "0.6" for h in legend.legend_handles)

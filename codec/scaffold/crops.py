@@ -1,0 +1,127 @@
+"""What person segmentation and pose share: square person crops and the LiteRT interpreter.
+
+:mod:`codec.scaffold.segmentation` and :mod:`codec.scaffold.pose` both run a 256x256 LiteRT
+model on an upright square crop around each tracked box. The crop geometry, the input checks,
+the :class:`CropMask` they exchange and the interpreter factory live here, so that neither of
+the two modules has to import the other for them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from semcodec.codec.scaffold.types import Tracks
+
+__all__ = [
+    "MODEL_INPUT",
+    "CropMask",
+    "check_frame",
+    "check_tracks",
+    "crop_square",
+    "make_interpreter",
+    "square_around",
+]
+
+#: Input side of the MediaPipe selfie model and of the BlazePose landmark models (pixels).
+MODEL_INPUT = 256
+
+
+@dataclass(frozen=True)
+class CropMask:
+    """A person-probability map on one square person crop.
+
+    Attributes:
+        track_id: whose crop it is.
+        x0, y0, side: the crop square ``[x0, x0+side) x [y0, y0+side)`` in frame pixels.
+        prob: ``(n, n)`` float32 person probability 0..1 over the crop.
+    """
+
+    track_id: int
+    x0: float
+    y0: float
+    side: float
+    prob: np.ndarray
+
+
+def check_frame(frame: np.ndarray) -> None:
+    """Raises ValueError unless ``frame`` is an ``(H, W, 3)`` uint8 array with H, W >= 1."""
+    if not isinstance(frame, np.ndarray):
+        raise ValueError(f"expected an (H, W, 3) uint8 RGB array, got {type(frame).__name__}")
+    if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8 or 0 in frame.shape:
+        raise ValueError(
+            f"expected an (H, W, 3) uint8 RGB frame, got shape {frame.shape} {frame.dtype}"
+        )
+
+
+def check_tracks(tracks: Tracks) -> None:
+    """Raises ValueError when boxes, scores and ids disagree in length or ids are not >= 1."""
+    boxes, ids = np.asarray(tracks.boxes), np.asarray(tracks.ids)
+    if boxes.ndim != 2 or boxes.shape[1] != 4 or ids.shape != (boxes.shape[0],):
+        raise ValueError(
+            f"tracks: expected (N, 4) boxes and (N,) ids, got {boxes.shape}, {ids.shape}"
+        )
+    if len(ids) and (ids.min() < 1 or ids.max() > np.iinfo(np.uint16).max):
+        raise ValueError(f"track ids must be in 1..65535, got {ids.min()}..{ids.max()}")
+    if not np.isfinite(boxes).all():
+        raise ValueError("tracks: boxes must be finite")
+
+
+def square_around(box: np.ndarray, margin: float) -> tuple[float, float, float]:
+    """The square crop around ``box`` (x1, y1, x2, y2): ``(x0, y0, side)`` in frame pixels,
+    centred on the box, side = ``margin`` x the box's long side."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    side = margin * max(x2 - x1, y2 - y1)
+    return 0.5 * (x1 + x2) - 0.5 * side, 0.5 * (y1 + y2) - 0.5 * side, side
+
+
+def crop_square(frame: np.ndarray, x0: float, y0: float, side: float, size: int) -> np.ndarray:
+    """The square ``[x0, x0+side) x [y0, y0+side)`` of ``frame`` resized to ``size x size``.
+
+    Coordinates are continuous frame pixels (pixel i covers [i, i+1)); parts outside the frame
+    are zero. Bilinear when enlarging, area-like (pre-shrunk) when shrinking.
+
+    Returns:
+        ``(size, size, 3)`` float32 RGB in 0..1.
+    """
+    k = size / side  # crop pixels per frame pixel
+    if k < 0.5:  # shrinking a lot: average first so that bilinear does not alias
+        small = cv2.resize(
+            frame, None, fx=max(k, 1e-3) * 2, fy=max(k, 1e-3) * 2, interpolation=cv2.INTER_AREA
+        )
+        sx = small.shape[1] / frame.shape[1]
+        sy = small.shape[0] / frame.shape[0]
+        m = np.array(
+            [[k / sx, 0, (0.5 / sx - x0) * k - 0.5], [0, k / sy, (0.5 / sy - y0) * k - 0.5]],
+            np.float64,
+        )
+        frame = small
+    else:
+        m = np.array([[k, 0, (0.5 - x0) * k - 0.5], [0, k, (0.5 - y0) * k - 0.5]], np.float64)
+    out = cv2.warpAffine(
+        frame,
+        m,
+        (size, size),
+        flags=cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=0,
+    )
+    return out.astype(np.float32) * np.float32(1 / 255)
+
+
+def make_interpreter(path: os.PathLike | str, threads: int):
+    """A LiteRT interpreter for ``path`` with ``threads`` CPU threads, tensors allocated.
+
+    LiteRT prints "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." on the C stderr
+    when the tensors are first allocated; that line is silenced here (a load error still
+    raises, with its message in the Python exception).
+    """
+    from ai_edge_litert.interpreter import Interpreter
+    from semcodec.codec.console import native_stderr_silenced
+
+    with native_stderr_silenced():
+        interpreter = Interpreter(model_path=str(path), num_threads=threads)
+        interpreter.allocate_tensors()
+    return interpreter

@@ -1,0 +1,99 @@
+"""edge-agent: progress on stderr, Ctrl-C, one-line errors (more argument cases in
+tests/evaluation/test_cli.py, which runs them with models forbidden)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from semcodec.edge import cli as edge_cli
+from semcodec.edge.cli import DefaultsHelpFormatter, OneLineErrorParser, build_parser, main
+
+#: edge-agent with an encoder that reads frames slowly and never finishes: $MARKER is touched
+#: once the third frame is read; Ctrl-C must then end it.
+_SLOW_EDGE = """
+import os, sys, time
+from pathlib import Path
+import semcodec.codec.scaffold.codec as scaffold_codec
+from semcodec.edge.cli import main
+
+def slow_encode(path, frames, *args, **kwargs):
+    for i, _ in enumerate(frames):
+        if i == 2:
+            Path(os.environ["MARKER"]).touch()
+        time.sleep(0.5)
+    time.sleep(60)
+
+scaffold_codec.encode_to_file = slow_encode
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_exits_130_with_one_line_and_writes_nothing(tmp_path, sample_dir):
+    marker, out = tmp_path / "reading", tmp_path / "out.semc"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_EDGE, "encode", str(sample_dir), "-o", str(out)],
+        env={**os.environ, "MARKER": str(marker)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the encoder never started: {proc.communicate()}")
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and stdout == ""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("edge-agent: interrupted"), stderr
+    assert not out.exists()
+
+
+def test_progress_bar_counts_the_frames_read(tmp_path, sample_dir, monkeypatch, capsys):
+    import semcodec.codec.scaffold.codec as scaffold_codec
+    from semcodec.codec.scaffold.codec import EncoderStats
+
+    def fake_encode(path, frames, config, fps, size, total, *args):
+        assert total == 5
+        stats = EncoderStats(frames=sum(1 for _ in frames))
+        Path(path).write_bytes(b"x" * 10)
+        return stats
+
+    monkeypatch.setattr(scaffold_codec, "encode_to_file", fake_encode)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    bars = []
+    make_bar = edge_cli._progress_bar
+    monkeypatch.setattr(edge_cli, "_progress_bar", lambda *a: bars.append(make_bar(*a)) or bars[-1])
+    out = tmp_path / "x.semc"
+    assert main(["encode", str(sample_dir), "-o", str(out), "--frames", "5", "--start", "3"]) == 0
+    (bar,) = bars
+    assert (bar.n, bar.total) == (5, 5)  # every frame read was counted
+    err = capsys.readouterr().err
+    assert "encode:" in err  # drawn on stderr
+    assert "x.semc: 5 frames" in err  # the summary, logged
+    assert main(["encode", str(sample_dir), "-o", str(out), "--frames", "5", "-q"]) == 0
+    assert capsys.readouterr() == ("", "")  # -q: no bar, no summary
+
+
+def test_output_folder_problems_are_user_errors(tmp_path, sample_dir, capsys):
+    assert main(["encode", str(sample_dir), "-o", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert main(["encode", str(sample_dir), "-o", str(tmp_path / "no" / "x.semc")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_help_has_no_none_defaults(capsys):
+    parser = build_parser()
+    assert isinstance(parser, OneLineErrorParser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["encode", "--help"])
+    text = capsys.readouterr().out
+    assert "(default: None)" not in text and "(default: 1)" in text
+    assert DefaultsHelpFormatter is not None
