@@ -40,6 +40,7 @@ from typing import BinaryIO
 import av
 import cv2
 import numpy as np
+
 from semcodec.codec.reconstruct import DecodedFrame
 
 #: BlazePose limbs (pairs of keypoint indices) drawn in the overview.

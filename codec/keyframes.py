@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 import av
 import cv2
 import numpy as np
+
 from semcodec.codec.frames import even_size, resize_to
 from semcodec.codec.registry import Registry
 

@@ -31,6 +31,7 @@ from typing import BinaryIO
 import av
 import cv2
 import numpy as np
+
 from semcodec.codec.frames import even_size, resize_to
 from semcodec.codec.layout import package_data, shared_dir
 

@@ -18,6 +18,7 @@ from fractions import Fraction
 import av
 import cv2
 import numpy as np
+
 from semcodec.codec.frames import even_size, resize_to
 from semcodec.evaluation.codecs import (
     Codec,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+
 from semcodec.codec.console import package_version
 from semcodec.evaluation.codecs import Codec, Setting, create_codec
 

@@ -433,9 +433,10 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_train_flow_prior(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     from semcodec.codec.entropy.flow import fit_flow_prior_from_video
     from semcodec.edge.sources import resolve_data_path
-    from tqdm import tqdm
 
     if args.last < args.first:
         raise UsageError(f"--last {args.last} is before --first {args.first}")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
+
 from semcodec.codec.registry import Registry
 
 ENTRY_POINT_GROUP = "semcodec.codecs"

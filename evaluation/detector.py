@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+
 from semcodec.codec.scaffold.detector import (
     INPUT_SIZE,
     MODEL_NAME,

@@ -16,6 +16,7 @@ import numpy as np
 import scipy.linalg
 import torch
 import torch.nn.functional as F
+
 from semcodec.codec.models import (
     MODELS_DIR_ENV,
     ModelChecksumError,

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+
 from semcodec.codec.scaffold.detector import box_area, box_iou, intersection_area
 from semcodec.evaluation.groundtruth import GroundTruth, xywh_to_xyxy
 

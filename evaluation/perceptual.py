@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from semcodec.codec.models import resolve_model
 from torch import Tensor, nn
+
+from semcodec.codec.models import resolve_model
 
 __all__ = [
     "STLPIPS",

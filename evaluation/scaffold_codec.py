@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
+
 from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, register_codec
 
 

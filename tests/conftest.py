@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from semcodec.codec.layout import NO_SHARED_ENV, shared_hidden
 
 REPO = Path(__file__).resolve().parents[1]

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from semcodec.codec.detection.graphdef import FrozenGraph, parse_graphdef
 from semcodec.codec.detection.ssdlite import (
     AnchorConfig,

@@ -61,6 +61,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+
 from semcodec.codec.entropy.rans import (
     CdfTable,
     EntropyCodingError,
@@ -406,6 +407,7 @@ def fit_flow_prior_from_video(
         progress: called with ``(frames read, frames to read)`` after every frame.
     """
     import cv2
+
     from semcodec.codec.scaffold.flow import FlowConfig, FlowEstimator
 
     wanted = sorted({int(k) for k in frames})

@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
+
 from semcodec.codec.entropy.ids import id_gaps, ids_from_gaps
 from semcodec.codec.entropy.rans import (
     CdfTable,

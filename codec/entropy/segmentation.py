@@ -52,6 +52,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+
 from semcodec.codec.entropy.ids import id_gaps, ids_from_gaps
 from semcodec.codec.entropy.rans import (
     CdfTable,

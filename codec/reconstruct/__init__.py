@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+
 from semcodec.codec.registry import Registry
 from semcodec.codec.scaffold.types import FrameScaffold
 

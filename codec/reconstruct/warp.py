@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+
 from semcodec.codec.reconstruct import (
     DecodedFrame,
     ReconstructionError,

@@ -27,6 +27,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+
 from semcodec.codec.bitstream import (
     ModelEntry,
     StreamHeader,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+
 from semcodec.codec.scaffold.types import Tracks
 
 __all__ = [
@@ -119,6 +120,7 @@ def make_interpreter(path: os.PathLike | str, threads: int):
     raises, with its message in the Python exception).
     """
     from ai_edge_litert.interpreter import Interpreter
+
     from semcodec.codec.console import native_stderr_silenced
 
     with native_stderr_silenced():

@@ -31,6 +31,7 @@ from typing import Literal
 
 import cv2
 import numpy as np
+
 from semcodec.codec.models import resolve_model
 
 MODEL_NAME = "ssdlite_person"

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+
 from semcodec.codec.scaffold.types import Flow
 
 #: DIS presets by name.

@@ -35,6 +35,7 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+
 from semcodec.codec.scaffold.crops import (
     MODEL_INPUT,
     CropMask,

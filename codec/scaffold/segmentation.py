@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+
 from semcodec.codec.scaffold.crops import (  # re-exported: the names were defined here before
     MODEL_INPUT,
     CropMask,

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+
 from semcodec.codec.scaffold.detector import Detections, PersonDetector, box_iou, check_frame
 from semcodec.codec.scaffold.types import Tracks
 

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+
 from semcodec.cloud.cli import main as cloud_main
 from semcodec.edge.cli import main as edge_main
 
@@ -66,6 +67,7 @@ def test_missing_input_and_rejected_output(tmp_path, capsys, sample_dir):
 @pytest.mark.shared
 def test_trained_flow_prior_is_needed_to_decode(tmp_path, sample_frames, sample_dir, capsys):
     import av
+
     from semcodec.codec.models import ModelNotFoundError, resolve_model
     from semcodec.evaluation.cli import main as bench_main
 

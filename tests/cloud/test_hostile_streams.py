@@ -10,6 +10,7 @@ import tracemalloc
 import numpy as np
 import pytest
 from semc_streams import stream_bytes, synthetic_config, synthetic_stream, with_settings
+
 from semcodec.cloud.cli import main as cloud_main
 from semcodec.codec.bitstream import StreamHeader, SubStream, SubStreamType, Unit, UnitKind
 from semcodec.codec.scaffold.codec import (

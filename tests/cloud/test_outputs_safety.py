@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from semc_streams import stream_bytes, synthetic_stream
+
 from semcodec.cloud import outputs as outputs_module
 from semcodec.cloud.cli import build_parser
 from semcodec.cloud.cli import main as cloud_main

@@ -12,6 +12,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from semcodec.codec.bitstream import (
     DEFAULT_MAX_UNIT_SIZE,
     MAGIC,

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from semcodec.codec.entropy import rans
 from semcodec.codec.entropy.flow import (
     FlowCoder,
@@ -483,6 +484,7 @@ def test_shipped_priors():
 @pytest.mark.shared
 def test_learned_flow_prior_beats_default_on_held_out_pets(shared_data):
     import cv2
+
     from semcodec.codec.scaffold.flow import FlowConfig, FlowEstimator
 
     video = shared_data / "PETS09-S2L1-full" / "PETS09-S2L1.avi"

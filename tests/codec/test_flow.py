@@ -5,6 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+
 from semcodec.codec.scaffold.flow import FlowConfig, FlowEstimator, dense_field, warp
 from semcodec.codec.scaffold.types import Flow
 

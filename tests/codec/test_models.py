@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from semcodec.codec import models
 from semcodec.codec.layout import NO_SHARED_ENV
 from semcodec.codec.models import (

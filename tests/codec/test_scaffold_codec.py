@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from semcodec.codec.bitstream import SubStreamType, Unit, UnitKind
 from semcodec.codec.models import ModelNotFoundError, resolve_model
 from semcodec.codec.reconstruct import ReconstructionError, create_reconstructor

@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+
 from semcodec.codec.scaffold.detector import (
     Detections,
     DetectorConfig,

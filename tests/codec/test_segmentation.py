@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from semcodec.codec import models
 from semcodec.codec.models import ModelNotFoundError, resolve_model
 from semcodec.codec.scaffold.segmentation import (

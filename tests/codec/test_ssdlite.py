@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from semcodec.codec.detection import convert
 from semcodec.codec.detection.convert import (
     GraphMismatchError,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
+
 from semcodec.codec.scaffold.detector import Detections, box_iou
 from semcodec.codec.scaffold.tracker import (
     PersonTracker,

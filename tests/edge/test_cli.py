@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from semcodec.edge import cli as edge_cli
 from semcodec.edge.cli import DefaultsHelpFormatter, OneLineErrorParser, build_parser, main
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+
 from semcodec.edge.sources import (
     DATA_DIR_ENV,
     SAMPLE_NAME,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from semcodec.evaluation.codecs import CodecError, Setting, SettingError, create_codec
 from semcodec.evaluation.metrics import psnr
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from semcodec.codec.console import package_version
 from semcodec.evaluation.cli import main
 

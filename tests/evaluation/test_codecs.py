@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from semcodec.evaluation.codecs import (
     Setting,
     SettingError,

@@ -6,9 +6,10 @@ import itertools
 
 import pytest
 import torch
+from torch import nn
+
 from semcodec.evaluation import compute
 from semcodec.evaluation.compute import Stopwatch, flops_per_frame, median_fps
-from torch import nn
 
 
 @pytest.mark.parametrize(("batch", "d_in", "d_out"), [(1, 8, 4), (5, 16, 32)])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 import semcodec.codec.scaffold.detector as codec_detector
 from semcodec.evaluation.detector import (
     Detections,

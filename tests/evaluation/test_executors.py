@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from semcodec.evaluation.executors import (
     ExecutorError,
     LocalExecutor,

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from semcodec.codec.models import ModelNotFoundError, file_sha256, resolve_model
 from semcodec.evaluation import fvd as fvd_module
 from semcodec.evaluation.fvd import (

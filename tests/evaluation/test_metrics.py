@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from semcodec.evaluation.metrics import (
     MAX_PSNR_DB,
     bits_per_pixel,

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from semcodec.evaluation.groundtruth import GroundTruth
 from semcodec.evaluation.moda import (
     GroundPlaneError,

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from semcodec.codec.models import ModelNotFoundError, resolve_model
 from semcodec.evaluation.perceptual import STLPIPS, load_stlpips, st_lpips, st_lpips_per_frame
 

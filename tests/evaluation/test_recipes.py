@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+
 from semcodec.evaluation.recipes import (
     RECIPE_KINDS,
     RecipeError,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from semcodec.evaluation.report import bd_rates, curves, write_report
 
 
@@ -112,6 +113,7 @@ def test_plots_tell_codecs_and_settings_apart(tmp_path, monkeypatch):
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
+
     from semcodec.evaluation.report import plot_rate_compute_quality, plot_rate_quality
 
     figures = []

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Iterator
 
 import numpy as np
+
 from semcodec.codec.bitstream import (
     ModelEntry,
     StreamHeader,
