@@ -13,7 +13,8 @@
   odd frame sides are padded by one replicated pixel row/column).
 
 Safety: everything is written into a fresh hidden folder beside ``DIR``
-(``.DIR.XXXXXXXX.partial``), renamed to ``DIR`` only when the whole decode succeeded; a failed
+(``.DIR.PID-XXXXXXXX.partial``; ones left by a killed decode are removed by the next decode
+into the same ``DIR``), renamed to ``DIR`` only when the whole decode succeeded; a failed
 or interrupted decode removes it (a ``kill -9`` leaves only that hidden folder, never a
 partial ``DIR``). An existing non-empty ``DIR`` is refused unless ``force``, which swaps it
 for the new one (atomically on Linux: ``renameat2(RENAME_EXCHANGE)``); a symlink at ``DIR``
@@ -28,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import glob
 import json
 import os
 import secrets
@@ -187,12 +189,39 @@ def prepare_output(target: Path, force: bool = False) -> Path:
                               "another output folder")  # fmt: skip
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.partial"
+        remove_stale_partials(target)
+        tmp = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.partial"
         tmp.mkdir(mode=0o755)
         (tmp / "frames").mkdir()
     except OSError as exc:
         raise OutputError(f"cannot create the output folder beside {target}: {exc}") from exc
     return tmp
+
+
+def remove_stale_partials(target: Path) -> list[Path]:
+    """Removes the hidden ``.DIR.PID-XXXXXXXX.partial`` folders of ``target`` that a killed
+    decode left behind (their process no longer runs on this machine); returns them.
+
+    Folders of a running decode, and any name that does not parse, are left alone.
+    """
+    removed = []
+    for path in target.parent.glob(f".{glob.escape(target.name)}.*.partial"):
+        owner = path.name[len(target.name) + 2 : -len(".partial")].split("-")[0]
+        if not owner.isdigit() or _process_runs(int(owner)) or path.is_symlink():
+            continue
+        shutil.rmtree(path, ignore_errors=True)  # rmtree never follows symlinks
+        removed.append(path)
+    return removed
+
+
+def _process_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _exchange(a: Path, b: Path) -> bool:

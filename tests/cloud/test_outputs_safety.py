@@ -20,7 +20,7 @@ from semc_streams import stream_bytes, synthetic_stream
 from semcodec.cloud import outputs as outputs_module
 from semcodec.cloud.cli import build_parser
 from semcodec.cloud.cli import main as cloud_main
-from semcodec.cloud.outputs import DecodeOutputs, OutputError
+from semcodec.cloud.outputs import DecodeOutputs, OutputError, remove_stale_partials
 from semcodec.codec.reconstruct import DecodedFrame
 from semcodec.codec.scaffold.types import FrameScaffold, Segmentation
 
@@ -186,6 +186,22 @@ def test_kill_9_during_decode_leaves_nothing_under_the_final_name(tmp_path):
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert not out.exists()
+    (stale,) = [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+    assert stale.name.startswith(f".out.{proc.pid}-")
+    short = tmp_path / "short.semc"
+    short.write_bytes(stream_bytes(*synthetic_stream(level=1, count=3, size=(96, 64))))
+    assert cloud_main(["decode", str(short), "-o", str(out), "-q"]) == 0
+    assert not stale.exists()  # the next decode into the same folder cleans it up
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long.semc", "out", "short.semc"]
+
+
+def test_partials_of_a_running_decode_are_left_alone(tmp_path):
+    live = tmp_path / f".out.{os.getpid()}-0011aabb.partial"
+    odd = tmp_path / ".out.notapid.partial"
+    for folder in (live, odd):
+        folder.mkdir()
+    assert remove_stale_partials(tmp_path / "out") == []
+    assert live.is_dir() and odd.is_dir()
 
 
 def test_help_texts_version_and_decoder_names(capsys):
