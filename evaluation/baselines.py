@@ -84,14 +84,22 @@ class _PyAVVideoCodec(Codec):
         self._rate_control(setting)
         scaled_size(64, 64, setting.number("scale", 1.0))
 
+    def curve_of(self, setting: Setting) -> str:
+        """``x265``, ``x265@scale=0.5`` or, for the static-camera family, ``x265@ipratio=8``:
+        the rate knob (``crf`` or ``qp``) moves along a curve, the other keys name it."""
+        return super().curve_of(setting.without("qp"))
+
     def _rate_control(self, setting: Setting) -> tuple[str, int]:
-        allowed = {"crf", "qp", "scale"}
+        allowed = {"crf", "qp", "scale", "ipratio"}
         unknown = {k for k, _ in setting.params} - allowed
         if unknown:
             raise SettingError(
                 f"{self.name}: unknown setting key(s) {sorted(unknown)}; "
-                f"use crf=N or qp=N, and optionally scale=F"
+                f"use crf=N or qp=N, and optionally scale=F and ipratio=R"
             )
+        ipratio = setting.number("ipratio", 1.4)
+        if ipratio is None or not 1.0 <= ipratio <= 64.0:
+            raise SettingError(f"{self.name}: ipratio must be in 1..64, got {ipratio}")
         if (setting.get("crf") is None) == (setting.get("qp") is None):
             raise SettingError(f"{self.name}: give exactly one of crf=N or qp=N, got '{setting}'")
         mode = "crf" if setting.get("crf") is not None else "qp"
@@ -100,8 +108,19 @@ class _PyAVVideoCodec(Codec):
             raise SettingError(f"{self.name}: {mode} must be an integer in 0..51, got {value}")
         return mode, int(value)
 
-    def _options(self, mode: str, value: int, frames: int) -> dict[str, str]:
+    def _options(self, mode: str, value: int, frames: int, setting: Setting) -> dict[str, str]:
+        """The encoder's options for one stream of ``frames`` frames."""
         raise NotImplementedError
+
+    def _rate_params(self, mode: str, value: int, frames: int, setting: Setting) -> list[str]:
+        """Parameters both encoders share: low delay, one intra frame per GOP, and the
+        I/P quantizer ratio where the setting gives one (a static camera's boosted first
+        frame: ``qp=51,ipratio=8`` codes the intra frame 18 QP finer than the P frames)."""
+        gop = self.gop or max(frames, 1) + 1
+        params = ["bframes=0", f"keyint={gop}", f"min-keyint={gop}", "scenecut=0"]
+        if setting.get("ipratio") is not None:
+            params.append(f"ipratio={setting.number('ipratio'):g}")
+        return params
 
     def encode(self, frames: np.ndarray, setting: Setting, fps: float) -> Encoded:
         frames = check_frames(frames)
@@ -110,7 +129,7 @@ class _PyAVVideoCodec(Codec):
         cw, ch = scaled_size(w, h, setting.number("scale", 1.0))
         start = time.perf_counter()
         small = resize_to(frames, cw, ch)
-        payload, mp4_bytes = self._encode(small, mode, value, fps)
+        payload, mp4_bytes = self._encode(small, mode, value, fps, setting)
         seconds = time.perf_counter() - start
         return Encoded(
             codec=self.name,
@@ -126,7 +145,11 @@ class _PyAVVideoCodec(Codec):
             metadata={"coded_width": cw, "coded_height": ch},
         )
 
-    def _encode(self, frames: np.ndarray, mode: str, value: int, fps: float):
+    #: NAL unit types dropped from the payload (FFmpeg's ``filter_units`` bitstream filter):
+    #: bytes that describe no picture, such as the encoder's settings SEI.
+    drop_nal_types: str = ""
+
+    def _encode(self, frames: np.ndarray, mode: str, value: int, fps: float, setting: Setting):
         """Returns (payload, size of the same stream in an MP4 file).
 
         The payload is the parameter sets followed by every packet the encoder wrote: an
@@ -141,23 +164,37 @@ class _PyAVVideoCodec(Codec):
             stream = container.add_stream(self.encoder_name, rate=rate)
             stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
             stream.codec_context.time_base = 1 / rate
-            stream.options = self._options(mode, value, t)
+            stream.options = self._options(mode, value, t, setting)
             if self.threads:
                 stream.codec_context.thread_count = self.threads
-            for i in range(t):
-                frame = av.VideoFrame.from_ndarray(frames[i], format="rgb24")
-                frame.pts = i
-                for packet in stream.encode(frame):
+            keep = self._packet_filter(stream)
+            for i in range(t + 1):
+                frame = None
+                if i < t:
+                    frame = av.VideoFrame.from_ndarray(frames[i], format="rgb24")
+                    frame.pts = i
+                for packet in keep(stream.encode(frame), flush=i == t):
                     packets += bytes(packet)
                     container.mux(packet)
-            for packet in stream.encode(None):
-                packets += bytes(packet)
-                container.mux(packet)
             # The MP4 muxer asks for global headers, so the parameter sets are in extradata.
             headers = bytes(stream.codec_context.extradata or b"")
         if headers and not headers.startswith((b"\x00\x00\x00\x01", b"\x00\x00\x01")):
             raise CodecError(f"{self.name}: expected Annex-B parameter sets from the encoder")
         return headers + bytes(packets), len(buf.getvalue())
+
+    def _packet_filter(self, stream):
+        """``keep(packets, flush) -> packets`` without the NAL types of ``drop_nal_types``."""
+        if not self.drop_nal_types:
+            return lambda packets, flush: packets
+        bsf = av.bitstream.BitStreamFilterContext(
+            f"filter_units=remove_types={self.drop_nal_types}", stream
+        )
+
+        def keep(packets, flush: bool):
+            out = [q for p in packets for q in bsf.filter(p)]
+            return out + (list(bsf.filter(None)) if flush else [])
+
+        return keep
 
     def decode(self, encoded: Encoded) -> np.ndarray:
         """Decodes the Annex-B payload and upscales to the input size."""
@@ -178,10 +215,11 @@ class X264(_PyAVVideoCodec):
     """H.264 / AVC with libx264, low delay (``bframes=0``)."""
 
     encoder_name = "libx264"
+    #: libx264 cannot leave out its settings SEI (about 650 bytes); SEI units are dropped.
+    drop_nal_types = "6"
 
-    def _options(self, mode: str, value: int, frames: int) -> dict[str, str]:
-        gop = self.gop or max(frames, 1) + 1
-        params = ["bframes=0", f"keyint={gop}", f"min-keyint={gop}", "scenecut=0"]
+    def _options(self, mode: str, value: int, frames: int, setting: Setting) -> dict[str, str]:
+        params = self._rate_params(mode, value, frames, setting)
         return {"preset": self.preset, mode: str(value), "x264-params": ":".join(params)}
 
 
@@ -191,16 +229,10 @@ class X265(_PyAVVideoCodec):
 
     encoder_name = "libx265"
 
-    def _options(self, mode: str, value: int, frames: int) -> dict[str, str]:
-        gop = self.gop or max(frames, 1) + 1
-        params = [
-            "bframes=0",
-            f"keyint={gop}",
-            f"min-keyint={gop}",
-            "scenecut=0",
-            "log-level=error",
-            f"{mode}={value}",
-        ]
+    def _options(self, mode: str, value: int, frames: int, setting: Setting) -> dict[str, str]:
+        # info=0: no encoder-settings SEI (2.3 KB a stream), so every byte describes pictures
+        params = [*self._rate_params(mode, value, frames, setting), "info=0",
+                  "log-level=error", f"{mode}={value}"]  # fmt: skip
         return {"preset": self.preset, "x265-params": ":".join(params)}
 
 

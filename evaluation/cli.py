@@ -39,6 +39,8 @@ DEMO_MODA_EVERY = 2
 DEFAULT_OUT = "runs/bench"
 log = logging.getLogger(__name__)
 VIDEO_CODECS = ("x264", "x265")
+#: The static-camera x265 anchor (``--static-camera``): constant QP, first frame boosted.
+STATIC_CAMERA_SETTINGS = tuple(f"qp={q},ipratio={r}" for r in (8, 16) for q in (45, 48, 51))
 IMAGE_CODECS = ("jpeg", "webp")
 
 
@@ -161,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=["1"],
         metavar="F,...",
         help="encode at these fractions of the size and upscale after decoding (e.g. 1,0.5)",
+    )
+    codecs.add_argument(
+        "--static-camera",
+        action="store_true",
+        help="add the static-camera x265 anchor to x265's settings: constant QP 45/48/51 with "
+        "the intra frame boosted by ipratio 8 and 16 (at every --scales), what a user of a "
+        "fixed camera would run beside the CRF sweep",
     )
     codecs.add_argument(
         "--settings",
@@ -322,6 +331,7 @@ def grid_from_args(args: argparse.Namespace):
     """
     from semcodec.edge.sources import resolve_data_path, sample_path
     from semcodec.evaluation.bench import GridConfig, validate_grid
+    from semcodec.evaluation.codecs import create_codec
 
     if args.crf and args.qp:
         raise UsageError("give --crf or --qp, not both")
@@ -341,6 +351,11 @@ def grid_from_args(args: argparse.Namespace):
         if not settings and name in IMAGE_CODECS and args.quality:
             settings = [f"q={q}" for q in args.quality]
         codecs[name] = settings
+    if args.static_camera:
+        if "x265" not in codecs:
+            raise UsageError("--static-camera adds settings to x265: name x265 in --codecs")
+        base = codecs["x265"] or [str(s) for s in create_codec("x265").default_settings()]
+        codecs["x265"] = [*base, *STATIC_CAMERA_SETTINGS]
     options = {name: {"preset": args.preset, "gop": args.gop} for name in VIDEO_CODECS}
     detector = None
     if args.detector_threshold is not None:

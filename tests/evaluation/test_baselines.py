@@ -110,3 +110,37 @@ def test_bad_settings_are_rejected(name, setting, sample_frames):
 def test_bad_frames_are_rejected(frames):
     with pytest.raises(CodecError):
         create_codec("x264").encode(frames, Setting.of(crf=30), 7)
+
+
+@pytest.mark.parametrize("name, text", [("x264", b"x264 - core"), ("x265", b"x265 (build")])
+def test_payload_carries_no_encoder_settings_sei(name, text, sample_frames):
+    """Baselines carry only bytes that describe pictures: x265 info=0, x264's SEI dropped."""
+    codec = create_codec(name)
+    encoded = codec.encode(sample_frames[:3], Setting.parse("crf=30"), fps=7)
+    assert text not in encoded.payload
+    assert len(codec.decode(encoded)) == 3
+
+
+@pytest.mark.parametrize("name", ["x264", "x265"])
+def test_ipratio_boosts_the_intra_frame_of_a_static_camera(name, sample_frames):
+    codec = create_codec(name)
+    frames = sample_frames[:6]
+    plain = codec.encode(frames, Setting.parse("qp=51"), fps=7)
+    boosted = codec.encode(frames, Setting.parse("qp=51,ipratio=8"), fps=7)
+    assert len(boosted.payload) > 2 * len(plain.payload)  # a finer first frame costs bytes
+    first = [psnr(frames[:1], codec.decode(e)[:1]) for e in (plain, boosted)]
+    assert first[1] > first[0] + 2  # ... and shows in its quality
+    assert codec.curve_of(Setting.parse("qp=45,ipratio=8")) == f"{name}@ipratio=8"
+    assert codec.curve_of(Setting.parse("qp=45,ipratio=8,scale=0.5")) == (
+        f"{name}@ipratio=8,scale=0.5")
+    with pytest.raises(SettingError, match="ipratio"):
+        codec.check_setting(Setting.parse("qp=45,ipratio=0.5"))
+
+
+def test_static_camera_family_joins_the_x265_grid():
+    from semcodec.evaluation.cli import STATIC_CAMERA_SETTINGS, build_parser, grid_from_args
+
+    args = build_parser().parse_args(["run", "--codecs", "x265", "--static-camera"])
+    settings = grid_from_args(args).codecs["x265"]
+    assert settings[:4] == ["crf=23", "crf=28", "crf=33", "crf=38"]
+    assert settings[4:] == list(STATIC_CAMERA_SETTINGS) and "qp=51,ipratio=16" in settings
