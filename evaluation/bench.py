@@ -46,6 +46,7 @@ BASE_COLUMNS = [
     "codec",
     "setting",
     "curve",
+    "start",
     "frames",
     "width",
     "height",
@@ -99,8 +100,9 @@ class CellSpec:
     """One (sequence, codec, setting) cell; picklable, so any executor can run it.
 
     ``sequence`` is a path (MOT folder, frame folder or video file); ``frames`` the number of
-    frames read from its start (None: all). ``detector`` is the detector configuration as a
-    dict (chosen per sequence on the uncompressed frames), None when MODA is not measured.
+    frames read from frame ``start`` (1-based; None: to the end). ``detector`` is the
+    detector configuration as a dict (chosen per sequence on the uncompressed frames), None
+    when MODA is not measured.
     ``versions`` names the code that computes the cell (semcodec's version and the codec's
     ``encoder_version``); it is part of the key, so a row made by other code is not reused.
     ``lpips_every`` / ``moda_every``: ST-LPIPS / MODA on every k-th frame only (frames 1,
@@ -120,11 +122,14 @@ class CellSpec:
     source_options: tuple[tuple[str, object], ...] = ()
     versions: str = ""
     moda_every: int = 1
+    start: int = 1
 
     def key(self) -> str:
         """Stable id of the cell: the hash of everything that changes its result."""
         payload = dataclasses.asdict(self)
         payload.pop("models_dir")
+        if payload["start"] == 1:
+            payload.pop("start")  # keeps keys of runs made before the field existed
         if not payload["source_options"]:
             payload.pop("source_options")  # keeps keys of runs made before the field existed
         text = json.dumps(payload, sort_keys=True, default=str)
@@ -139,6 +144,7 @@ class GridConfig:
     codecs: dict[str, list[str]]
     out_dir: Path
     frames: int | None = None
+    start: int = 1  # first frame read (1-based): a held-out range is --start K --frames N
     metrics: tuple[str, ...] = DEFAULT_METRICS
     codec_options: dict[str, dict[str, object]] = field(default_factory=dict)
     scales: tuple[float, ...] = (1.0,)
@@ -154,8 +160,11 @@ class GridConfig:
 
 
 @lru_cache(maxsize=2)
-def load_sequence(path: str, frames: int | None, source_options: tuple = ()):
+def load_sequence(path: str, frames: int | None, source_options: tuple = (), start: int = 1):
     """``(frames (T,H,W,3) uint8 RGB, SourceInfo, GroundTruth | None)`` for a sequence.
+
+    Frames ``start .. start+frames-1`` are read; the ground truth is cut to them and
+    renumbered so that ``frames[0]`` is frame 1 (as everything downstream counts).
 
     ``source_options`` are ``(key, value)`` pairs for :func:`edge.sources.open_source`
     (``fps``, ``width``, ``height``: what a raw ``.yuv`` needs). Cached per process, so the
@@ -165,12 +174,13 @@ def load_sequence(path: str, frames: int | None, source_options: tuple = ()):
     from semcodec.evaluation.groundtruth import load_mot_groundtruth
 
     source = open_source(path, **dict(source_options))
-    pixels = source.read(start=1, count=frames)
+    pixels = source.read(start=start, count=frames)
     if len(pixels) == 0:
         raise BenchError(f"{path}: no frames could be read")
     gt = None
     if source.info.groundtruth is not None:
-        gt = load_mot_groundtruth(source.info.groundtruth).restrict(1, len(pixels))
+        gt = load_mot_groundtruth(source.info.groundtruth)
+        gt = gt.restrict(start, start + len(pixels) - 1).renumbered(start)
     return pixels, source.info, gt
 
 
@@ -192,7 +202,7 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
     from semcodec.evaluation.metrics import bits_per_pixel
 
     progress = progress or _no_progress
-    pixels, info, gt = load_sequence(cell.sequence, cell.frames, cell.source_options)
+    pixels, info, gt = load_sequence(cell.sequence, cell.frames, cell.source_options, cell.start)
     codec = create_codec(cell.codec, **dict(cell.codec_options))
     setting = Setting.parse(cell.setting)
     t, h, w, _ = pixels.shape
@@ -209,6 +219,7 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
         "codec": cell.codec,
         "setting": str(setting),
         "curve": codec.curve_of(setting),
+        "start": cell.start,
         "frames": t,
         "width": w,
         "height": h,
@@ -293,7 +304,7 @@ def measure_quality(
     if "st_lpips" in cell.metrics and "st_lpips" not in out:
         k = cell.lpips_every
         scorer = lpips_reference(cell.sequence, cell.frames, cell.source_options, k,
-                                 cell.models_dir)  # fmt: skip
+                                 cell.models_dir, cell.start)  # fmt: skip
         sample = decoded[::k]
         callback = progress(f"metrics: st_lpips (every {k})", len(sample))
         out["st_lpips"] = float(scorer.distances(sample, callback).mean())
@@ -336,7 +347,7 @@ def _identical_scores(cell: CellSpec, shape: tuple[int, ...]) -> dict:
 
 @lru_cache(maxsize=1)
 def lpips_reference(sequence: str, frames: int | None, source_options: tuple, every: int,
-                    models_dir: str | None):  # fmt: skip
+                    models_dir: str | None, start: int = 1):  # fmt: skip
     """The ST-LPIPS scorer of a sequence's every ``every``-th frame, reference features cached.
 
     The cells of one sequence share it, so the reference half of ST-LPIPS runs once per
@@ -344,7 +355,7 @@ def lpips_reference(sequence: str, frames: int | None, source_options: tuple, ev
     """
     from semcodec.evaluation.perceptual import STLPIPSReference
 
-    pixels, _, _ = load_sequence(sequence, frames, source_options)
+    pixels, _, _ = load_sequence(sequence, frames, source_options, start)
     return STLPIPSReference(pixels[::every], models_dir=models_dir)
 
 
@@ -406,6 +417,8 @@ def validate_grid(config: GridConfig) -> None:
         )
     if config.frames is not None and config.frames < 1:
         raise BenchError(f"frames must be >= 1, got {config.frames}")
+    if config.start < 1:
+        raise BenchError(f"start must be >= 1, got {config.start}")
     for name in ("lpips_every", "moda_every"):
         if getattr(config, name) < 1:
             raise BenchError(f"{name} must be >= 1, got {getattr(config, name)}")
@@ -443,6 +456,7 @@ def plan_cells(config: GridConfig, detectors: dict[str, dict | None]) -> list[Ce
                         moda_every=config.moda_every,
                         source_options=_source_options(config),
                         versions=versions,
+                        start=config.start,
                     )
                 )
     return cells
@@ -524,7 +538,8 @@ def calibrate_detectors(config: GridConfig) -> dict[str, dict | None]:
 
     chosen: dict[str, dict | None] = {}
     for sequence in config.sequences:
-        pixels, info, gt = load_sequence(sequence, config.frames, _source_options(config))
+        pixels, info, gt = load_sequence(sequence, config.frames, _source_options(config),
+                                         config.start)  # fmt: skip
         if gt is None:
             logger.warning("%s: no ground truth, MODA is skipped", info.name)
             chosen[sequence] = None
@@ -532,8 +547,8 @@ def calibrate_detectors(config: GridConfig) -> dict[str, dict | None]:
         if config.detector is not None:
             chosen[sequence] = dict(config.detector)
             continue
-        cache = config.out_dir / "detector" / calibration_name(info.name, len(pixels),
-                                                               config.moda_every)  # fmt: skip
+        name = calibration_name(info.name, len(pixels), config.moda_every, config.start)
+        cache = config.out_dir / "detector" / name
         if cache.exists():
             chosen[sequence] = json.loads(cache.read_text())["config"]
             continue
@@ -551,9 +566,10 @@ def calibrate_detectors(config: GridConfig) -> dict[str, dict | None]:
     return chosen
 
 
-def calibration_name(sequence: str, frames: int, every: int = 1) -> str:
+def calibration_name(sequence: str, frames: int, every: int = 1, start: int = 1) -> str:
     """File name of a sequence's detector calibration in ``OUT/detector/``."""
-    return f"{sequence}-{frames}f.json" if every == 1 else f"{sequence}-{frames}f-every{every}.json"
+    name = f"{sequence}-{frames}f" if start == 1 else f"{sequence}-from{start}-{frames}f"
+    return f"{name}.json" if every == 1 else f"{name}-every{every}.json"
 
 
 def run_grid(config: GridConfig, executor=None, progress: bool | None = True) -> list[dict]:
@@ -662,7 +678,7 @@ def latest_rows(rows: list[dict]) -> list[dict]:
     A results.jsonl can hold rows of the same cell made by different code versions or
     metric choices; the report shows the newest.
     """
-    key = ("sequence", "codec", "setting", "frames", "width", "height")
+    key = ("sequence", "codec", "setting", "start", "frames", "width", "height")
     return list({tuple(row.get(k) for k in key): row for row in rows}.values())
 
 

@@ -129,7 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--frames",
         type=positive_int,
         metavar="N",
-        help="frames from the start of each sequence (default: all)",
+        help="frames read from --start on (default: to the end of each sequence)",
+    )
+    data.add_argument(
+        "--start",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="first frame read, 1-based (a held-out range: --start 501 --frames 295)",
     )
     codecs = run.add_argument_group("codecs and settings")
     codecs.add_argument(
@@ -365,6 +372,7 @@ def grid_from_args(args: argparse.Namespace):
         codecs=codecs,
         out_dir=args.out,
         frames=args.frames,
+        start=args.start,
         metrics=tuple(args.metrics),
         codec_options=options,
         scales=tuple(float(s) for s in args.scales),

@@ -157,6 +157,15 @@ class GroundTruth:
         keep = (self.frame_numbers >= first) & (self.frame_numbers <= last)
         return self._replace(np.flatnonzero(keep))
 
+    def renumbered(self, first: int) -> GroundTruth:
+        """The rows with frame ``first`` renumbered as frame 1 (a clip cut from a sequence:
+        ``restrict(k, m).renumbered(k)`` describes frames k..m as 1..m-k+1)."""
+        if first < 1:
+            raise GroundTruthError(f"renumbered: first frame must be >= 1, got {first}")
+        out = self._replace(slice(None))
+        object.__setattr__(out, "frame_numbers", self.frame_numbers - (first - 1))
+        return out
+
     def to_mot15_text(self) -> str:
         """The rows as MOT15 ``gt.txt`` text (10 comma-separated columns, one row a line).
 

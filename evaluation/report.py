@@ -318,8 +318,8 @@ def _display_row(row: dict) -> dict:
 def sequence_lines(rows: list[dict], out_dir: Path | None = None) -> list[str]:
     """One Markdown bullet per sequence: frames, size, rate, detector and ST-LPIPS sampling.
 
-    The benchmark reads every sequence from its first frame, so ``frames`` = N means frames
-    1..N. The detector line says whether the threshold and tiling were chosen on the
+    ``start`` = K (1 when absent: rows made before the column existed) and ``frames`` = N mean
+    frames K..K+N-1. The detector line says whether the threshold and tiling were chosen on the
     uncompressed frames (a calibration file in ``OUT/detector/``) or fixed.
     """
     lines = []
@@ -327,7 +327,8 @@ def sequence_lines(rows: list[dict], out_dir: Path | None = None) -> list[str]:
         mine = [r for r in rows if r["sequence"] == sequence]
         first = mine[0]
         frames = int(_number(first.get("frames")) or 0)
-        text = (f"- **{sequence}**: frames 1–{frames} ({frames} frames), "
+        start = int(_number(first.get("start")) or 1)
+        text = (f"- **{sequence}**: frames {start}–{start + frames - 1} ({frames} frames), "
                 f"{first.get('width')}x{first.get('height')} pixels, "
                 f"{_fmt(first.get('fps'))} fps.")  # fmt: skip
         text += " " + _detector_text(first, out_dir)
@@ -354,9 +355,10 @@ def _detector_text(row: dict, out_dir: Path | None) -> str:
         tiling += " plus the whole frame"
     from semcodec.evaluation.bench import calibration_name
 
-    frames = int(_number(row.get("frames")) or 0)
+    frames, start = int(_number(row.get("frames")) or 0), int(_number(row.get("start")) or 1)
     calibrated = out_dir is not None and any(
-        (Path(out_dir) / "detector" / calibration_name(row["sequence"], frames, every)).exists()
+        (Path(out_dir) / "detector" / calibration_name(row["sequence"], frames, every,
+                                                       start)).exists()  # fmt: skip
         for every in (1, *_moda_every(row))
     )
     how = "chosen by best MODA on the uncompressed frames" if calibrated else "fixed"

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from semcodec.codec.console import package_version
@@ -425,3 +426,32 @@ def test_progress_names_the_running_cell_and_its_stage(tmp_path, capsys):
     for text in ("cells", "x264 crf=30: encode", "x264 crf=40: decode",
                  "x264 crf=30: metrics: psnr", "raw format=rgb24"):  # fmt: skip
         assert text in err, text
+
+
+def test_start_reads_a_frame_range_and_cuts_the_ground_truth_to_it(tmp_path):
+    """--start K --frames N: frames K..K+N-1, MODA against their own ground truth."""
+    import dataclasses
+
+    from semcodec.edge.sources import open_source, sample_path
+    from semcodec.evaluation import bench
+    from semcodec.evaluation.groundtruth import load_mot_groundtruth
+    from semcodec.evaluation.report import sequence_lines
+
+    config = dataclasses.replace(_small_grid(tmp_path), start=31, codecs={"raw": []},
+                                 metrics=("psnr", "moda"),
+                                 detector={"score_threshold": 0.5, "tiles": 1})  # fmt: skip
+    pixels, _, gt = bench.load_sequence(str(sample_path()), 3, (), 31)
+    assert np.array_equal(pixels, open_source(sample_path()).read(start=31, count=3))
+    full = load_mot_groundtruth(sample_path())
+    assert sorted(set(gt.frame_numbers)) == [1, 2, 3]
+    assert len(gt) == len(full.restrict(31, 33)) and len(gt) != len(full.restrict(1, 3))
+    (row,) = bench.run_grid(config, progress=False)
+    assert (row["start"], row["frames"]) == (31, 3) and row["moda"] is not None
+    expected = bench.detection_scores(pixels, gt, config.detector, None)["moda"]
+    assert row["moda"] == pytest.approx(expected)
+    assert "frames 31–33 (3 frames)" in sequence_lines([row], tmp_path)[0]
+    other = dataclasses.replace(config, start=1)
+    assert {c.key() for c in bench.plan_cells(other, {})}.isdisjoint(
+        c.key() for c in bench.plan_cells(config, {}))  # fmt: skip
+    with pytest.raises(bench.BenchError, match="start"):
+        bench.validate_grid(dataclasses.replace(config, start=0))
