@@ -37,8 +37,10 @@ from semcodec.evaluation.codecs import Codec, Setting, create_codec
 
 logger = logging.getLogger(__name__)
 
-ALL_METRICS = ("psnr", "ms_ssim", "st_lpips", "moda", "fvd")
-DEFAULT_METRICS = ("psnr", "ms_ssim", "st_lpips", "moda")
+#: ``person``: PSNR and ST-LPIPS on crops around the ground-truth people (needs ground truth;
+#: see :mod:`evaluation.person_region`).
+ALL_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "moda", "fvd")
+DEFAULT_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "moda")
 
 #: Columns of results.csv, in order; per-stream byte columns ``bytes_*`` follow ``bytes``.
 BASE_COLUMNS = [
@@ -58,6 +60,8 @@ BASE_COLUMNS = [
     "psnr_y",
     "ms_ssim",
     "st_lpips",
+    "person_psnr",
+    "person_st_lpips",
     "fvd",
     "moda",
     "modp",
@@ -309,6 +313,12 @@ def measure_quality(
         callback = progress(f"metrics: st_lpips (every {k})", len(sample))
         out["st_lpips"] = float(scorer.distances(sample, callback).mean())
         out["st_lpips_frames"] = len(sample)
+    if "person" in cell.metrics and gt is not None:
+        from semcodec.evaluation.person_region import person_region_scores
+
+        progress(f"metrics: person regions (every {cell.lpips_every})", 1)
+        out.update(person_region_scores(reference, decoded, gt, cell.lpips_every,
+                                        cell.models_dir))  # fmt: skip
     if "moda" in cell.metrics and gt is not None and cell.detector is not None:
         k = cell.moda_every
         callback = progress(f"metrics: moda (every {k})", len(range(0, t, k)))

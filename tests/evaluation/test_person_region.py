@@ -1,0 +1,57 @@
+"""Person-region metrics: crops around ground-truth people, known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from semcodec.evaluation.groundtruth import GroundTruth
+from semcodec.evaluation.person_region import (
+    CROP_SIZE,
+    crop_windows,
+    person_crops,
+    person_region_scores,
+)
+
+
+def _gt(rows) -> GroundTruth:
+    """rows: (frame, x, y, w, h, counted)."""
+    rows = np.array(rows, dtype=np.float64).reshape(-1, 6)
+    return GroundTruth(frame_numbers=rows[:, 0].astype(np.int64),
+                       ids=np.arange(len(rows)), boxes=rows[:, 1:5],
+                       counted=rows[:, 5].astype(bool),
+                       world_xy=np.full((len(rows), 2), np.nan))  # fmt: skip
+
+
+def test_windows_are_the_box_enlarged_about_its_centre_and_clipped():
+    gt = _gt([(1, 40, 20, 20, 50, 1), (1, 0, 0, 10, 10, 1), (1, 5, 5, 30, 30, 0),
+              (2, 90, 90, 2, 2, 1)])  # fmt: skip
+    assert crop_windows(gt, 1, 100, 80) == [(38, 15, 62, 75), (0, 0, 11, 11)]  # no ignore row
+    assert crop_windows(gt, 2, 100, 80) == []  # 2x2 box at the corner: clipped below 4 px
+    assert crop_windows(gt, 3, 100, 80) == []
+
+
+def test_scores_see_only_the_people():
+    rng = np.random.default_rng(0)
+    reference = rng.integers(0, 256, (4, 80, 100, 3), dtype=np.uint8)
+    gt = _gt([(n, 40, 10, 20, 50, 1) for n in (1, 2, 3, 4)])
+    background_changed = reference.copy()
+    background_changed[:, :, :30] = 0  # far from the person's crop (x 38..62)
+    same = person_region_scores(reference, background_changed, gt)
+    assert same == {"person_psnr": 100.0, "person_st_lpips": pytest.approx(0.0, abs=1e-6),
+                    "person_crops": 4}  # fmt: skip
+    person_changed = reference.copy()
+    person_changed[:, 10:60, 40:60] //= 2
+    worse = person_region_scores(reference, person_changed, gt, every=2)
+    assert worse["person_crops"] == 2 and worse["person_psnr"] < 20
+    assert worse["person_st_lpips"] > 0.05
+    ref, dec = person_crops(reference, person_changed, gt, [1])
+    assert ref.shape == dec.shape == (1, CROP_SIZE[1], CROP_SIZE[0], 3)
+
+
+def test_no_people_no_scores():
+    frames = np.zeros((2, 40, 40, 3), np.uint8)
+    assert person_region_scores(frames, frames, _gt([])) == {
+        "person_psnr": None, "person_st_lpips": None, "person_crops": 0}
+    with pytest.raises(ValueError, match="differ"):
+        person_crops(frames, frames[:1], _gt([]), [1])
