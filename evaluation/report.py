@@ -390,6 +390,42 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+def _saving_section(rows: list[dict], out_dir: Path) -> list[str]:
+    """Writes ``saving.csv`` and returns the report's saving-factor section (empty without
+    baseline curves or codec rows)."""
+    from semcodec.evaluation.saving import SAVING_METRICS, saving_factors, saving_rows
+
+    savings = saving_factors(rows)
+    if not any(s.factor is not None for s in savings):
+        return []
+    with open(out_dir / "saving.csv", "w") as fh:
+        fields = list(saving_rows(savings)[0])
+        fh.write(",".join(fields) + "\n")
+        for item in saving_rows(savings):
+            fh.write(",".join("" if item[f] is None else str(item[f]) for f in fields) + "\n")
+    table: dict[tuple, dict] = {}
+    for s in savings:
+        line = table.setdefault((s.sequence, s.codec, s.setting),
+                                {"sequence": s.sequence, "codec": s.codec, "setting": s.setting,
+                                 "bpp": s.bpp})  # fmt: skip
+        line[s.metric] = s.text()
+    columns = ["sequence", "codec", "setting", "bpp",
+               *[m for m in SAVING_METRICS if any(s.metric == m for s in savings)]]  # fmt: skip
+    return [
+        "## Saving factor against the best baseline (same quality)",
+        "",
+        "For each row, the BPP the best x264/x265 curve of this run needs for the same quality "
+        "(interpolated in log-BPP), divided by the row's BPP: above 1 the row saves bits, "
+        "below 1 it spends more. `<=`: a baseline is at least as good already at its cheapest "
+        "point (the factor is at most this); `>=`: no baseline reaches it (at least this). "
+        "Values per metric in `saving.csv`.",
+        "",
+        markdown_table(sorted(table.values(), key=lambda r: (r["sequence"], r["codec"],
+                                                              r["bpp"])), columns),  # fmt: skip
+        "",
+    ]
+
+
 def write_report(rows: list[dict], out_dir: Path, command: str = "") -> Path:
     """Writes plots, ``bd_rate.csv``/``.json`` and ``report.md`` into ``out_dir``."""
     out_dir = Path(out_dir)
@@ -451,6 +487,7 @@ def write_report(rows: list[dict], out_dir: Path, command: str = "") -> Path:
             ),
             "",
         ]
+    parts += _saving_section(rows, out_dir)
     if plots or rcq:
         parts += ["## Plots", ""]
         parts += [f"![{metric}]({name})" for metric, name in plots]
