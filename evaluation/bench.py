@@ -62,6 +62,8 @@ BASE_COLUMNS = [
     "st_lpips",
     "person_psnr",
     "person_st_lpips",
+    "frozen_blocks",
+    "frozen_max_s",
     "fvd",
     "moda",
     "modp",
@@ -242,7 +244,7 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
     }
     for stream, n in encoded.stream_bytes.items():
         row[f"bytes_{stream}"] = n
-    row.update(measure_quality(pixels, decoded, cell, gt, progress))
+    row.update(measure_quality(pixels, decoded, cell, gt, progress, fps=info.fps))
     row["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     return {k: _finite_or_none(v) for k, v in row.items()}
 
@@ -284,6 +286,7 @@ def measure_quality(
     cell: CellSpec,
     gt,
     progress: StageProgress | None = None,
+    fps: float | None = None,
 ) -> dict:
     """The quality columns that ``cell.metrics`` asks for (others stay absent).
 
@@ -314,11 +317,13 @@ def measure_quality(
         out["st_lpips"] = float(scorer.distances(sample, callback).mean())
         out["st_lpips_frames"] = len(sample)
     if "person" in cell.metrics and gt is not None:
-        from semcodec.evaluation.person_region import person_region_scores
+        from semcodec.evaluation.person_region import frozen_person_blocks, person_region_scores
 
         progress(f"metrics: person regions (every {cell.lpips_every})", 1)
         out.update(person_region_scores(reference, decoded, gt, cell.lpips_every,
                                         cell.models_dir))  # fmt: skip
+        if fps:
+            out.update(frozen_person_blocks(decoded, gt, fps))
     if "moda" in cell.metrics and gt is not None and cell.detector is not None:
         k = cell.moda_every
         callback = progress(f"metrics: moda (every {k})", len(range(0, t, k)))

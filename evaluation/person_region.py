@@ -86,3 +86,74 @@ def person_region_scores(reference: np.ndarray, decoded: np.ndarray, gt: GroundT
     lpips = st_lpips_per_frame(ref, dec, models_dir, batch_size=16)
     return {"person_psnr": float(psnr_per_frame(ref, dec).mean()),
             "person_st_lpips": float(lpips.mean()), "person_crops": len(ref)}  # fmt: skip
+
+
+#: Side of the blocks the frozen-person check looks at, pixels.
+FROZEN_BLOCK = 10
+#: A block frozen for longer than this (seconds) while its person moves is a frozen person.
+FROZEN_LIMIT_S = 2.0
+#: A person "moves" between two frames when its box centre shifts by at least this (pixels).
+MOVING_PX = 0.5
+
+
+def frozen_person_blocks(decoded: np.ndarray, gt: GroundTruth, fps: float,
+                         block: int = FROZEN_BLOCK, limit_s: float = FROZEN_LIMIT_S,
+                         ) -> dict[str, float | int]:  # fmt: skip
+    """The frozen-person check: blocks of the decoded video that stay pixel-identical while
+    the person over them moves.
+
+    The frame is cut into a fixed grid of ``block`` x ``block`` pixel blocks. A block is
+    *frozen* in frame t (1-based, t > 1) when its pixels equal frame t-1's and it lies inside
+    the box of a counted ground-truth person who is in both frames and whose box centre moved
+    by at least :data:`MOVING_PX`. Runs of consecutive frozen frames are measured per block.
+
+    Args:
+        decoded: ``(T, H, W, 3)`` uint8 RGB, ``decoded[0]`` is frame 1 of ``gt``.
+        fps: frame rate, to turn frames into seconds.
+
+    Returns:
+        ``frozen_blocks``: blocks frozen for more than ``limit_s`` seconds in a row;
+        ``frozen_max_s``: the longest run, seconds.
+    """
+    t, height, width = decoded.shape[:3]
+    rows, cols = height // block, width // block
+    if t < 2 or rows == 0 or cols == 0:
+        return {"frozen_blocks": 0, "frozen_max_s": 0.0}
+    tiles = decoded[:, : rows * block, : cols * block].reshape(t, rows, block, cols, block, 3)
+    still = (tiles[1:] == tiles[:-1]).all(axis=(2, 4, 5))  # (T-1, rows, cols)
+    moving = np.stack([_moving_cover(gt, n, rows, cols, block) for n in range(2, t + 1)])
+    frozen = still & moving
+    longest = _longest_runs(frozen)
+    limit = limit_s * fps
+    return {"frozen_blocks": int((longest > limit).sum()),
+            "frozen_max_s": float(longest.max() / fps)}  # fmt: skip
+
+
+def _moving_cover(gt: GroundTruth, number: int, rows: int, cols: int, block: int) -> np.ndarray:
+    """``(rows, cols)`` bool: blocks wholly inside the box of a person who moved into frame
+    ``number`` from the frame before."""
+    cover = np.zeros((rows, cols), bool)
+    now = (gt.frame_numbers == number) & gt.counted
+    before = (gt.frame_numbers == number - 1) & gt.counted
+    previous = {int(i): box for i, box in zip(gt.ids[before], gt.boxes[before], strict=True)}
+    for track, (x, y, w, h) in zip(gt.ids[now], gt.boxes[now], strict=True):
+        old = previous.get(int(track))
+        if old is None:
+            continue
+        shift = np.hypot(x + w / 2 - old[0] - old[2] / 2, y + h / 2 - old[1] - old[3] / 2)
+        if shift < MOVING_PX:
+            continue
+        c0, r0 = int(np.ceil(x / block)), int(np.ceil(y / block))
+        c1, r1 = int(np.floor((x + w) / block)), int(np.floor((y + h) / block))
+        cover[max(r0, 0) : min(r1, rows), max(c0, 0) : min(c1, cols)] = True
+    return cover
+
+
+def _longest_runs(flags: np.ndarray) -> np.ndarray:
+    """``(rows, cols)`` longest run of True along axis 0 of a ``(T, rows, cols)`` array."""
+    run = np.zeros(flags.shape[1:], np.int64)
+    longest = run.copy()
+    for frame in flags:
+        run = np.where(frame, run + 1, 0)
+        np.maximum(longest, run, out=longest)
+    return longest

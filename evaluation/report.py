@@ -304,6 +304,7 @@ RESULT_COLUMNS = [
     "ms_ssim",
     "st_lpips",
     "person_st_lpips",
+    "frozen_blocks",
     "moda",
     "modp",
     "enc_fps",

@@ -9,16 +9,18 @@ from semcodec.evaluation.groundtruth import GroundTruth
 from semcodec.evaluation.person_region import (
     CROP_SIZE,
     crop_windows,
+    frozen_person_blocks,
     person_crops,
     person_region_scores,
 )
 
 
-def _gt(rows) -> GroundTruth:
-    """rows: (frame, x, y, w, h, counted)."""
+def _gt(rows, one_person: bool = False) -> GroundTruth:
+    """rows: (frame, x, y, w, h, counted); every row its own id, or all one person's."""
     rows = np.array(rows, dtype=np.float64).reshape(-1, 6)
+    ids = np.ones(len(rows), np.int64) if one_person else np.arange(len(rows))
     return GroundTruth(frame_numbers=rows[:, 0].astype(np.int64),
-                       ids=np.arange(len(rows)), boxes=rows[:, 1:5],
+                       ids=ids, boxes=rows[:, 1:5],
                        counted=rows[:, 5].astype(bool),
                        world_xy=np.full((len(rows), 2), np.nan))  # fmt: skip
 
@@ -55,3 +57,26 @@ def test_no_people_no_scores():
         "person_psnr": None, "person_st_lpips": None, "person_crops": 0}
     with pytest.raises(ValueError, match="differ"):
         person_crops(frames, frames[:1], _gt([]), [1])
+
+
+def _walking_person(frames: int, speed: float = 2.0) -> GroundTruth:
+    """One person 20x40 walking right by ``speed`` px a frame, from x = 10."""
+    return _gt([(n, 10 + speed * (n - 1), 10, 20, 40, 1) for n in range(1, frames + 1)], True)
+
+
+def test_a_person_frozen_into_the_picture_is_found():
+    rng = np.random.default_rng(2)
+    video = rng.integers(0, 256, (30, 60, 80, 3), dtype=np.uint8)  # every block changes
+    gt = _walking_person(30)
+    assert frozen_person_blocks(video, gt, fps=10) == {"frozen_blocks": 0, "frozen_max_s": 0.0}
+    frozen = video.copy()
+    frozen[:, 20:30, 30:40] = frozen[0, 20:30, 30:40]  # one block never changes
+    result = frozen_person_blocks(frozen, gt, fps=10)
+    # the block x 30..40 lies inside the walking box (x from 10+2(n-1) to 30+2(n-1)) for
+    # frames 6..11 only: 6 frozen frames, 0.6 s, under the 2 s limit
+    assert result == {"frozen_blocks": 0, "frozen_max_s": pytest.approx(0.6)}
+    slow_wide = _gt([(n, 0.5 * (n - 1), 10, 40, 40, 1) for n in range(1, 31)], True)
+    assert frozen_person_blocks(frozen, slow_wide, fps=10) == {
+        "frozen_blocks": 1, "frozen_max_s": pytest.approx(2.9)}  # covered while it walks
+    still = _gt([(n, 20, 10, 30, 40, 1) for n in range(1, 31)], True)  # standing: not moving
+    assert frozen_person_blocks(frozen, still, fps=10)["frozen_blocks"] == 0
