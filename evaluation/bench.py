@@ -39,8 +39,9 @@ logger = logging.getLogger(__name__)
 
 #: ``person``: PSNR and ST-LPIPS on crops around the ground-truth people (needs ground truth;
 #: see :mod:`evaluation.person_region`).
-ALL_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "moda", "fvd")
-DEFAULT_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "moda")
+#: ``temporal``: flicker and temporal warping error (see :mod:`evaluation.temporal`).
+ALL_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "temporal", "moda", "fvd")
+DEFAULT_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "temporal", "moda")
 
 #: Columns of results.csv, in order; per-stream byte columns ``bytes_*`` follow ``bytes``.
 BASE_COLUMNS = [
@@ -64,6 +65,8 @@ BASE_COLUMNS = [
     "person_st_lpips",
     "frozen_blocks",
     "frozen_max_s",
+    "flicker",
+    "twe",
     "fvd",
     "moda",
     "modp",
@@ -324,6 +327,11 @@ def measure_quality(
                                         cell.models_dir))  # fmt: skip
         if fps:
             out.update(frozen_person_blocks(decoded, gt, fps))
+    if "temporal" in cell.metrics:
+        from semcodec.evaluation.temporal import temporal_consistency
+
+        progress("metrics: temporal", 1)
+        out.update(temporal_consistency(reference, decoded))
     if "moda" in cell.metrics and gt is not None and cell.detector is not None:
         k = cell.moda_every
         callback = progress(f"metrics: moda (every {k})", len(range(0, t, k)))

@@ -196,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     meas = run.add_argument_group("metrics")
     meas.add_argument(
         "--metrics",
-        default="psnr,ms_ssim,st_lpips,person,moda",
+        default="psnr,ms_ssim,st_lpips,person,temporal,moda",
         type=_csv_list,
         metavar="NAME,...",
         help=f"quality metrics, of {_names('metrics')}",
