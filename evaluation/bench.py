@@ -65,6 +65,8 @@ BASE_COLUMNS = [
     "person_st_lpips",
     "frozen_blocks",
     "frozen_max_s",
+    "person_recall",
+    "scaffold_people",
     "flicker",
     "twe",
     "fvd",
@@ -248,6 +250,8 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
     for stream, n in encoded.stream_bytes.items():
         row[f"bytes_{stream}"] = n
     row.update(measure_quality(pixels, decoded, cell, gt, progress, fps=info.fps))
+    if "person" in cell.metrics and gt is not None and "person_boxes" in encoded.metadata:
+        row.update(scaffold_person_recall(encoded.metadata["person_boxes"], gt))
     row["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     return {k: _finite_or_none(v) for k, v in row.items()}
 
@@ -409,6 +413,26 @@ def detection_scores(frames: np.ndarray, gt, config: dict, models_dir: str | Non
         ground = clear_mod_ground(boxes, gt, fit_ground_homography(gt), numbers, distance_m=1.0)
         out["moda_ground"] = ground.moda
     return out
+
+
+def scaffold_person_recall(boxes: Sequence[np.ndarray], gt) -> dict:
+    """How many of the counted ground-truth people the scaffolds carry.
+
+    Args:
+        boxes: per frame (``boxes[0]`` is frame 1), ``(N, 4)`` ``x1, y1, x2, y2`` boxes of the
+            people in the decoded scaffolds.
+
+    Returns:
+        ``person_recall``: matched ground-truth people (IoU >= 0.5, as CLEAR MOD matches) /
+        counted ground-truth people; ``scaffold_people``: mean people per frame sent.
+    """
+    from semcodec.evaluation.moda import clear_mod
+
+    numbers = list(range(1, len(boxes) + 1))
+    result = clear_mod(dict(zip(numbers, boxes, strict=True)), gt, numbers)
+    recall = result.true_positives / result.gt_objects if result.gt_objects else None
+    return {"person_recall": recall,
+            "scaffold_people": float(np.mean([len(b) for b in boxes])) if boxes else 0.0}
 
 
 def evaluated_frames(frames: int, every: int) -> list[int]:

@@ -305,6 +305,7 @@ RESULT_COLUMNS = [
     "st_lpips",
     "person_st_lpips",
     "frozen_blocks",
+    "person_recall",
     "twe",
     "moda",
     "modp",

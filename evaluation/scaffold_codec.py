@@ -78,13 +78,24 @@ class ScaffoldCodec(Codec):
 
     def decode(self, encoded: Encoded,
                progress: Callable[[int], None] | None = None) -> np.ndarray:  # fmt: skip
-        """Decodes and reconstructs ``(T, H, W, 3) uint8 RGB``; ``progress(n)`` per frame."""
+        """Decodes and reconstructs ``(T, H, W, 3) uint8 RGB``; ``progress(n)`` per frame.
+
+        ``encoded.metadata["person_boxes"]`` receives the boxes of the people the decoded
+        scaffolds carry, one ``(N, 4)`` float32 ``x1, y1, x2, y2`` array per frame.
+        """
         from semcodec.codec.reconstruct import create_reconstructor
         from semcodec.codec.scaffold.codec import decode_stream
 
         reconstructor = create_reconstructor(self.reconstructor)
-        decoded = (image for _, image in decode_stream(encoded.payload, reconstructor))
-        frames = list(_counted(decoded, progress))
+        boxes: list[np.ndarray] = []  # the people the scaffolds carry, per frame
+
+        def images():
+            for unit, image in decode_stream(encoded.payload, reconstructor):
+                boxes.append(unit.scaffold.tracks.boxes)
+                yield image
+
+        frames = list(_counted(images(), progress))
+        encoded.metadata["person_boxes"] = boxes
         if len(frames) != encoded.frames:
             raise RuntimeError(f"scaffold: decoded {len(frames)} frames, expected {encoded.frames}")
         flops = reconstructor.flops_per_frame()

@@ -80,3 +80,16 @@ def test_a_person_frozen_into_the_picture_is_found():
         "frozen_blocks": 1, "frozen_max_s": pytest.approx(2.9)}  # covered while it walks
     still = _gt([(n, 20, 10, 30, 40, 1) for n in range(1, 31)], True)  # standing: not moving
     assert frozen_person_blocks(frozen, still, fps=10)["frozen_blocks"] == 0
+
+
+def test_scaffold_person_recall_counts_matched_ground_truth_people():
+    from semcodec.evaluation.bench import scaffold_person_recall
+
+    gt = _gt([(1, 10, 10, 20, 40, 1), (1, 50, 10, 20, 40, 1), (2, 10, 10, 20, 40, 1),
+              (2, 0, 0, 5, 5, 0)])  # fmt: skip  (the last row: an ignore region)
+    boxes = [np.array([[10, 10, 30, 50], [80, 0, 90, 10]], np.float32),  # 1 of 2 people
+             np.array([[11, 12, 31, 52]], np.float32)]  # IoU 0.83: matched
+    assert scaffold_person_recall(boxes, gt) == {"person_recall": pytest.approx(2 / 3),
+                                                 "scaffold_people": 1.5}  # fmt: skip
+    empty = [np.zeros((0, 4), np.float32)] * 2
+    assert scaffold_person_recall(empty, gt)["person_recall"] == 0.0
