@@ -20,6 +20,8 @@ from semcodec.codec.console import (
     add_common_arguments,
     add_verbosity,
     configure_logging,
+    frame_progress,
+    one_line,
 )
 from semcodec.codec.models import MODELS_DIR_HELP
 
@@ -68,14 +70,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _progress(args: argparse.Namespace, total: int):
-    from tqdm import tqdm
-
-    quiet = args.quiet > 0 or not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
-    return tqdm(total=total or None, unit="frame", desc="decode", file=sys.stderr,
-                disable=quiet, leave=False)  # fmt: skip
-
-
 def _load_prior(path: Path | None):
     if path is None:
         return None
@@ -94,7 +88,7 @@ def _decode_into(outputs, decoder, reconstructor, units, args) -> None:
     from semcodec.codec.bitstream import TruncatedError
     from semcodec.codec.scaffold.codec import IncompleteStreamError
 
-    with _progress(args, decoder.header.num_frames) as bar:
+    with frame_progress("decode", decoder.header.num_frames, args.quiet > 0) as bar:
         try:
             for unit in units:
                 decoded = decoder.decode_unit(unit)
@@ -145,9 +139,7 @@ def _one_line(exc: BaseException) -> str:
     from semcodec.codec.bitstream import TruncatedError
     from semcodec.codec.scaffold.codec import IncompleteStreamError
 
-    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
-        return f"{exc.filename}: {exc.strerror}"
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = one_line(exc)
     if isinstance(exc, (IncompleteStreamError, TruncatedError)):
         text += " (--allow-partial keeps the frames decoded before the end)"
     return text

@@ -111,6 +111,23 @@ def _bounded(text: str, kind: type, low, high, expected: str):
     return value
 
 
+def one_line(exc: BaseException) -> str:
+    """An error as the one line an entry point prints: ``FILE: reason`` for OS errors, else
+    the message with its whitespace folded (the class name when it has none)."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def frame_progress(desc: str, total: int | None, hidden: bool = False):
+    """A tqdm bar over frames on stderr; ``hidden`` (``-q``, ``--no-progress``) turns it off,
+    and tqdm leaves it off where stderr is not a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(total=total or None, desc=desc, unit="frame", file=sys.stderr,
+                disable=True if hidden else None, leave=False, dynamic_ncols=True)  # fmt: skip
+
+
 def configure_logging(verbose: int = 0, quiet: int = 0, prog: str | None = None) -> None:
     """Sends the package's log records to stderr at the level ``-v``/``-q`` ask for.
 

@@ -26,6 +26,8 @@ from semcodec.codec.console import (
     add_common_arguments,
     add_verbosity,
     configure_logging,
+    frame_progress,
+    one_line,
     positive_float,
     positive_int,
 )
@@ -97,14 +99,6 @@ def _frames_to_encode(info, start: int, frames: int | None) -> int:
     return min(frames, left) if frames else left
 
 
-def _progress_bar(args: argparse.Namespace, total: int):
-    from tqdm import tqdm
-
-    hidden = args.no_progress or args.quiet > 0
-    return tqdm(total=total or None, desc="encode", unit="frame", file=sys.stderr,
-                disable=True if hidden else None, leave=False, dynamic_ncols=True)  # fmt: skip
-
-
 def _counted(frames, bar):
     for frame in frames:
         yield frame
@@ -128,7 +122,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
     info = source.info
     total = _frames_to_encode(info, args.start, args.frames)
     start = time.perf_counter()
-    with _progress_bar(args, total) as bar:
+    with frame_progress("encode", total, args.no_progress or args.quiet > 0) as bar:
         frames = _counted((f.rgb for f in source.frames(start=args.start, count=args.frames)), bar)
         stats = encode_to_file(args.output, frames, LEVELS[args.level], info.fps,
                                (info.width, info.height), total, args.models_dir,
@@ -153,12 +147,6 @@ def _user_errors() -> tuple[type[BaseException], ...]:
             OSError)  # fmt: skip
 
 
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
-        return f"{exc.filename}: {exc.strerror}"
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``edge-agent``; returns the exit status."""
     parser = build_parser()
@@ -173,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("interrupted; nothing was written to %s (run the command again)", args.output)
         return 130
     except _user_errors() as exc:
-        log.error("error: %s", _one_line(exc))
+        log.error("error: %s", one_line(exc))
         return 2
 
 

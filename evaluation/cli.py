@@ -24,6 +24,7 @@ from semcodec.codec.console import (
     add_verbosity,
     configure_logging,
     non_negative_int,
+    one_line,
     positive_float,
     positive_int,
 )
@@ -520,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("interrupted; finished cells are kept: run the same command again to resume")
         return 130
     except _user_errors() as exc:
-        log.error("error: %s", " ".join(str(exc).split()) or type(exc).__name__)
+        log.error("error: %s", one_line(exc))
         return 2
     except BrokenPipeError:  # `semcodec-bench models list | head`: the reader left
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -119,11 +119,16 @@ def frozen_person_blocks(decoded: np.ndarray, gt: GroundTruth, fps: float,
     rows, cols = height // block, width // block
     if t < 2 or rows == 0 or cols == 0:
         return {"frozen_blocks": 0, "frozen_max_s": 0.0}
-    tiles = decoded[:, : rows * block, : cols * block].reshape(t, rows, block, cols, block, 3)
-    still = (tiles[1:] == tiles[:-1]).all(axis=(2, 4, 5))  # (T-1, rows, cols)
-    moving = np.stack([_moving_cover(gt, n, rows, cols, block) for n in range(2, t + 1)])
-    frozen = still & moving
-    longest = _longest_runs(frozen)
+    run = np.zeros((rows, cols), np.int64)  # one frame pair at a time: memory of one frame
+    longest = run.copy()
+    def blocks(frame: np.ndarray) -> np.ndarray:  # (rows, block, cols, block, 3)
+        return frame[: rows * block, : cols * block].reshape(rows, block, cols, block, 3)
+
+    for number in range(2, t + 1):
+        still = (blocks(decoded[number - 1]) == blocks(decoded[number - 2])).all(axis=(1, 3, 4))
+        frozen = still & _moving_cover(gt, number, rows, cols, block)
+        run = np.where(frozen, run + 1, 0)
+        np.maximum(longest, run, out=longest)
     limit = limit_s * fps
     return {"frozen_blocks": int((longest > limit).sum()),
             "frozen_max_s": float(longest.max() / fps)}  # fmt: skip
@@ -148,12 +153,3 @@ def _moving_cover(gt: GroundTruth, number: int, rows: int, cols: int, block: int
         cover[max(r0, 0) : min(r1, rows), max(c0, 0) : min(c1, cols)] = True
     return cover
 
-
-def _longest_runs(flags: np.ndarray) -> np.ndarray:
-    """``(rows, cols)`` longest run of True along axis 0 of a ``(T, rows, cols)`` array."""
-    run = np.zeros(flags.shape[1:], np.int64)
-    longest = run.copy()
-    for frame in flags:
-        run = np.where(frame, run + 1, 0)
-        np.maximum(longest, run, out=longest)
-    return longest

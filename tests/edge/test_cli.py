@@ -70,8 +70,9 @@ def test_progress_bar_counts_the_frames_read(tmp_path, sample_dir, monkeypatch, 
     monkeypatch.setattr(scaffold_codec, "encode_to_file", fake_encode)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     bars = []
-    make_bar = edge_cli._progress_bar
-    monkeypatch.setattr(edge_cli, "_progress_bar", lambda *a: bars.append(make_bar(*a)) or bars[-1])
+    make_bar = edge_cli.frame_progress
+    monkeypatch.setattr(edge_cli, "frame_progress",
+                        lambda *a: bars.append(make_bar(*a)) or bars[-1])  # fmt: skip
     out = tmp_path / "x.semc"
     assert main(["encode", str(sample_dir), "-o", str(out), "--frames", "5", "--start", "3"]) == 0
     (bar,) = bars
