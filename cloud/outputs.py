@@ -4,8 +4,11 @@
 * ``DIR/scaffolds.npz``: the decoded scaffolds, exactly as the edge quantized them, per
   frame ``k``: ``seg_k`` ``(h, w)`` uint16 label map, ``flow_k`` ``(h, w, 2)`` float32
   (frame pixels), ``pose_ids_k`` ``(n,)`` int32, ``pose_keypoints_k`` ``(n, 33, 2)``
-  float32 (frame pixels), ``pose_visibility_k`` ``(n, 33)`` float32; absent when the level
-  does not send that scaffold. Written array by array as frames come (``np.load`` reads it).
+  float32 (frame pixels), ``pose_visibility_k`` ``(n, 33)`` float32, ``boxes_k`` ``(n, 4)``
+  float32 ``x1, y1, x2, y2`` (frame pixels) with ``box_ids_k`` ``(n,)`` int32, and
+  ``appearance_k_ID`` ``(h, w, 3)`` uint8 RGB for each appearance reference sent with frame
+  ``k``; absent when the level does not send that scaffold. Written array by array as
+  frames come (``np.load`` reads it).
 * ``DIR/stream.json``: the stream header (size, rate, level, settings, models), whether the
   stream was complete (``"complete"``; ``"incomplete"`` says why not), and, per frame,
   whether it was a keyframe and the ids of the people in it.
@@ -340,6 +343,8 @@ class DecodeOutputs:
     def __init__(self, out_dir: str | Path, header, overview: bool = True, force: bool = False):
         self.out_dir = Path(out_dir)
         self.header = header
+        # a box stream's boxes are saved even for frames without people
+        self._sends_boxes = float(dict(header.settings).get("box_step_px", "0") or 0) > 0
         self.count = 0
         self.incomplete: str | None = None
         self._force = force
@@ -399,6 +404,11 @@ class DecodeOutputs:
             self._npz.add(f"pose_ids_{k}", np.array([p.track_id for p in s.poses], np.int32))
             self._npz.add(f"pose_keypoints_{k}", np.stack([p.keypoints for p in s.poses]))
             self._npz.add(f"pose_visibility_{k}", np.stack([p.visibility for p in s.poses]))
+        if self._sends_boxes:
+            self._npz.add(f"boxes_{k}", np.asarray(s.tracks.boxes, np.float32).reshape(-1, 4))
+            self._npz.add(f"box_ids_{k}", np.asarray(s.tracks.ids, np.int32))
+        for track_id, picture in sorted(decoded.appearances.items()):
+            self._npz.add(f"appearance_{k}_{track_id}", picture)
         entry = {"frame": s.number, "keyframe": s.keyframe is not None,
                  "people": [int(i) for i in s.tracks.ids]}  # fmt: skip
         self._index.write(json.dumps(entry).encode("utf-8") + b"\n")

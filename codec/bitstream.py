@@ -187,7 +187,7 @@ class UnitKind(IntEnum):
 
 
 class SubStreamType(IntEnum):
-    """What a sub-stream's payload holds. 0 and 8..255 are reserved."""
+    """What a sub-stream's payload holds. 0 and 9..255 are reserved."""
 
     KEYFRAME_IMAGE = 1
     TRACKS = 2
@@ -196,6 +196,7 @@ class SubStreamType(IntEnum):
     FLOW = 5
     FEATURES = 6
     METADATA = 7
+    APPEARANCE = 8
 
 
 _UNIT_KINDS = frozenset(m.value for m in UnitKind)

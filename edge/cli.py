@@ -70,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="frame rate of frame folders and raw .yuv (else their own)")  # fmt: skip
     enc.add_argument("--width", type=positive_int, help="frame width of a raw .yuv")
     enc.add_argument("--height", type=positive_int, help="frame height of a raw .yuv")
+    rate = enc.add_mutually_exclusive_group()
+    rate.add_argument("--target-bpp", type=positive_float, metavar="B",
+                      help="hold the stream to B bits per pixel (default: the level's own "
+                      "target, 0.004 at level 1; levels 0, 2, 3 have none)")  # fmt: skip
+    rate.add_argument("--target-kbps", type=positive_float, metavar="R",
+                      help="hold the stream to R kilobits per second (1000 bits)")  # fmt: skip
     enc.add_argument("--threads", type=positive_int, default=1, help="CPU threads per model")
     enc.add_argument("--flow-prior", type=Path, metavar="FILE",
                      help="learned flow prior (JSON from `semcodec-bench train-flow-prior`; "
@@ -105,10 +111,22 @@ def _counted(frames, bar):
         bar.update(1)
 
 
+def _level_config(args: argparse.Namespace, info):
+    """The level preset with the rate target of ``--target-bpp`` / ``--target-kbps``."""
+    import dataclasses
+
+    from semcodec.codec.scaffold.levels import LEVELS
+
+    config = LEVELS[args.level]
+    target = args.target_bpp
+    if args.target_kbps is not None:
+        target = args.target_kbps * 1000 / (info.width * info.height * info.fps)
+    return config if target is None else dataclasses.replace(config, target_bpp=target)
+
+
 def cmd_encode(args: argparse.Namespace) -> int:
     """Encodes ``args.input`` to ``args.output``; returns the exit status."""
     from semcodec.codec.scaffold.codec import encode_to_file
-    from semcodec.codec.scaffold.levels import LEVELS
     from semcodec.edge.sources import open_source, resolve_data_path
 
     _check_output(args.output)
@@ -124,7 +142,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     with frame_progress("encode", total, args.no_progress or args.quiet > 0) as bar:
         frames = _counted((f.rgb for f in source.frames(start=args.start, count=args.frames)), bar)
-        stats = encode_to_file(args.output, frames, LEVELS[args.level], info.fps,
+        stats = encode_to_file(args.output, frames, _level_config(args, info), info.fps,
                                (info.width, info.height), total, args.models_dir,
                                args.threads, prior)  # fmt: skip
     seconds = time.perf_counter() - start

@@ -1,13 +1,16 @@
 """The semantic scaffold codec behind the benchmark's :class:`~evaluation.codecs.Codec` interface.
 
-Settings are ``level=N`` (0–3); the payload is the whole ``.semc`` stream (header, units,
-END) exactly as :func:`codec.bitstream.write_stream` writes it, and the per-stream byte
-counts split it into ``keyframe``, ``seg``, ``pose``, ``flow`` and ``header`` (stream header
-plus unit framing), which sum to the payload size.
+Settings are ``level=N`` (0–3), optionally with overrides of the level's fields, e.g.
+``level=1,target_bpp=0.003`` (the rate controller's target; default: the level's own). The
+payload is the whole ``.semc`` stream (header, units, END) exactly as
+:func:`codec.bitstream.write_stream` writes it, and the per-stream byte counts split it into
+``keyframe``, ``seg``, ``pose``, ``flow``, ``boxes``, ``appearance`` and ``header`` (stream
+header plus unit framing), which sum to the payload size.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -15,6 +18,9 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, register_codec
+
+#: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
+STREAMS = ("keyframe", "seg", "pose", "flow", "boxes", "appearance", "header")
 
 
 @register_codec("scaffold")
@@ -40,13 +46,24 @@ class ScaffoldCodec(Codec):
         self._level(setting)
 
     def _level(self, setting: Setting):
-        from semcodec.codec.scaffold.levels import LEVELS
+        """The level config of ``setting``: ``level=N`` plus any :class:`LevelConfig` field
+        as an override (``level=1,target_bpp=0.003,detect_every=2``)."""
+        from semcodec.codec.scaffold.levels import LEVELS, LevelConfig
 
-        unknown = {k for k, _ in setting.params} - {"level"}
+        fields = {f.name for f in dataclasses.fields(LevelConfig)} - {"level"}
+        unknown = sorted({k for k, _ in setting.params} - fields - {"level"})
         level = setting.number("level")
-        if unknown or level is None or int(level) not in LEVELS or not float(level).is_integer():
-            raise SettingError(f"scaffold: expected level=0..3, got '{setting}'")
-        return LEVELS[int(level)]
+        if unknown or level is None or not float(level).is_integer() or int(level) not in LEVELS:
+            raise SettingError(
+                f"scaffold: expected level=0..3 and optionally level-config fields "
+                f"({', '.join(sorted(fields))}), got '{setting}'"
+            )
+        base = LEVELS[int(level)].to_dict()
+        base.update({k: v for k, v in setting.params if k != "level"})
+        try:
+            return LevelConfig.from_dict(base)
+        except (TypeError, ValueError) as exc:
+            raise SettingError(f"scaffold: setting '{setting}': {exc}") from None
 
     def encode(self, frames: np.ndarray, setting: Setting, fps: float,
                progress: Callable[[int], None] | None = None) -> Encoded:  # fmt: skip
@@ -65,12 +82,11 @@ class ScaffoldCodec(Codec):
         buffer = io.BytesIO()
         write_stream(buffer, header, units)
         payload = buffer.getvalue()
-        streams = {name: int(stats.stream_bytes.get(name, 0))
-                   for name in ("keyframe", "seg", "pose", "flow", "header")}  # fmt: skip
+        streams = {name: int(stats.stream_bytes.get(name, 0)) for name in STREAMS}
         if sum(streams.values()) != len(payload):
             raise AssertionError(f"per-stream bytes {streams} do not add up to {len(payload)}")
         return Encoded(
-            codec=self.name, setting=Setting.of(level=config.level), frames=t, width=w,
+            codec=self.name, setting=setting, frames=t, width=w,
             height=h, fps=fps, payload=payload, stream_bytes=streams, encode_seconds=seconds,
             metadata={"keyframes": stats.keyframes,
                       "stage_seconds": {k: round(v, 4) for k, v in stats.stage_seconds.items()}},

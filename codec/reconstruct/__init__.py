@@ -7,7 +7,7 @@ under another name behind the same :class:`Reconstructor` interface.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -24,11 +24,17 @@ class DecodedFrame:
         scaffold: what the edge sent, bit-exact after quantization.
         frame_size: ``(width, height)`` of the frames to rebuild.
         keyframe_image: ``(H, W, 3)`` uint8 RGB when this frame is a keyframe, else None.
+        appearances: track id -> ``(h, w, 4)`` uint8 RGBA appearance reference sent with
+            this frame (the person inside their box, alpha the mask).
+        plate: the keyframe picture is a person-free background plate (people are drawn
+            from their boxes and appearance references), not the frame itself.
     """
 
     scaffold: FrameScaffold
     frame_size: tuple[int, int]
     keyframe_image: np.ndarray | None = None
+    appearances: dict[int, np.ndarray] = field(default_factory=dict)
+    plate: bool = False
 
 
 class Reconstructor(abc.ABC):

@@ -13,6 +13,14 @@ For each decoded frame:
   their remembered colour (grey for people the keyframe did not show). Without segmentation,
   the warped picture is the output.
 
+**v2, streams whose keyframe picture is a person-free plate** (``plate="median"``, with the
+box and appearance streams): the output is the plate with every person of the frame drawn
+from their latest appearance reference, resized to their decoded box (grown by the
+reference's margin), farther people (box
+bottom higher in the picture) first; a person with no reference yet is a grey silhouette
+(the ellipse in the box). References are kept from the frame they came with until the next
+keyframe. The flow and the label map are not needed for this.
+
 Everything is a fixed function of the decoded scaffolds, so two runs give the same frames.
 """
 
@@ -27,6 +35,7 @@ from semcodec.codec.reconstruct import (
     Reconstructor,
     register_reconstructor,
 )
+from semcodec.codec.scaffold.appearance import draw_ref, draw_silhouette, ref_region
 from semcodec.codec.scaffold.flow import warp
 from semcodec.codec.scaffold.types import Segmentation
 
@@ -65,9 +74,12 @@ class WarpReconstructor(Reconstructor):
         self._background: np.ndarray | None = None
         self._previous: np.ndarray | None = None
         self._colours: dict[int, np.ndarray] = {}
+        self._refs: dict[int, np.ndarray] = {}
 
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
         scaffold = frame.scaffold
+        if frame.plate:
+            return self._draw_people(frame)
         if frame.keyframe_image is not None:
             return self._start(frame)
         if self._previous is None or self._background is None:
@@ -82,13 +94,30 @@ class WarpReconstructor(Reconstructor):
         self._previous = out
         return out
 
-    def _warp(self, scaffold) -> np.ndarray:
-        try:
-            return warp(self._previous, scaffold.flow)
-        except ValueError as exc:  # frames or flow of an unusable size
-            raise ReconstructionError(f"frame {scaffold.number}: cannot warp: {exc}") from exc
+    def _draw_people(self, frame: DecodedFrame) -> np.ndarray:
+        """v2: the plate with every person drawn from their reference (or a silhouette)."""
+        if frame.keyframe_image is not None:
+            self._background = self._checked_picture(frame).astype(np.float32)
+            self._refs = {}
+        if self._background is None:
+            raise ReconstructionError(
+                f"frame {frame.scaffold.number}: the stream must start with a keyframe"
+            )
+        self._refs.update(frame.appearances)
+        canvas = self._background.copy()
+        tracks = frame.scaffold.tracks
+        for k in np.argsort(tracks.boxes[:, 3], kind="stable"):
+            box, track_id = tracks.boxes[k], int(tracks.ids[k])
+            ref = self._refs.get(track_id)
+            if ref is not None:
+                draw_ref(canvas, ref, ref_region(box))
+            else:
+                draw_silhouette(canvas, box, UNKNOWN_PERSON_RGB)
+        out = np.clip(canvas + 0.5, 0, 255).astype(np.uint8)
+        self._previous = out
+        return out
 
-    def _start(self, frame: DecodedFrame) -> np.ndarray:
+    def _checked_picture(self, frame: DecodedFrame) -> np.ndarray:
         image = np.ascontiguousarray(frame.keyframe_image)
         width, height = frame.frame_size
         if image.shape != (height, width, 3) or image.dtype != np.uint8:
@@ -96,6 +125,16 @@ class WarpReconstructor(Reconstructor):
                 f"frame {frame.scaffold.number}: keyframe picture is {image.dtype} "
                 f"{image.shape}, expected uint8 ({height}, {width}, 3)"
             )
+        return image
+
+    def _warp(self, scaffold) -> np.ndarray:
+        try:
+            return warp(self._previous, scaffold.flow)
+        except ValueError as exc:  # frames or flow of an unusable size
+            raise ReconstructionError(f"frame {scaffold.number}: cannot warp: {exc}") from exc
+
+    def _start(self, frame: DecodedFrame) -> np.ndarray:
+        image = self._checked_picture(frame)
         seg = frame.scaffold.segmentation
         self._colours = {}
         if seg is not None and (seg.labels > 0).any():

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 from semcodec.codec.bitstream import (
@@ -49,7 +50,13 @@ STREAM_NAMES = {
     SubStreamType.SEGMENTATION: "seg",
     SubStreamType.POSE: "pose",
     SubStreamType.FLOW: "flow",
+    SubStreamType.TRACKS: "boxes",
+    SubStreamType.APPEARANCE: "appearance",
 }
+
+
+#: Seconds of video the background plate's median covers (``plate="median"``).
+PLATE_WINDOW_S = 10.0
 
 
 class ScaffoldCodecError(RuntimeError):
@@ -225,7 +232,8 @@ class _Timer:
 class _Coders:
     """The entropy coders of one stream, with their temporal state (same on both sides)."""
 
-    def __init__(self, config: LevelConfig, flow_prior):
+    def __init__(self, config: LevelConfig, flow_prior, frame_size: tuple[int, int]):
+        from semcodec.codec.entropy.boxes import BoxCoder
         from semcodec.codec.entropy.flow import FlowCoder
         from semcodec.codec.entropy.pose import PoseCoder
         from semcodec.codec.entropy.segmentation import SegmentationCoder
@@ -233,12 +241,14 @@ class _Coders:
         self.seg = SegmentationCoder()
         self.pose = PoseCoder(step_px=config.pose_step_px)
         self.flow = FlowCoder(flow_prior, step=config.flow_step_px) if config.sends_flow else None
+        self.boxes = BoxCoder(config.box_step_px, frame_size) if config.sends_boxes else None
         self.reset()
 
     def reset(self) -> None:
         self.seg.reset()
         self.previous_labels: np.ndarray | None = None
         self.previous_poses: dict[int, np.ndarray] = {}
+        self.previous_boxes: dict[int, np.ndarray] = {}
 
 
 def default_flow_prior(config: LevelConfig):
@@ -266,7 +276,7 @@ class ScaffoldEncoder:
         from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector
         from semcodec.codec.scaffold.flow import FlowConfig, FlowEstimator
         from semcodec.codec.scaffold.scene import KeyframeSchedule
-        from semcodec.codec.scaffold.tracker import ScaffoldDetector
+        from semcodec.codec.scaffold.tracker import ScaffoldDetector, TrackerConfig
 
         width, height = frame_size
         if width < 16 or height < 16:
@@ -276,9 +286,14 @@ class ScaffoldEncoder:
         self.flow_prior = flow_prior or default_flow_prior(config)
         self._schedule = KeyframeSchedule(config.keyframe_interval, config.scene_change)
         self._intra = create_intra_coder(config.keyframe_coder, downscale=config.keyframe_scale)
-        detector = PersonDetector(DetectorConfig(tiles=config.detector_tiles), models_dir,
-                                  threads=threads)  # fmt: skip
-        self._people = ScaffoldDetector(detector, detect_every=config.detect_every)
+        detector = PersonDetector(
+            DetectorConfig(tiles=config.detector_tiles, score_threshold=config.detector_threshold),
+            models_dir, threads=threads,
+        )  # fmt: skip
+        # with a box stream, a person the detector misses for a frame or two keeps their box
+        tracking = TrackerConfig(min_score=config.detector_threshold,
+                                 output_predicted=config.sends_boxes, max_coast=3)  # fmt: skip
+        self._people = ScaffoldDetector(detector, tracking, detect_every=config.detect_every)
         self._segmenter = self._pose = self._flow = None
         if config.sends_pose:
             from semcodec.codec.scaffold.pose import PoseConfig, PoseEstimator
@@ -293,7 +308,24 @@ class ScaffoldEncoder:
             )
         if config.sends_flow:
             self._flow = FlowEstimator(FlowConfig(scale=config.flow_scale))
-        self._coders = _Coders(config, self.flow_prior)
+        self._coders = _Coders(config, self.flow_prior, self.frame_size)
+        self._background = self._appearance = self._rate = None
+        if config.plate == "median":
+            from semcodec.codec.scaffold.background import BackgroundModel
+
+            window = 64
+            stride = max(1, round(PLATE_WINDOW_S * self.fps / window))
+            plate_size = self._intra.coded_size(self.frame_size)
+            self._background = BackgroundModel(plate_size, window=window, stride=stride)
+        if config.sends_appearance:
+            from semcodec.codec.scaffold.appearance import AppearanceSelector
+
+            refresh = max(1, round(config.appearance_refresh_s * self.fps))
+            self._appearance = AppearanceSelector(config.appearance_quality, refresh)
+        if config.target_bpp > 0:
+            from semcodec.codec.scaffold.rate import RateController
+
+            self._rate = RateController(config.target_bpp, self.frame_size, self.fps)
         self._previous_frame: np.ndarray | None = None
         self._index = 0
         self._models = self._model_entries(models_dir)
@@ -332,20 +364,29 @@ class ScaffoldEncoder:
             raise ValueError(f"expected a {self.frame_size[0]}x{self.frame_size[1]} uint8 RGB "
                              f"frame, got {frame.dtype} {frame.shape}")  # fmt: skip
         number = self._index + 1
-        stats, cfg = self.stats, self.config
+        stats = self.stats
         with _Timer(stats, "schedule"):
             is_key = self._schedule.is_keyframe(self._index, frame)
+        if self._rate is not None:
+            self._rate.start_frame()
         substreams: list[SubStream] = []
         scaffold = FrameScaffold(number=number)
         if is_key:
             self._coders.reset()
+            if self._appearance is not None:
+                self._appearance.reset()
             with _Timer(stats, "keyframe"):
-                data = self._intra.encode(frame, cfg.keyframe_quality)
+                data = self._keyframe_picture(frame)
             substreams.append(SubStream(SubStreamType.KEYFRAME_IMAGE, data))
             scaffold.keyframe = data
+        elif self._background is not None:
+            self._background.update(frame)
         with _Timer(stats, "detect"):
             tracks = self._people(frame, number)
         scaffold.tracks = tracks
+        if self._coders.boxes is not None:
+            with _Timer(stats, "code_boxes"):
+                substreams.append(self._code_boxes(scaffold))
         masks = None
         if self._pose is not None:
             with _Timer(stats, "pose"):
@@ -370,6 +411,11 @@ class ScaffoldEncoder:
                 data = self._coders.flow.encode(flow.field)
                 scaffold.flow = Flow(self._coders.flow.quantize(flow.field), self.frame_size)
             substreams.append(SubStream(SubStreamType.FLOW, data))
+        if self._appearance is not None:
+            with _Timer(stats, "appearance"):
+                refs = self._select_refs(frame, number, scaffold)
+            if refs:
+                substreams.append(SubStream(SubStreamType.APPEARANCE, refs))
         self._previous_frame = frame
         kind = UnitKind.KEYFRAME if is_key else UnitKind.FRAME
         unit = Unit(kind, self._index, tuple(substreams))
@@ -377,7 +423,68 @@ class ScaffoldEncoder:
         stats.frames += 1
         stats.keyframes += int(is_key)
         stats.add_unit(unit)
+        if self._rate is not None:
+            sizes = {sub.type: len(sub.payload) for sub in unit.substreams}
+            total = sum(sizes.values()) + unit_overhead_bytes(unit)
+            self._rate.spend(total, sizes.get(SubStreamType.APPEARANCE, 0),
+                             sizes.get(SubStreamType.KEYFRAME_IMAGE, 0))  # fmt: skip
         return unit, scaffold
+
+    def prime(self, frames: Iterable[np.ndarray]) -> None:
+        """Feeds look-ahead frames to the background model before the first frame is coded
+        (``plate="median"``; otherwise nothing to do). The frames are not coded."""
+        if self._background is not None:
+            self._background.prime(frames)
+
+    @property
+    def lookahead_frames(self) -> int:
+        """How many frames :meth:`prime` can use (0 when the level builds no plate)."""
+        if self._background is None:
+            return 0
+        return self._background.window * self._background.stride
+
+    def _keyframe_picture(self, frame: np.ndarray) -> bytes:
+        """The intra-coded keyframe picture: the frame, or the background plate."""
+        picture = frame
+        if self._background is not None:
+            if (
+                self._index
+                and self._schedule.detector is not None
+                and (self._schedule.detector.last_difference > self._schedule.detector.threshold)
+            ):  # a scene cut: the old background is gone
+                self._background.reset()
+            if not len(self._background):
+                self._background.update(frame)
+            plate = self._background.plate()
+            picture = cv2.resize(plate, self.frame_size, interpolation=cv2.INTER_LINEAR)
+        if self._rate is None:
+            return self._intra.encode(picture, self.config.keyframe_quality)
+        from semcodec.codec.scaffold.rate import fit_quality
+
+        cap = self._rate.keyframe_cap()
+        return fit_quality(lambda q: self._intra.encode(picture, q), cap)[1]
+
+    def _code_boxes(self, scaffold: FrameScaffold) -> SubStream:
+        coder = self._coders.boxes
+        data = coder.encode(scaffold.tracks, self._coders.previous_boxes)
+        scaffold.tracks = coder.quantize(scaffold.tracks)
+        self._coders.previous_boxes = coder.update_state(self._coders.previous_boxes,
+                                                         scaffold.tracks)  # fmt: skip
+        return SubStream(SubStreamType.TRACKS, data)
+
+    def _select_refs(self, frame: np.ndarray, number: int, scaffold: FrameScaffold) -> bytes:
+        from semcodec.codec.scaffold.appearance import pack_refs
+
+        budget = min_age = new_budget = None
+        if self._rate is not None:
+            budget = self._rate.appearance_budget()
+            new_budget = self._rate.new_reference_budget()
+            if self._rate.spare():
+                min_age = max(1, round(self.fps))
+        refs = self._appearance.select(frame, number, scaffold.tracks, budget, new_budget,
+                                       min_age)  # fmt: skip
+        scaffold.appearances = refs
+        return pack_refs(refs) if refs else b""
 
     def end(self) -> Unit:
         """The END unit (its ``seq`` is the number of frames encoded)."""
@@ -391,6 +498,7 @@ _SCAFFOLD_NAMES = {
     SubStreamType.SEGMENTATION: "segmentation",
     SubStreamType.POSE: "pose",
     SubStreamType.FLOW: "flow",
+    SubStreamType.TRACKS: "box",
 }
 
 
@@ -431,7 +539,7 @@ class ScaffoldDecoder:
         try:
             self.flow_prior = flow_prior or default_flow_prior(self.config)
             self._check_prior()
-            self._coders = _Coders(self.config, self.flow_prior)
+            self._coders = _Coders(self.config, self.flow_prior, self.frame_size)
         except EntropyCodingError as exc:
             raise ScaffoldCodecError(
                 f"the stream's entropy coders cannot be set up: {exc}"
@@ -483,8 +591,20 @@ class ScaffoldDecoder:
             scaffold.keyframe = parts[SubStreamType.KEYFRAME_IMAGE]
             image = self._intra.decode(scaffold.keyframe, self.frame_size)
         self._decode_scaffolds(parts, scaffold)
+        refs = self._decode_appearance(parts.get(SubStreamType.APPEARANCE), scaffold)
         self._next_seq += 1
-        return DecodedFrame(scaffold, self.frame_size, image)
+        return DecodedFrame(scaffold, self.frame_size, image, refs,
+                            plate=self.config.plate != "frame")  # fmt: skip
+
+    def _decode_appearance(self, payload: bytes | None, scaffold: FrameScaffold) -> dict:
+        if payload is None:
+            return {}
+        from semcodec.codec.scaffold.appearance import AppearanceError, unpack_refs
+
+        try:
+            return unpack_refs(payload, scaffold.tracks.ids)
+        except AppearanceError as exc:
+            raise PayloadError(f"frame {scaffold.number}: {exc}") from exc
 
     def finish(self) -> None:
         """Checks that the stream was complete: an END unit came, and as many frames as the
@@ -537,6 +657,8 @@ class ScaffoldDecoder:
             wanted.add(SubStreamType.POSE)
         if cfg.sends_flow and kind == UnitKind.FRAME:
             wanted.add(SubStreamType.FLOW)
+        if cfg.sends_boxes:
+            wanted.add(SubStreamType.TRACKS)
         return wanted
 
     def _parts(self, unit: Unit) -> dict[SubStreamType, bytes]:
@@ -549,6 +671,8 @@ class ScaffoldDecoder:
             parts[sub.type] = sub.payload
         parts.pop(SubStreamType.METADATA, None)
         wanted = self._expected(unit.kind)
+        if self.config.sends_appearance and SubStreamType.APPEARANCE in parts:
+            wanted.add(SubStreamType.APPEARANCE)  # optional: only when a reference is sent
         extra = sorted(t.name for t in set(parts) - wanted)
         missing = sorted(t.name for t in wanted - set(parts))
         if extra or missing:
@@ -569,6 +693,12 @@ class ScaffoldDecoder:
 
         kind = None
         try:
+            if SubStreamType.TRACKS in parts:
+                kind = SubStreamType.TRACKS
+                boxes = self._coders.boxes
+                scaffold.tracks = boxes.decode(parts[kind], self._coders.previous_boxes)
+                self._coders.previous_boxes = boxes.update_state(self._coders.previous_boxes,
+                                                                 scaffold.tracks)  # fmt: skip
             if SubStreamType.POSE in parts:
                 kind = SubStreamType.POSE
                 self._decode_pose(parts[kind], scaffold)
@@ -596,7 +726,8 @@ class ScaffoldDecoder:
         labels = self._coders.seg.decode(payload, self._coders.previous_labels, shape)
         self._coders.previous_labels = labels
         scaffold.segmentation = Segmentation(labels, self.frame_size)
-        scaffold.tracks = tracks_from_labels(labels, self.frame_size)
+        if not self.config.sends_boxes:
+            scaffold.tracks = tracks_from_labels(labels, self.frame_size)
 
 
 def tracks_from_labels(labels: np.ndarray, frame_size: tuple[int, int]) -> Tracks:
@@ -640,11 +771,21 @@ def encode_frames(frames: Iterable[np.ndarray], config: LevelConfig, fps: float,
     """Encodes frames in memory: ``(header, units incl. END, stats)``."""
     encoder = ScaffoldEncoder(config, frame_size, fps, models_dir=models_dir, threads=threads,
                               flow_prior=flow_prior)  # fmt: skip
-    units = [encoder.encode_frame(frame)[0] for frame in frames]
+    units = [encoder.encode_frame(frame)[0] for frame in with_lookahead(encoder, frames)]
     units.append(encoder.end())
     header = encoder.header(num_frames or len(units) - 1)
     encoder.stats.stream_bytes["header"] += len(header.to_bytes())
     return header, units, encoder.stats
+
+
+def with_lookahead(encoder: ScaffoldEncoder, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+    """``frames`` unchanged, after the encoder was primed with the first
+    ``encoder.lookahead_frames`` of them (read ahead once and held in memory)."""
+    frames = iter(frames)
+    ahead = [frame for _, frame in zip(range(encoder.lookahead_frames), frames, strict=False)]
+    encoder.prime(ahead)
+    yield from ahead
+    yield from frames
 
 
 def encode_to_file(path: str | Path, frames: Iterable[np.ndarray], config: LevelConfig,

@@ -6,9 +6,12 @@ level  content
 0      coarse person segmentation (1/16 of the frame size, e.g. 48x36 at 768x576),
        one keyframe at the start (and on scene change), half-size HEVC intra at low
        quality. No pose, no flow. The fewest bits: who is where.
-1      person segmentation at 1/8 (96x72), coarse optical flow at 1/16 (1-px steps),
-       a keyframe every 150 frames (and on scene change), half-size HEVC intra.
-2      level 1 plus BlazePose keypoints (lite model, 2-px steps), flow at 1/8 in
+1      who is where and what they look like: a person-free background plate (the
+       temporal median of 10 s, half-size HEVC intra) every 300 frames and on scene
+       change, tracked boxes in 2-px steps every frame, and a small appearance reference
+       (crop and mask, WebP) of each person when they appear and when they change;
+       rate-controlled to 0.004 bits per pixel by default.
+2      person segmentation at 1/8 plus BlazePose keypoints (lite model, 2-px steps), flow at 1/8 in
        0.5-px steps, a keyframe every 75 frames at full size.
 3      everything finer: segmentation at 1/4, pose with the full model in 1-px steps,
        flow at 1/8 in 0.25-px steps, a keyframe every 30 frames at higher quality.
@@ -43,6 +46,16 @@ class LevelConfig:
         scene_change: also send a keyframe when the scene changes.
         detect_every: run the person detector on every k-th frame, track in between.
         detector_tiles: 1 (whole frame) or 2 (2x2 tiles plus the whole frame).
+        detector_threshold: the person detector's score threshold (and the tracker's).
+        box_step_px: quantization step of the tracked boxes sent as their own stream
+            (0: no box stream; the boxes then come from the label map).
+        appearance_quality: WebP quality 1..100 of the per-track appearance references
+            (0: no appearance stream).
+        appearance_refresh_s: a person's reference is refreshed after this many seconds.
+        plate: ``"frame"``: the keyframe picture is the frame itself; ``"median"``: it is the
+            person-free background plate the edge builds from many frames
+            (:mod:`codec.scaffold.background`).
+        target_bpp: the rate controller's target in bits per pixel (0: no rate control).
     """
 
     level: int
@@ -58,6 +71,12 @@ class LevelConfig:
     scene_change: bool = True
     detect_every: int = 1
     detector_tiles: int = 1
+    detector_threshold: float = 0.5
+    box_step_px: float = 0.0
+    appearance_quality: int = 0
+    appearance_refresh_s: float = 4.0
+    plate: str = "frame"
+    target_bpp: float = 0.0
 
     def __post_init__(self) -> None:
         if self.level not in LEVEL_NUMBERS:
@@ -74,6 +93,16 @@ class LevelConfig:
             raise ValueError("keyframe_interval must be >= 0 and detect_every >= 1")
         if self.pose_model and self.pose_step_px <= 0 or self.flow_scale and self.flow_step_px <= 0:
             raise ValueError("quantization steps must be > 0")
+        if not (self.box_step_px >= 0 and 0 <= self.appearance_quality <= 100):
+            raise ValueError("box_step_px must be >= 0 and appearance_quality 0..100")
+        if self.appearance_quality and not self.box_step_px:
+            raise ValueError("appearance references need the box stream (box_step_px > 0)")
+        if not 0 <= self.detector_threshold <= 1:
+            raise ValueError(f"detector_threshold must be in [0, 1], got {self.detector_threshold}")
+        if not self.appearance_refresh_s > 0 or not self.target_bpp >= 0:
+            raise ValueError("appearance_refresh_s must be > 0 and target_bpp >= 0")
+        if self.plate not in PLATES:
+            raise ValueError(f"plate must be one of {PLATES}, got {self.plate!r}")
 
     @property
     def sends_pose(self) -> bool:
@@ -86,6 +115,14 @@ class LevelConfig:
     @property
     def sends_segmentation(self) -> bool:
         return self.seg_scale > 0
+
+    @property
+    def sends_boxes(self) -> bool:
+        return self.box_step_px > 0
+
+    @property
+    def sends_appearance(self) -> bool:
+        return self.appearance_quality > 0
 
     def to_dict(self) -> dict[str, str]:
         """String form for the stream header's key/value dict."""
@@ -113,14 +150,17 @@ class LevelConfig:
 
 
 LEVEL_NUMBERS = (0, 1, 2, 3)
+#: What a keyframe picture can be (see :attr:`LevelConfig.plate`).
+PLATES = ("frame", "median")
 
 LEVELS: dict[int, LevelConfig] = {
     0: LevelConfig(level=0, seg_scale=1 / 16, pose_model="", pose_step_px=2.0, flow_scale=0.0,
                    flow_step_px=1.0, keyframe_interval=0, keyframe_quality=30,
                    keyframe_scale=0.5),
-    1: LevelConfig(level=1, seg_scale=1 / 8, pose_model="", pose_step_px=2.0, flow_scale=1 / 16,
-                   flow_step_px=1.0, keyframe_interval=150, keyframe_quality=35,
-                   keyframe_scale=0.5),
+    1: LevelConfig(level=1, seg_scale=0.0, pose_model="", pose_step_px=2.0, flow_scale=0.0,
+                   flow_step_px=1.0, keyframe_interval=300, keyframe_quality=35,
+                   keyframe_scale=0.5, detector_tiles=2, detector_threshold=0.4,
+                   box_step_px=2.0, appearance_quality=30, plate="median", target_bpp=0.004),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
                    flow_scale=1 / 8, flow_step_px=0.5, keyframe_interval=75,
                    keyframe_quality=40),

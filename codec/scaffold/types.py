@@ -93,3 +93,4 @@ class FrameScaffold:
     poses: list[Pose] = field(default_factory=list)
     flow: Flow | None = None
     keyframe: bytes | None = None  # the intra-coded picture, when this frame is a keyframe
+    appearances: dict[int, bytes] = field(default_factory=dict)  # track id -> WebP reference

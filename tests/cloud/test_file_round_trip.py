@@ -37,9 +37,12 @@ def test_encode_then_decode_writes_frames_scaffolds_and_overview(semc_file, tmp_
     assert (info["width"], info["height"], info["level"]) == (384, 288, 1)
     assert info["frames"][0]["keyframe"] and not info["frames"][1]["keyframe"]
     scaffolds = np.load(out / "scaffolds.npz")
-    assert scaffolds["seg_000001"].shape == (36, 48)  # 1/8 of 384x288
-    assert scaffolds["flow_000002"].shape == (18, 24, 2)  # 1/16
-    assert "flow_000001" not in scaffolds  # no flow into a keyframe
+    boxes, ids = scaffolds["boxes_000001"], scaffolds["box_ids_000001"]
+    assert boxes.shape == (len(ids), 4) and len(ids) > 0  # the sample has people
+    assert info["frames"][0]["people"] == ids.tolist()
+    refs = [k for k in scaffolds.files if k.startswith("appearance_000001_")]
+    assert sorted(int(k.rsplit("_", 1)[1]) for k in refs) == sorted(ids.tolist())
+    assert all(scaffolds[k].ndim == 3 and scaffolds[k].shape[2] == 3 for k in refs)
 
 
 @pytest.mark.shared
@@ -85,10 +88,10 @@ def test_trained_flow_prior_is_needed_to_decode(tmp_path, sample_frames, sample_
         for packet in stream.encode(None):
             container.mux(packet)
     prior = tmp_path / "prior.json"
-    assert bench_main(["train-flow-prior", "--data", str(video), "--last", "8",
-                       "-o", str(prior)]) == 0  # fmt: skip
+    assert bench_main(["train-flow-prior", "--data", str(video), "--last", "8", "--step", "0.5",
+                       "--scale", "0.125", "-o", str(prior)]) == 0  # fmt: skip
     semc = tmp_path / "x.semc"
-    assert edge_main(["encode", str(sample_dir), "-o", str(semc), "--level", "1", "--frames",
+    assert edge_main(["encode", str(sample_dir), "-o", str(semc), "--level", "2", "--frames",
                       "3", "--flow-prior", str(prior)]) == 0  # fmt: skip
     capsys.readouterr()
     assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "a")]) == 2

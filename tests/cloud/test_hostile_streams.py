@@ -43,7 +43,7 @@ def _cli(tmp_path, header, units, *extra, name="x.semc"):
 
 
 def test_flow_substream_when_the_header_sends_no_flow_is_a_structure_error():
-    header, units = synthetic_stream(level=1, count=3)
+    header, units = synthetic_stream(level=2, count=3)
     header = with_settings(header, flow_scale=0.0)
     with pytest.raises(StreamStructureError, match="unexpected.*FLOW"):
         _decode_all(header, units)
@@ -124,9 +124,12 @@ def test_a_repeated_substream_type_is_refused():
         _decode_all(header, [doubled, *units[1:]])
 
 
-@pytest.mark.parametrize("missing", [SubStreamType.SEGMENTATION, SubStreamType.FLOW])
-def test_a_missing_substream_is_refused(missing):
-    header, units = synthetic_stream(level=1, count=2)
+@pytest.mark.parametrize(
+    ("level", "missing"),
+    [(2, SubStreamType.SEGMENTATION), (2, SubStreamType.FLOW), (1, SubStreamType.TRACKS)],
+)
+def test_a_missing_substream_is_refused(level, missing):
+    header, units = synthetic_stream(level=level, count=2)
     frame = units[1]
     cut = Unit(frame.kind, frame.seq, tuple(s for s in frame.substreams if s.type != missing))
     with pytest.raises(StreamStructureError, match=f"missing.*{missing.name}"):

@@ -1,7 +1,8 @@
 """Small synthetic ``.semc`` streams built without any model, for decoder tests and fuzzing.
 
 The frames are a textured background with a few moving rectangles ("people"); the scaffolds
-are made from the rectangles directly (label maps, a constant flow field, stick poses) and
+are made from the rectangles directly (label maps, boxes, WebP references of the rectangles
+with each keyframe, a constant flow field, stick poses) and
 coded with the codec's own entropy and intra coders, exactly as the edge encoder lays out its
 units. So every stream here decodes bit-exactly with ``ScaffoldDecoder`` and the
 ``cloud-decoder decode`` CLI, in milliseconds for tiny frames.
@@ -83,14 +84,19 @@ def synthetic_stream(level: int = 2, count: int = 4, size: tuple[int, int] = (48
                      seed: int = 0, config: LevelConfig | None = None,
                      ) -> tuple[StreamHeader, list[Unit]]:  # fmt: skip
     """A complete stream (header, units ending with END) of ``count`` synthetic frames."""
+    from semcodec.codec.entropy.boxes import BoxCoder
     from semcodec.codec.entropy.flow import FlowCoder, load_default_prior
     from semcodec.codec.entropy.pose import PoseCoder
     from semcodec.codec.entropy.segmentation import SegmentationCoder
     from semcodec.codec.keyframes import create_intra_coder
+    from semcodec.codec.scaffold.appearance import encode_ref, pack_refs
     from semcodec.codec.scaffold.codec import flow_shape, segmentation_shape
+    from semcodec.codec.scaffold.types import Tracks
 
     cfg = config or synthetic_config(level)
     frames = synthetic_frames(count, size, seed)
+    boxes = BoxCoder(cfg.box_step_px, size) if cfg.sends_boxes else None
+    previous_boxes: dict = {}
     intra = create_intra_coder(cfg.keyframe_coder, downscale=cfg.keyframe_scale)
     seg, pose = SegmentationCoder(), PoseCoder(step_px=cfg.pose_step_px)
     prior = load_default_prior(cfg.flow_step_px) if cfg.sends_flow else None
@@ -102,8 +108,19 @@ def synthetic_stream(level: int = 2, count: int = 4, size: tuple[int, int] = (48
         subs = []
         if key:
             seg.reset()
-            previous_labels, previous_poses = None, {}
+            previous_labels, previous_poses, previous_boxes = None, {}, {}
             subs.append(SubStream(SubStreamType.KEYFRAME_IMAGE, intra.encode(frames[t], 50)))
+        if boxes is not None:
+            rects = np.array([(x, y, x + w, y + h) for tt, (x, y, w, h) in _boxes(count, size)
+                              if tt == t], np.float32)  # fmt: skip
+            tracks = boxes.quantize(Tracks(rects, np.ones(2, np.float32), np.array([1, 2])))
+            subs.append(SubStream(SubStreamType.TRACKS, boxes.encode(tracks, previous_boxes)))
+            previous_boxes = boxes.update_state(previous_boxes, tracks)
+        if cfg.sends_appearance and key:  # a reference of each rectangle with the keyframe
+            refs = {}
+            for tid, (x1, y1, x2, y2) in zip((1, 2), tracks.boxes.astype(int), strict=True):
+                refs[tid] = encode_ref(np.ascontiguousarray(frames[t, y1:y2, x1:x2]), 30)
+            subs.append(SubStream(SubStreamType.APPEARANCE, pack_refs(refs)))
         if cfg.sends_pose:
             poses = _poses(t)
             subs.append(SubStream(SubStreamType.POSE, pose.encode(poses, previous_poses)))

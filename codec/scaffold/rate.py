@@ -1,0 +1,107 @@
+"""Rate control: hold a scaffold stream to a target bit rate.
+
+The level fixes *what* is sent (the structure); the target sets what it may cost. The
+controller keeps a byte account: every frame earns ``target_bpp * width * height / 8`` bytes,
+every unit's bytes are spent from it (the first keyframe included, so the whole stream's BPP
+lands on the target). Two knobs are driven from the account:
+
+* **keyframe (plate) quality**: before a keyframe picture is coded the controller gives it a
+  byte cap (:meth:`RateController.keyframe_cap`): the first keyframe may take up to
+  ``first_keyframe_share`` of one window's budget, later ones ``keyframe_share``; the encoder
+  codes the highest quality that fits (:func:`fit_quality`).
+* **appearance references**: each frame may spend on references what the account holds
+  beyond the bytes the frame's other streams are expected to take
+  (:meth:`RateController.appearance_budget`; a person without any reference may run the
+  account into debt, :meth:`RateController.new_reference_budget`); with more than
+  ``spare_frames`` frames of budget saved up, stale references are refreshed early
+  (:meth:`RateController.spare`).
+
+A window is ``window_s`` seconds (10 s: what the transport's feedback averages over).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+class RateController:
+    """A byte account for one stream.
+
+    Args:
+        target_bpp: bits per pixel to hold (> 0).
+        frame_size: ``(width, height)`` in pixels.
+        fps: frames per second (> 0).
+        window_s: the averaging window in seconds.
+        first_keyframe_share: most of one window's budget the first keyframe may take.
+        keyframe_share: most of one window's budget a later keyframe may take.
+        spare_frames: frames of budget in hand above which references are refreshed early.
+        debt_share: how far (a share of one window's budget) references of new people may
+            run the account into debt.
+    """
+
+    def __init__(self, target_bpp: float, frame_size: tuple[int, int], fps: float,
+                 window_s: float = 10.0, first_keyframe_share: float = 0.5,
+                 keyframe_share: float = 0.3, spare_frames: float = 2.0,
+                 debt_share: float = 0.5) -> None:  # fmt: skip
+        if not target_bpp > 0 or not fps > 0:
+            raise ValueError(f"target_bpp and fps must be > 0, got {target_bpp}, {fps}")
+        self.frame_bytes = target_bpp * frame_size[0] * frame_size[1] / 8
+        self.window_frames = max(1, round(window_s * fps))
+        self.first_keyframe_share = first_keyframe_share
+        self.keyframe_share = keyframe_share
+        self.spare_frames = spare_frames
+        self.debt_share = debt_share
+        self.balance = 0.0  # bytes earned minus bytes spent so far
+        self.frames = 0
+        self._other = 0.0  # running mean of the bytes a frame spends outside references
+
+    @property
+    def window_bytes(self) -> float:
+        return self.frame_bytes * self.window_frames
+
+    def start_frame(self) -> None:
+        """A new frame earns its share."""
+        self.balance += self.frame_bytes
+        self.frames += 1
+
+    def keyframe_cap(self) -> int:
+        """Most bytes the keyframe picture of this frame may take."""
+        share = self.first_keyframe_share if self.frames <= 1 else self.keyframe_share
+        return max(200, int(share * self.window_bytes))
+
+    def appearance_budget(self) -> int:
+        """Bytes this frame may spend on appearance references."""
+        return max(0, int(self.balance - self._other))
+
+    def new_reference_budget(self) -> int:
+        """Bytes this frame may spend on references of people who have none yet: they may
+        run the account up to ``debt_share`` of a window into debt (a person drawn as a grey
+        silhouette costs more quality than a refresh saved)."""
+        return max(0, int(self.balance + self.debt_share * self.window_bytes - self._other))
+
+    def spare(self) -> bool:
+        """Whether enough budget is saved up to refresh references early."""
+        return self.balance - self._other > self.spare_frames * self.frame_bytes
+
+    def spend(self, total_bytes: int, appearance_bytes: int, keyframe_bytes: int) -> None:
+        """Books a coded unit: all its bytes, of which references and keyframe picture."""
+        self.balance -= total_bytes
+        other = total_bytes - appearance_bytes - keyframe_bytes
+        self._other = other if self.frames <= 1 else 0.9 * self._other + 0.1 * other
+
+
+def fit_quality(encode: Callable[[int], bytes], cap: int, low: int = 1,
+                high: int = 60) -> tuple[int, bytes]:  # fmt: skip
+    """The highest quality in ``low..high`` whose ``encode(quality)`` is at most ``cap`` bytes
+    (bisection: sizes grow with quality), else ``low``'s; returns ``(quality, bytes)``."""
+    best = None
+    lo, hi = low, high
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        data = encode(mid)
+        if len(data) <= cap:
+            best = (mid, data)
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return best if best is not None else (low, encode(low))

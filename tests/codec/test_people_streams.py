@@ -1,0 +1,186 @@
+"""The level-1 people streams: boxes, appearance references, background plate, rate control,
+and ``warp`` v2 drawing people from their references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from semcodec.codec.entropy.boxes import BoxCoder
+from semcodec.codec.entropy.rans import EntropyCodingError
+from semcodec.codec.scaffold.appearance import (
+    MAX_REF_HEIGHT,
+    AppearanceError,
+    AppearanceSelector,
+    crop_box,
+    decode_ref,
+    draw_ref,
+    encode_ref,
+    pack_refs,
+    ref_size,
+    unpack_refs,
+)
+from semcodec.codec.scaffold.background import BackgroundModel
+from semcodec.codec.scaffold.rate import RateController, fit_quality
+from semcodec.codec.scaffold.types import Tracks
+
+
+def tracks(boxes, ids) -> Tracks:
+    boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
+    return Tracks(boxes, np.ones(len(boxes), np.float32), np.asarray(ids, np.int32))
+
+
+# ----------------------------------------------------------------------------- boxes
+
+
+def test_boxes_round_trip_through_appearing_and_leaving_people():
+    coder = BoxCoder(2.0, (768, 576))
+    rng = np.random.default_rng(1)
+    enc_state, dec_state = {}, {}
+    for t in range(25):
+        ids = [1, 2, 3] if t < 10 else [2, 3, 7, 40]
+        boxes = [[50 * i + 3 * t, 100 + t, 50 * i + 3 * t + 25, 180 + t] for i in ids]
+        frame = tracks(np.array(boxes) + rng.normal(0, 1, (len(ids), 4)), ids)
+        payload = coder.encode(frame, enc_state)
+        decoded = coder.decode(payload, dec_state)
+        expected = coder.quantize(frame)
+        np.testing.assert_array_equal(decoded.boxes, expected.boxes)
+        np.testing.assert_array_equal(decoded.ids, expected.ids)
+        enc_state = coder.update_state(enc_state, expected)
+        dec_state = coder.update_state(dec_state, decoded)
+        if t > 12:  # tracked boxes moving at constant speed cost a few bytes each
+            assert len(payload) < 6 * len(ids)
+
+
+def test_box_quantisation_known_answer_and_far_boxes_escape():
+    coder = BoxCoder(2.0, (64, 64))
+    frame = tracks([[3.2, 4.9, 3.4, 9000.0]], [5])  # thinner than a step, far outside
+    q = coder.quantize(frame)
+    np.testing.assert_array_equal(q.boxes, [[4.0, 4.0, 6.0, 9000.0]])
+    assert coder.decode(coder.encode(frame, {}), {}).boxes.tolist() == q.boxes.tolist()
+
+
+@pytest.mark.parametrize(
+    ("boxes", "ids", "message"),
+    [
+        ([[0, 0, 1, 1], [0, 0, 1, 1]], [3, 3], "unique"),
+        ([[0, 0, 1, 1]], [0], "ids"),
+        ([[0, 0, np.nan, 1]], [1], "finite"),
+    ],
+)
+def test_bad_boxes_are_refused(boxes, ids, message):
+    with pytest.raises(EntropyCodingError, match=message):
+        BoxCoder(1.0, (64, 64)).encode(tracks(boxes, ids), {})
+
+
+def test_a_corrupt_box_payload_raises_a_typed_error():
+    coder = BoxCoder(2.0, (320, 240))
+    payload = coder.encode(tracks([[10, 10, 40, 90], [100, 20, 130, 100]], [1, 2]), {})
+    for cut in (payload[:1], payload[:-1] + bytes([payload[-1] ^ 0x5A]), b"\xff" * 40):
+        with pytest.raises(EntropyCodingError):
+            coder.decode(cut, {})
+
+
+# ----------------------------------------------------------------------------- appearance
+
+
+def test_references_round_trip_and_hostile_payloads_are_refused():
+    rng = np.random.default_rng(0)
+    pictures = {3: rng.integers(0, 255, (40, 16, 3), np.uint8), 9: np.zeros((8, 4, 3), np.uint8)}
+    payload = pack_refs({k: encode_ref(v, 80) for k, v in pictures.items()})
+    refs = unpack_refs(payload, [3, 9, 11])
+    assert {k: v.shape for k, v in refs.items()} == {3: (40, 16, 3), 9: (8, 4, 3)}
+    assert np.abs(refs[9].astype(int)).max() < 8
+    with pytest.raises(AppearanceError, match="no box"):
+        unpack_refs(payload, [3])
+    with pytest.raises(AppearanceError, match="trailing"):
+        unpack_refs(payload + b"\x00", [3, 9])
+    with pytest.raises(AppearanceError, match="truncated"):
+        unpack_refs(payload[:-5], [3, 9])
+    with pytest.raises(AppearanceError, match="at most"):
+        unpack_refs(b"\xff\x01", [1])
+    big = encode_ref(np.zeros((MAX_REF_HEIGHT + 1, 8, 3), np.uint8), 50)
+    with pytest.raises(AppearanceError, match="over the limit"):
+        decode_ref(big)
+
+
+def test_references_are_capped_in_height_and_drawn_into_their_box():
+    assert ref_size(np.array([0, 0, 50, 400])) == (12, MAX_REF_HEIGHT)
+    assert ref_size(np.array([0, 0, 20, 60])) == (20, 60)
+    frame = np.zeros((60, 80, 3), np.uint8)
+    frame[10:50, 20:40] = (200, 30, 90)
+    ref = crop_box(frame, np.array([20, 10, 40, 50]), (20, 40))
+    assert (ref == (200, 30, 90)).all()
+    canvas = np.zeros((60, 80, 3), np.float32)
+    draw_ref(canvas, ref, np.array([50.0, 5.0, 70.0, 45.0]))  # drawn somewhere else
+    np.testing.assert_allclose(canvas[15:35, 55:65], np.broadcast_to([200, 30, 90], (20, 10, 3)))
+    assert not canvas[:, :48].any() and not canvas[47:].any()
+
+
+def test_selector_sends_new_people_first_and_refreshes_stale_ones_within_budget():
+    yy, xx = np.mgrid[0:120, 0:160]
+    frame = np.stack([xx, yy, xx + yy], -1).astype(np.uint8)  # smooth: WebP keeps it close
+    people = tracks([[10, 10, 30, 70], [60, 10, 80, 70], [100, 10, 120, 70]], [1, 2, 3])
+    selector = AppearanceSelector(quality=50, refresh_frames=5)
+    first = selector.select(frame, 1, people, budget_bytes=None)
+    assert sorted(first) == [1, 2, 3]
+    assert selector.select(frame, 2, people, budget_bytes=None) == {}  # nothing changed
+    one = max(len(v) for v in first.values()) + 8
+    stale = selector.select(frame, 7, people, budget_bytes=one)
+    assert len(stale) == 1  # the budget holds one refresh
+    newcomer = tracks([[10, 10, 30, 70], [130, 40, 150, 100]], [1, 4])
+    got = selector.select(frame, 8, newcomer, budget_bytes=0, new_budget_bytes=10_000)
+    assert sorted(got) == [4]  # a person without any reference may use the new budget
+
+
+# ----------------------------------------------------------------------------- plate
+
+
+def test_background_median_removes_a_passing_person():
+    model = BackgroundModel((40, 30), window=9, stride=1)
+    background = np.full((30, 40, 3), 90, np.uint8)
+    for t in range(9):
+        frame = background.copy()
+        frame[5:25, 4 * t : 4 * t + 6] = 250  # a bright person walking across
+        model.update(frame)
+    np.testing.assert_array_equal(model.plate(), background)
+    model.reset()
+    with pytest.raises(ValueError, match="no frame"):
+        model.plate()
+
+
+def test_background_keeps_a_bounded_window_at_its_own_size():
+    model = BackgroundModel((16, 12), window=4, stride=2)
+    for t in range(20):
+        model.update(np.full((24, 32, 3), t, np.uint8))
+    assert len(model) == 4 and model.plate().shape == (12, 16, 3)
+    assert model.plate()[0, 0, 0] == 14  # kept 12, 14, 16, 18: the lower middle
+
+
+# ----------------------------------------------------------------------------- rate
+
+
+def test_fit_quality_picks_the_highest_quality_under_the_cap():
+    calls = []
+
+    def encode(q):
+        calls.append(q)
+        return bytes(10 * q)
+
+    assert fit_quality(encode, cap=333, low=1, high=60)[0] == 33
+    assert len(calls) <= 7
+    assert fit_quality(lambda q: bytes(1000), cap=10)[0] == 1  # nothing fits: the lowest
+
+
+def test_rate_account_earns_per_frame_and_spends_bytes():
+    rate = RateController(0.004, (768, 576), fps=10.0)
+    assert rate.frame_bytes == pytest.approx(221.184)
+    rate.start_frame()
+    assert rate.keyframe_cap() == int(0.5 * 221.184 * 100)
+    rate.spend(5000, appearance_bytes=0, keyframe_bytes=4980)
+    assert rate.appearance_budget() == 0 and rate.new_reference_budget() > 0
+    for _ in range(40):
+        rate.start_frame()
+        rate.spend(20, 0, 0)
+    assert rate.appearance_budget() == pytest.approx(41 * 221.184 - 5000 - 800 - 20, abs=2)
+    assert rate.spare()
