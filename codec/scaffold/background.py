@@ -8,11 +8,11 @@ needs no inpainting.
 
 :class:`BackgroundModel` keeps up to ``window`` frames, one every ``stride``, at the plate's
 size (the keyframe coder's size: a fraction of the frame), as uint8, so memory is bounded:
-``window * w * h * 3`` bytes (64 frames of 384x288: 21 MB). Where fewer than ``min_frames``
-frames have been seen, the plate is still the median of what there is (one frame: the frame
-itself). :meth:`BackgroundModel.prime` feeds look-ahead frames before the stream starts, so
-the first keyframe is already person-free (the edge reads a few seconds ahead once, at the
-start).
+``window * w * h * 3`` bytes (64 frames of 384x288: 21 MB). With few frames seen, the plate
+is the median of what there is (one frame: the frame itself).
+:meth:`BackgroundModel.prime` feeds look-ahead frames before the stream starts, so the first
+keyframe is already person-free (the edge reads ahead once, at the start, and holds those
+frames until they are coded).
 
 Measured on PETS09-S2L1-full (768x576, 7 fps): the median of 64 frames taken every 2nd frame
 leaves no walking person in the plate; a person standing still for most of the window stays
@@ -63,8 +63,11 @@ class BackgroundModel:
         self._seen += 1
 
     def prime(self, frames) -> None:
-        """Feeds look-ahead frames (an iterable of ``(H, W, 3)`` uint8), every one kept."""
-        for frame in frames:
+        """Feeds look-ahead frames (a sequence of ``(H, W, 3)`` uint8) before the stream
+        starts, spread over the window: at most ``window`` of them are kept, evenly spaced."""
+        frames = list(frames)
+        step = max(1, -(-len(frames) // self.window))  # ceil
+        for frame in frames[::step]:
             self._frames.append(self._shrink(frame))
 
     def plate(self) -> np.ndarray:

@@ -47,6 +47,7 @@ class LevelConfig:
         detect_every: run the person detector on every k-th frame, track in between.
         detector_tiles: 1 (whole frame) or 2 (2x2 tiles plus the whole frame).
         detector_threshold: the person detector's score threshold (and the tracker's).
+        detector_full_frame: with ``detector_tiles > 1``, also detect on the whole frame.
         box_step_px: quantization step of the tracked boxes sent as their own stream
             (0: no box stream; the boxes then come from the label map).
         appearance_quality: WebP quality 1..100 of the per-track appearance references
@@ -72,6 +73,7 @@ class LevelConfig:
     detect_every: int = 1
     detector_tiles: int = 1
     detector_threshold: float = 0.5
+    detector_full_frame: bool = True
     box_step_px: float = 0.0
     appearance_quality: int = 0
     appearance_refresh_s: float = 4.0
@@ -160,7 +162,8 @@ LEVELS: dict[int, LevelConfig] = {
     1: LevelConfig(level=1, seg_scale=0.0, pose_model="", pose_step_px=2.0, flow_scale=0.0,
                    flow_step_px=1.0, keyframe_interval=300, keyframe_quality=35,
                    keyframe_scale=0.5, detector_tiles=2, detector_threshold=0.4,
-                   box_step_px=2.0, appearance_quality=30, plate="median", target_bpp=0.004),
+                   detector_full_frame=False, box_step_px=2.0, appearance_quality=30,
+                   plate="median", target_bpp=0.004),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
                    flow_scale=1 / 8, flow_step_px=0.5, keyframe_interval=75,
                    keyframe_quality=40),

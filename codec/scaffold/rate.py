@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 
 class RateController:
     """A byte account for one stream.
@@ -37,16 +39,21 @@ class RateController:
         spare_frames: frames of budget in hand above which references are refreshed early.
         debt_share: how far (a share of one window's budget) references of new people may
             run the account into debt.
+        expected_frames: the clip's length when known (0: a live stream); a clip shorter
+            than a window counts as the window, so its first keyframe cannot take more than
+            its share of the whole clip's budget.
     """
 
     def __init__(self, target_bpp: float, frame_size: tuple[int, int], fps: float,
                  window_s: float = 10.0, first_keyframe_share: float = 0.5,
                  keyframe_share: float = 0.3, spare_frames: float = 2.0,
-                 debt_share: float = 0.5) -> None:  # fmt: skip
+                 debt_share: float = 0.5, expected_frames: int = 0) -> None:  # fmt: skip
         if not target_bpp > 0 or not fps > 0:
             raise ValueError(f"target_bpp and fps must be > 0, got {target_bpp}, {fps}")
         self.frame_bytes = target_bpp * frame_size[0] * frame_size[1] / 8
         self.window_frames = max(1, round(window_s * fps))
+        if expected_frames > 0:  # a clip shorter than a window: the shares are of the clip
+            self.window_frames = min(self.window_frames, int(expected_frames))
         self.first_keyframe_share = first_keyframe_share
         self.keyframe_share = keyframe_share
         self.spare_frames = spare_frames
@@ -105,3 +112,26 @@ def fit_quality(encode: Callable[[int], bytes], cap: int, low: int = 1,
         else:
             hi = mid - 1
     return best if best is not None else (low, encode(low))
+
+
+def window_rates(unit_bytes, fps: float, frame_bytes: float,
+                 window_s: float = 10.0) -> tuple[float, float] | None:  # fmt: skip
+    """The least and largest rate over every ``window_s`` window of frames after the first
+    (its keyframe excluded), as ratios to the target (``frame_bytes`` per frame).
+
+    Args:
+        unit_bytes: bytes of each frame's unit, in order (the first is the first keyframe).
+        fps: frames per second.
+        frame_bytes: the target's bytes per frame (> 0).
+
+    Returns:
+        ``(min, max)``, or ``None`` with fewer than two frames. A clip shorter than one window
+        after its first frame is one window.
+    """
+    sizes = np.asarray(list(unit_bytes), np.float64)[1:]
+    if sizes.size == 0 or not frame_bytes > 0:
+        return None
+    n = min(sizes.size, max(1, round(window_s * fps)))
+    sums = np.convolve(sizes, np.ones(n), mode="valid")
+    ratios = sums / (n * frame_bytes)
+    return float(ratios.min()), float(ratios.max())

@@ -20,8 +20,10 @@ def semc_file(tmp_path_factory, sample_dir):
     except ModelNotFoundError as exc:
         pytest.skip(f"models are not beside the repository: {exc}")
     path = tmp_path_factory.mktemp("semc") / "sample.semc"
+    # 5 frames at the default 0.004 BPP hold about 280 bytes: room for neither a plate nor
+    # references, so this clip gets a larger target
     assert edge_main(["encode", str(sample_dir), "-o", str(path), "--level", "1",
-                      "--frames", "5"]) == 0  # fmt: skip
+                      "--frames", "5", "--target-bpp", "0.2"]) == 0  # fmt: skip
     return path
 
 
@@ -35,6 +37,8 @@ def test_encode_then_decode_writes_frames_scaffolds_and_overview(semc_file, tmp_
     assert (out / "overview.mp4").stat().st_size > 0
     info = json.loads((out / "stream.json").read_text())
     assert (info["width"], info["height"], info["level"]) == (384, 288, 1)
+    assert info["settings"]["target_bpp"] == "0.2"
+    assert 8 * semc_file.stat().st_size / (384 * 288 * 5) < 0.2 * 1.5
     assert info["frames"][0]["keyframe"] and not info["frames"][1]["keyframe"]
     scaffolds = np.load(out / "scaffolds.npz")
     boxes, ids = scaffolds["boxes_000001"], scaffolds["box_ids_000001"]

@@ -184,3 +184,15 @@ def test_rate_account_earns_per_frame_and_spends_bytes():
         rate.spend(20, 0, 0)
     assert rate.appearance_budget() == pytest.approx(41 * 221.184 - 5000 - 800 - 20, abs=2)
     assert rate.spare()
+
+
+def test_window_rates_known_answer():
+    from semcodec.codec.scaffold.rate import window_rates
+
+    # a 5000-byte keyframe, then 20 frames alternating 90 and 110 bytes, at 2 fps: 10 s
+    # windows are 20 frames, here just one: exactly on target
+    sizes = [5000] + [90, 110] * 10
+    assert window_rates(sizes, fps=2.0, frame_bytes=100.0) == pytest.approx((1.0, 1.0))
+    low, high = window_rates([5000, 100, 100, 300, 100], fps=0.2, frame_bytes=100.0)
+    assert (low, high) == pytest.approx((1.0, 2.0))  # 2-frame windows: 200, 400, 400 bytes
+    assert window_rates([5000], 1.0, 100.0) is None
