@@ -40,7 +40,7 @@ class ScaffoldCodec(Codec):
 
     def describe(self) -> dict[str, str]:
         return {"encoder": f"semcodec scaffold (decoder {self.reconstructor})",
-                "encoder_version": "bitstream v1"}  # fmt: skip
+                "encoder_version": "bitstream v2 (boxes, appearance)"}  # fmt: skip
 
     def check_setting(self, setting: Setting) -> None:
         self._level(setting)
