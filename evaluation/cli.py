@@ -305,6 +305,27 @@ def build_parser() -> argparse.ArgumentParser:
                        help="quantization step (pixels)")  # fmt: skip
     train.add_argument("-o", "--output", type=Path, required=True, help="JSON file to write")
 
+    side = sub.add_parser(
+        "sidebyside",
+        help="a picture of chosen frames: the original beside codecs' reconstructions",
+        description="Encodes the clip with each --show CODEC:SETTING (as `run` does), decodes "
+        "it and writes one row per --at frame: the original, then each reconstruction, "
+        "labelled with the codec, setting and the clip's BPP.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    add_verbosity(side)
+    side.add_argument("--data", required=True, help="the sequence (as for `run --data`)")
+    side.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
+    side.add_argument("--start", type=positive_int, default=1, help="first frame read (1-based)")
+    side.add_argument("--frames", type=positive_int, metavar="N", help="frames read")
+    side.add_argument("--show", action="append", required=True, metavar="CODEC:SETTING",
+                      help="a codec and setting to show, e.g. 'x265:qp=51,ipratio=16,scale=0.5' "
+                      "(repeat the option for more)")  # fmt: skip
+    side.add_argument("--at", type=_frame_list, required=True, metavar="F1,F2,...",
+                      help="frames of the clip to show (1-based from --start)")  # fmt: skip
+    side.add_argument("--width", type=positive_int, default=480, help="panel width in pixels")
+    side.add_argument("-o", "--output", type=Path, required=True, help="the PNG to write")
+
     datasets = sub.add_parser("data", help="list the dataset recipes, or verify local copies")
     add_verbosity(datasets)
     datasets.add_argument("action", choices=("list", "verify"))
@@ -386,6 +407,41 @@ def grid_from_args(args: argparse.Namespace):
     )
     validate_grid(config)
     return config
+
+
+def _frame_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected frame numbers like 10,50,90, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"frame numbers must be >= 1, got {text!r}")
+    return values
+
+
+def cmd_sidebyside(args: argparse.Namespace) -> int:
+    from semcodec.edge.sources import resolve_data_path
+    from semcodec.evaluation.bench import load_sequence
+    from semcodec.evaluation.sidebyside import side_by_side, write_png
+
+    shows = []
+    for item in args.show:
+        name, sep, setting = item.partition(":")
+        if not sep or not setting:
+            raise UsageError(f"--show {item!r}: expected CODEC:SETTING")
+        shows.append((name, setting))
+    if not args.output.parent.is_dir():
+        raise UsageError(f"-o {args.output}: the folder {args.output.parent} does not exist")
+    path = str(resolve_data_path(args.data, args.data_dir))
+    pixels, info, _ = load_sequence(path, args.frames, start=args.start)
+    try:
+        picture = side_by_side(pixels, info.fps, shows, args.at, args.width)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    log.info("wrote %s", write_png(picture, args.output))
+    return 0
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -551,6 +607,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         return cmd_models(args)
     if args.command == "data":
         return cmd_data(args)
+    if args.command == "sidebyside":
+        return cmd_sidebyside(args)
     if args.command == "train-flow-prior":
         return cmd_train_flow_prior(args)
     parser.print_help()

@@ -1,0 +1,78 @@
+"""Side-by-side pictures: the original and several codecs' reconstructions of chosen frames.
+
+``semcodec-bench sidebyside --data SEQ --start K --frames N --show CODEC:SETTING ... --at
+F1,F2,F3 -o picture.png`` encodes the clip with each ``CODEC:SETTING`` (exactly as
+``semcodec-bench run`` does), decodes it, and writes one row per chosen frame: the original,
+then each reconstruction, every panel labelled with its codec, setting and the BPP the whole
+clip took. Panels are scaled to ``--width`` pixels (PNG, RGB).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from semcodec.evaluation.codecs import Setting, create_codec
+
+
+def _label(panel: np.ndarray, text: str) -> np.ndarray:
+    """``panel`` with ``text`` on a dark band along its top (white, antialiased)."""
+    out = panel.copy()
+    band = max(14, panel.shape[0] // 22)
+    out[:band] = (out[:band].astype(np.float32) * 0.35).astype(np.uint8)
+    scale = min(band / 26, (panel.shape[1] - 8) / (20 * max(len(text), 1)))  # fits the width
+    cv2.putText(out, text, (4, int(band * 0.75)), cv2.FONT_HERSHEY_SIMPLEX, scale,
+                (255, 255, 255), 1, cv2.LINE_AA)  # fmt: skip
+    return out
+
+
+def reconstructions(pixels: np.ndarray, fps: float,
+                    shows: Sequence[tuple[str, str]]) -> list[tuple[str, np.ndarray]]:  # fmt: skip
+    """``[(label, decoded (T, H, W, 3) uint8)]`` of ``pixels`` for each ``(codec, setting)``;
+    the label names the codec, setting and the clip's BPP from the bytes written."""
+    out = []
+    t, h, w, _ = pixels.shape
+    for name, text in shows:
+        codec = create_codec(name)
+        setting = Setting.parse(text)
+        codec.check_setting(setting)
+        encoded = codec.encode(pixels, setting, fps)
+        decoded = codec.decode(encoded)
+        bpp = 8 * encoded.num_bytes / (w * h * t)
+        out.append((f"{name} {setting}  {bpp:.4f} bpp", decoded))
+    return out
+
+
+def side_by_side(pixels: np.ndarray, fps: float, shows: Sequence[tuple[str, str]],
+                 at: Sequence[int], width: int = 480) -> np.ndarray:  # fmt: skip
+    """The picture: one row per 1-based frame of ``at``, the original then each codec.
+
+    Raises:
+        ValueError: a frame of ``at`` is outside the clip.
+    """
+    t = len(pixels)
+    bad = [k for k in at if not 1 <= k <= t]
+    if bad:
+        raise ValueError(f"frames {bad} are outside the clip of {t} frames")
+    panels = [("original", pixels), *reconstructions(pixels, fps, shows)]
+    height = round(pixels.shape[1] * width / pixels.shape[2])
+    rows = []
+    for k in at:
+        row = [_label(cv2.resize(frames[k - 1], (width, height), interpolation=cv2.INTER_AREA),
+                      f"{label}  (frame {k})" if label == "original" else label)
+               for label, frames in panels]  # fmt: skip
+        rows.append(np.concatenate(row, 1))
+    return np.concatenate(rows, 0)
+
+
+def write_png(picture: np.ndarray, path: str | Path) -> Path:
+    """Writes ``(H, W, 3)`` uint8 RGB as a PNG (through a temporary name, then renamed)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.partial.png")
+    if not cv2.imwrite(str(tmp), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR)):
+        raise OSError(f"cannot write {path}")
+    tmp.replace(path)
+    return path
