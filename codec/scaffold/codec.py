@@ -57,6 +57,8 @@ STREAM_NAMES = {
 
 #: Seconds of video the background plate's median covers (``plate="median"``).
 PLATE_WINDOW_S = 10.0
+#: Bytes of an END unit (framing only), paid up front by the rate controller.
+END_UNIT_BYTES = 16
 #: Most frames the edge reads ahead to build the first plate (96 frames of 768x576: 127 MB).
 MAX_LOOKAHEAD_FRAMES = 96
 #: Weight of the old size when a box stream's box sizes are smoothed over time (the decoder
@@ -333,16 +335,19 @@ class ScaffoldEncoder:
 
             refresh = max(1, round(config.appearance_refresh_s * self.fps))
             self._appearance = AppearanceSelector(config.appearance_quality, refresh)
-        if config.target_bpp > 0:
-            from semcodec.codec.scaffold.rate import RateController
-
-            self._rate = RateController(config.target_bpp, self.frame_size, self.fps,
-                                        expected_frames=expected_frames)  # fmt: skip
         self._previous_frame: np.ndarray | None = None
         self._box_smoothing = BOX_SIZE_SMOOTHING
         self._sizes: dict[int, np.ndarray] = {}
         self._index = 0
         self._models = self._model_entries(models_dir)
+        if config.target_bpp > 0:
+            from semcodec.codec.scaffold.rate import RateController
+
+            # the stream header and the END unit are paid up front
+            fixed = len(self.header(expected_frames).to_bytes()) + END_UNIT_BYTES
+            self._rate = RateController(config.target_bpp, self.frame_size, self.fps,
+                                        expected_frames=expected_frames,
+                                        fixed_bytes=fixed)  # fmt: skip
 
     def _model_entries(self, models_dir) -> tuple[ModelEntry, ...]:
         from semcodec.codec.models import resolve_model_spec
@@ -518,8 +523,8 @@ class ScaffoldEncoder:
         if self._rate is not None:
             budget = self._rate.appearance_budget()
             new_budget = self._rate.new_reference_budget()
-            if self._rate.spare():
-                min_age = max(1, round(self.fps))
+            if self._rate.spare():  # bytes saved up: refresh anyone, stalest first
+                min_age = 1
         refs = self._appearance.select(frame, number, scaffold.tracks, budget, new_budget,
                                        min_age)  # fmt: skip
         scaffold.appearances = refs

@@ -13,10 +13,12 @@ lands on the target). Two knobs are driven from the account:
   beyond the bytes the frame's other streams are expected to take
   (:meth:`RateController.appearance_budget`; a person without any reference may run the
   account into debt, :meth:`RateController.new_reference_budget`); with more than
-  ``spare_frames`` frames of budget saved up, stale references are refreshed early
-  (:meth:`RateController.spare`).
+  ``spare_frames`` frames of budget saved up, any reference may be refreshed, stalest first
+  (:meth:`RateController.spare`), so a quiet scene does not leave the rate under its target.
 
-A window is ``window_s`` seconds (10 s: what the transport's feedback averages over).
+A window is ``window_s`` seconds (10 s: what the transport's feedback averages over). The
+stream header is paid up front; when the clip's length is known, the first frame's cost is
+spread over the clip, so every later window earns the same.
 """
 
 from __future__ import annotations
@@ -39,27 +41,35 @@ class RateController:
         spare_frames: frames of budget in hand above which references are refreshed early.
         debt_share: how far (a share of one window's budget) references of new people may
             run the account into debt.
-        expected_frames: the clip's length when known (0: a live stream); a clip shorter
+        expected_frames: the clip's length when known (0: a live stream). A clip shorter
             than a window counts as the window, so its first keyframe cannot take more than
-            its share of the whole clip's budget.
+            its share of the whole clip's budget; and the first frame's cost is spread over
+            the rest of the clip (every later frame earns an equal part of what is left), so
+            the clip lands on the target without a dip while the first keyframe is repaid.
+        fixed_bytes: bytes the stream spends outside its frames' units (the stream header,
+            the END unit), paid up front.
+        margin: the account earns this fraction of the target (a little headroom).
     """
 
     def __init__(self, target_bpp: float, frame_size: tuple[int, int], fps: float,
-                 window_s: float = 10.0, first_keyframe_share: float = 0.5,
+                 window_s: float = 10.0, first_keyframe_share: float = 0.35,
                  keyframe_share: float = 0.3, spare_frames: float = 2.0,
-                 debt_share: float = 0.5, expected_frames: int = 0) -> None:  # fmt: skip
+                 debt_share: float = 0.25, expected_frames: int = 0, fixed_bytes: int = 0,
+                 margin: float = 0.99) -> None:  # fmt: skip
         if not target_bpp > 0 or not fps > 0:
             raise ValueError(f"target_bpp and fps must be > 0, got {target_bpp}, {fps}")
-        self.frame_bytes = target_bpp * frame_size[0] * frame_size[1] / 8
+        self.frame_bytes = margin * target_bpp * frame_size[0] * frame_size[1] / 8
         self.window_frames = max(1, round(window_s * fps))
-        if expected_frames > 0:  # a clip shorter than a window: the shares are of the clip
-            self.window_frames = min(self.window_frames, int(expected_frames))
+        self.expected_frames = max(0, int(expected_frames))
+        if self.expected_frames:  # a clip shorter than a window: the shares are of the clip
+            self.window_frames = min(self.window_frames, self.expected_frames)
         self.first_keyframe_share = first_keyframe_share
         self.keyframe_share = keyframe_share
         self.spare_frames = spare_frames
         self.debt_share = debt_share
-        self.balance = 0.0  # bytes earned minus bytes spent so far
+        self.balance = -float(fixed_bytes)  # bytes earned minus bytes spent so far
         self.frames = 0
+        self._earn = self.frame_bytes  # what each frame earns (changes after the first)
         self._other = 0.0  # running mean of the bytes a frame spends outside references
 
     @property
@@ -68,7 +78,7 @@ class RateController:
 
     def start_frame(self) -> None:
         """A new frame earns its share."""
-        self.balance += self.frame_bytes
+        self.balance += self._earn
         self.frames += 1
 
     def keyframe_cap(self) -> int:
@@ -95,6 +105,10 @@ class RateController:
         self.balance -= total_bytes
         other = total_bytes - appearance_bytes - keyframe_bytes
         self._other = other if self.frames <= 1 else 0.9 * self._other + 0.1 * other
+        if self.frames == 1 and self.expected_frames > 1:  # spread the first frame's debt
+            left = self.expected_frames - 1
+            self._earn = max(0.0, self.frame_bytes + self.balance / left)
+            self.balance = 0.0
 
 
 def fit_quality(encode: Callable[[int], bytes], cap: int, low: int = 1,

@@ -173,17 +173,37 @@ def test_fit_quality_picks_the_highest_quality_under_the_cap():
 
 
 def test_rate_account_earns_per_frame_and_spends_bytes():
-    rate = RateController(0.004, (768, 576), fps=10.0)
+    rate = RateController(0.004, (768, 576), fps=10.0, margin=1.0, fixed_bytes=500)
     assert rate.frame_bytes == pytest.approx(221.184)
     rate.start_frame()
-    assert rate.keyframe_cap() == int(0.5 * 221.184 * 100)
+    assert rate.keyframe_cap() == int(0.35 * 221.184 * 100)
     rate.spend(5000, appearance_bytes=0, keyframe_bytes=4980)
     assert rate.appearance_budget() == 0 and rate.new_reference_budget() > 0
     for _ in range(40):
         rate.start_frame()
         rate.spend(20, 0, 0)
-    assert rate.appearance_budget() == pytest.approx(41 * 221.184 - 5000 - 800 - 20, abs=2)
+    # a live stream (length unknown): the keyframe and header are repaid as frames come
+    assert rate.appearance_budget() == pytest.approx(41 * 221.184 - 5500 - 800 - 20, abs=2)
     assert rate.spare()
+
+
+def test_a_clip_of_known_length_spreads_its_first_frame_and_lands_on_the_target():
+    frame_bytes = 0.004 * 768 * 576 / 8
+    rate = RateController(0.004, (768, 576), fps=10.0, expected_frames=100, fixed_bytes=700,
+                          margin=1.0)  # fmt: skip
+    spent = 700
+    for n in range(100):
+        rate.start_frame()
+        if n == 0:
+            total = rate.keyframe_cap() + 50
+            rate.spend(total, 0, total - 50)
+        else:  # spend what the account allows, as the reference selection does
+            total = max(30, rate.appearance_budget() + 30)
+            rate.spend(total, total - 30, 0)
+        spent += total
+        if n >= 1:
+            assert rate.balance > -31  # no debt to repay after the first frame
+    assert spent <= 100 * frame_bytes + 31
 
 
 def test_window_rates_known_answer():
