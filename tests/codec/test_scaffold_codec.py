@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -80,7 +82,13 @@ def test_levels_order_by_bytes(sample_frames, models_available):
     for level in (0, 1, 3):
         _, units, _ = _encode(sample_frames[:6], LEVELS[level])
         sizes[level] = sum(len(u.to_bytes()) for u in units)
-    assert sizes[0] < sizes[1] < sizes[3]
+    assert sizes[0] < sizes[3] and sizes[1] < sizes[3]  # level 1 is held to its rate target
+    targets = {}
+    for target in (0.002, 0.05):
+        config = dataclasses.replace(LEVELS[1], target_bpp=target)
+        _, units, _ = _encode(sample_frames[:6], config)
+        targets[target] = sum(len(u.to_bytes()) for u in units)
+    assert targets[0.002] < targets[0.05]
 
 
 @pytest.mark.shared
