@@ -93,8 +93,13 @@ class RateController:
     def new_reference_budget(self) -> int:
         """Bytes this frame may spend on references of people who have none yet: they may
         run the account up to ``debt_share`` of a window into debt (a person drawn as a grey
-        silhouette costs more quality than a refresh saved)."""
-        return max(0, int(self.balance + self.debt_share * self.window_bytes - self._other))
+        silhouette costs more quality than a refresh saved) -- less as a clip of known
+        length nears its end, so that it ends with the debt repaid."""
+        debt = self.debt_share * self.window_bytes
+        if self.expected_frames:
+            left = max(0, self.expected_frames - self.frames)
+            debt *= min(1.0, left / self.window_frames)
+        return max(0, int(self.balance + debt - self._other))
 
     def spare(self) -> bool:
         """Whether enough budget is saved up to refresh references early."""

@@ -216,3 +216,14 @@ def test_window_rates_known_answer():
     low, high = window_rates([5000, 100, 100, 300, 100], fps=0.2, frame_bytes=100.0)
     assert (low, high) == pytest.approx((1.0, 2.0))  # 2-frame windows: 200, 400, 400 bytes
     assert window_rates([5000], 1.0, 100.0) is None
+
+
+def test_new_people_cannot_leave_a_clip_in_debt():
+    rate = RateController(0.004, (640, 480), fps=25.0, expected_frames=50, margin=1.0)
+    budgets = []
+    for _ in range(50):
+        rate.start_frame()
+        budgets.append(rate.new_reference_budget())
+        rate.spend(int(rate.frame_bytes), 0, 0)
+    assert budgets[0] > 2 * rate.frame_bytes  # early on: some debt allowed
+    assert budgets[-1] <= rate.frame_bytes + 1  # at the end: only what the frame earns
