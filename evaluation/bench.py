@@ -518,9 +518,10 @@ def _source_options(config: GridConfig) -> tuple[tuple[str, object], ...]:
 
 
 def expand_settings(codec, settings: Sequence[str], scales: Sequence[float]) -> list[Setting]:
-    """The codec's settings (or its defaults) crossed with the scales (not for ``raw``)."""
+    """The codec's settings (or its defaults) crossed with the scales (not for codecs that
+    code at their own size: ``raw`` and those with ``supports_scale = False``)."""
     base = [Setting.parse(s) for s in settings] or codec.default_settings()
-    if codec.name == "raw":
+    if codec.name == "raw" or not codec.supports_scale:
         return base
     out = []
     for scale in scales:

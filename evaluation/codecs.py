@@ -144,6 +144,9 @@ class Codec(abc.ABC):
 
     name: ClassVar[str] = ""
     quality_key: ClassVar[str] = ""
+    #: Whether settings take ``scale=F`` (code at a fraction of the size); ``--scales`` is
+    #: applied only to codecs that do.
+    supports_scale: ClassVar[bool] = True
     #: True when a *lower* value of ``quality_key`` gives higher quality (CRF, QP).
     lower_is_better_quality: ClassVar[bool] = False
     #: False when encode/decode wall times mean nothing (``raw`` copies memory): the

@@ -28,6 +28,7 @@ class ScaffoldCodec(Codec):
     """Semantic scaffolds (segmentation, pose, flow, rare keyframes), reconstructed by ``warp``."""
 
     quality_key = "level"
+    supports_scale = False  # the level decides every resolution
 
     def __init__(self, reconstructor: str = "warp", models_dir: str | None = None,
                  threads: int = 1):  # fmt: skip

@@ -48,3 +48,13 @@ def test_curve_names_group_settings_by_everything_but_quality():
     assert x264.curve_of(Setting.parse("crf=23")) == "x264"
     assert x264.curve_of(Setting.parse("crf=23,scale=1")) == "x264"
     assert x264.curve_of(Setting.parse("crf=30,scale=0.5")) == "x264@scale=0.5"
+
+
+def test_scales_apply_to_codecs_that_take_them_only():
+    from semcodec.evaluation.bench import expand_settings
+    from semcodec.evaluation.codecs import create_codec
+
+    scaled = expand_settings(create_codec("x265"), ["crf=40"], (1.0, 0.5))
+    assert [str(s) for s in scaled] == ["crf=40", "crf=40,scale=0.5"]
+    assert [str(s) for s in expand_settings(create_codec("scaffold"), ["level=1"], (1.0, 0.5))
+            ] == ["level=1"]  # fmt: skip
