@@ -4,7 +4,7 @@
 F1,F2,F3 -o picture.png`` encodes the clip with each ``CODEC:SETTING`` (exactly as
 ``semcodec-bench run`` does), decodes it, and writes one row per chosen frame: the original,
 then each reconstruction, every panel labelled with its codec, setting and the BPP the whole
-clip took. Panels are scaled to ``--width`` pixels (PNG, RGB).
+clip took. Panels are scaled to ``--width`` pixels (PNG, or JPEG for a ``.jpg`` name).
 """
 
 from __future__ import annotations
@@ -69,10 +69,12 @@ def side_by_side(pixels: np.ndarray, fps: float, shows: Sequence[tuple[str, str]
 
 
 def write_png(picture: np.ndarray, path: str | Path) -> Path:
-    """Writes ``(H, W, 3)`` uint8 RGB as a PNG (through a temporary name, then renamed)."""
+    """Writes ``(H, W, 3)`` uint8 RGB as a PNG, or a JPEG (quality 85) when ``path`` ends in
+    ``.jpg``/``.jpeg`` (through a temporary name, then renamed)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.partial.png")
-    if not cv2.imwrite(str(tmp), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR)):
+    tmp = path.with_name(f".{path.name}.partial{path.suffix or '.png'}")
+    options = [cv2.IMWRITE_JPEG_QUALITY, 85] if path.suffix.lower() in (".jpg", ".jpeg") else []
+    if not cv2.imwrite(str(tmp), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR), options):
         raise OSError(f"cannot write {path}")
     tmp.replace(path)
     return path
