@@ -20,8 +20,8 @@ Payload: one rANS stream of
 4. per **new** box: ``x1, y1`` uniform around the frame centre (escaped beyond 2047 steps),
    then the width and height with a Laplacian around a typical person's size.
 
-Measured (PETS09-S2L1-full 1-150 tracks, 768x576, 2-px steps): about 4 bytes per tracked box
-per frame, 6 bytes for a new one.
+Measured (level 1 on PETS09-S2L1-full 501-795, 768x576, 2-px steps, 5.9 people a frame):
+4,911 bytes for 295 frames, about 2.8 bytes per box per frame.
 """
 
 from __future__ import annotations

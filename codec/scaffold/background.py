@@ -14,9 +14,9 @@ is the median of what there is (one frame: the frame itself).
 keyframe is already person-free (the edge reads ahead once, at the start, and holds those
 frames until they are coded).
 
-Measured on PETS09-S2L1-full (768x576, 7 fps): the median of 64 frames taken every 2nd frame
-leaves no walking person in the plate; a person standing still for most of the window stays
-(the decoder draws people over the plate anyway).
+A person standing still for most of the window stays in the plate (the decoder draws people
+over the plate anyway); people who walk through are gone (see the README's side-by-side
+pictures of PETS09-S2L1-full and TUD-Stadtmitte, whose plates show no walker).
 """
 
 from __future__ import annotations
