@@ -99,3 +99,30 @@ def test_help_has_no_none_defaults(capsys):
     text = capsys.readouterr().out
     assert "(default: None)" not in text and "(default: 1)" in text
     assert DefaultsHelpFormatter is not None
+
+
+def test_rate_targets_reach_the_level_config(tmp_path, sample_dir, monkeypatch, capsys):
+    import semcodec.codec.scaffold.codec as scaffold_codec
+    from semcodec.codec.scaffold.codec import EncoderStats
+
+    seen = []
+
+    def fake_encode(path, frames, config, fps, size, total, *args):
+        seen.append(config)
+        Path(path).write_bytes(b"x")
+        return EncoderStats(frames=sum(1 for _ in frames))
+
+    monkeypatch.setattr(scaffold_codec, "encode_to_file", fake_encode)
+    out = str(tmp_path / "x.semc")
+    assert main(["encode", str(sample_dir), "-o", out, "--frames", "2", "-q"]) == 0
+    assert main(["encode", str(sample_dir), "-o", out, "--frames", "2", "-q",
+                 "--target-bpp", "0.01"]) == 0  # fmt: skip
+    assert main(["encode", str(sample_dir), "-o", out, "--frames", "2", "-q",
+                 "--target-kbps", "7.7414"]) == 0  # fmt: skip
+    default, by_bpp, by_kbps = (c.target_bpp for c in seen)
+    assert default == 0.004 and by_bpp == 0.01
+    assert by_kbps == pytest.approx(7741.4 / (384 * 288 * 7))  # the sample: 384x288, 7 fps
+    with pytest.raises(SystemExit) as exc:
+        main(["encode", str(sample_dir), "-o", out, "--target-bpp", "0.01", "--target-kbps", "8"])
+    assert exc.value.code == 2
+    assert "not allowed with" in capsys.readouterr().err
