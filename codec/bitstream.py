@@ -55,7 +55,8 @@ Unit::
     .       v     S = number of sub-streams, uvarint (<= max_substreams, default 64)
                   then S times:
     .       1       sub-stream type, u8: 1 KEYFRAME_IMAGE, 2 TRACKS, 3 SEGMENTATION,
-                    4 POSE, 5 FLOW, 6 FEATURES, 7 METADATA (0 and 8..255 reserved)
+                    4 POSE, 5 FLOW, 6 FEATURES, 7 METADATA, 8 APPEARANCE (0 and 9..255
+                    reserved)
     .       v       P = payload length, uvarint
     .       P       payload
     .       4     CRC32 over the unit length varint and everything from the kind byte
@@ -64,7 +65,8 @@ Unit::
 The unit's fields must fill exactly its ``L`` bytes. A stream ends at the end of the data
 (a stream cut at a unit boundary reads as the units so far) or after an ``END`` unit; any
 byte after an ``END`` unit is an error. Unknown enum values are errors: adding a unit kind or
-a sub-stream type is a format change and bumps the version byte.
+a sub-stream type is a format change and bumps the version byte (version 2 added
+APPEARANCE; a version-1 stream is refused with :class:`UnsupportedVersionError`).
 
 Known answer: ``Unit(FRAME, 3, (SubStream(TRACKS, b"ab"),))`` is
 ``a5 5a 0b 02 03 01 02 02 61 62`` followed by its CRC ``62 f4 cf 7f``.
@@ -116,7 +118,7 @@ __all__ = [
 ]
 
 MAGIC = b"SEMC"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 SYNC_MARKER = b"\xa5\x5a"
 MAX_UVARINT_BYTES = 10
 DEFAULT_MAX_UNIT_SIZE = 64 * 1024 * 1024

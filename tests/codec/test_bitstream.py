@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from semcodec.codec.bitstream import (
     DEFAULT_MAX_UNIT_SIZE,
+    FORMAT_VERSION,
     MAGIC,
     SYNC_MARKER,
     BitstreamError,
@@ -80,7 +81,7 @@ def _frame_unit(content: bytes) -> bytes:
     return SYNC_MARKER + raw_len + content + struct.pack(">I", zlib.crc32(raw_len + content))
 
 
-def _frame_header(body: bytes, version: int = 1) -> bytes:
+def _frame_header(body: bytes, version: int = FORMAT_VERSION) -> bytes:
     covered = bytes([version]) + encode_uvarint(len(body)) + body
     return MAGIC + covered + struct.pack(">I", zlib.crc32(covered))
 
@@ -173,11 +174,11 @@ def test_header_known_bytes():
         settings={"k": "v"},
     )  # fmt: skip
     expected = bytes.fromhex(
-        "53454d43 01 3d"  # magic, version, body length 61
+        "53454d43 02 3d"  # magic, version 2, body length 61
         "0004 0002 0000001e 00000001 01 00000002"  # 4x2, 30/1 fps, level 1, 2 frames
         "02 01 6d 20" + "00" * 32 + "01 6e 00"  # 2 models: "m" + digest, "n" without
         "01 01 6b 01 76"  # settings {"k": "v"}
-        "68db5ce8"  # CRC32
+        "990ee38c"  # CRC32 (zlib over version, length and body)
     )
     assert header.to_bytes() == expected
     assert StreamHeader.from_bytes(expected) == header
@@ -539,13 +540,13 @@ def test_header_crc_and_truncation():
             StreamHeader.from_bytes(_header().to_bytes()[:cut])
 
 
-@pytest.mark.parametrize("version", [0, 2, 255])
+@pytest.mark.parametrize("version", [0, 1, 3, 255])
 def test_other_versions_refused(version):
     data = _frame_header(_fixed() + b"\x00\x00", version=version)
-    with pytest.raises(UnsupportedVersionError, match=f"version {version} .*version 1") as info:
+    with pytest.raises(UnsupportedVersionError, match=f"version {version} .*version 2") as info:
         read_stream(data)
     assert info.value.offset == 4
-    if version > 1:
+    if version > FORMAT_VERSION:
         assert "upgrade" in str(info.value)
     assert StreamHeader.from_bytes(_frame_header(_fixed() + b"\x00\x00")).width == 4
 
@@ -602,7 +603,7 @@ def test_limits_hold_when_reading_a_file_on_disk(tmp_path):
         list(read_stream(path, max_substreams=2)[1])
     with pytest.raises(OversizedError, match="max_header_size"):
         read_stream(path, max_header_size=20)
-    path.write_bytes(MAGIC + b"\x01" + encode_uvarint(2 * 1024 * 1024) + bytes(100))
+    path.write_bytes(MAGIC + bytes([FORMAT_VERSION]) + encode_uvarint(2 * 1024 * 1024) + bytes(100))
     with pytest.raises(OversizedError, match="max_header_size"):
         read_stream(path)
 
@@ -612,7 +613,7 @@ def test_oversized_substream_count_and_header():
         Unit.from_bytes(_frame_unit(b"\x02\x00" + encode_uvarint(1000)))
     with pytest.raises(OversizedError, match="3 sub-streams"):
         Unit.from_bytes(_units()[0].to_bytes(), max_substreams=2)
-    big = MAGIC + b"\x01" + encode_uvarint(2 * 1024 * 1024)
+    big = MAGIC + bytes([FORMAT_VERSION]) + encode_uvarint(2 * 1024 * 1024)
     with pytest.raises(OversizedError, match="max_header_size"):
         read_stream(big)
     with pytest.raises(OversizedError):
@@ -648,7 +649,7 @@ def _parse_everything(data: bytes) -> None:
 @FUZZ
 def test_fuzz_random_bytes(data):
     _parse_everything(data)
-    _parse_everything(MAGIC + b"\x01" + data)
+    _parse_everything(MAGIC + bytes([FORMAT_VERSION]) + data)
     _parse_everything(SYNC_MARKER + data)
 
 

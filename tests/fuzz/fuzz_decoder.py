@@ -60,13 +60,24 @@ SYNTHETIC = [  # (level, frames, size, keyframe coder)
 # ----------------------------------------------------------------------------- seeds
 
 
+def _seed_version(level: int) -> str:
+    """Names a cached seed by the format version and the level's settings, so a seed made by
+    an older format or level preset is made again instead of being reused."""
+    from semcodec.codec.bitstream import FORMAT_VERSION
+    from semcodec.codec.scaffold.levels import LEVELS
+
+    text = json.dumps([FORMAT_VERSION, LEVELS[level].to_dict()], sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
 def synthetic_seeds(cache: Path | None = CACHE) -> list[bytes]:
     """Small model-free streams of every level (cached when ``cache`` is given)."""
     from semc_streams import stream_bytes, synthetic_config, synthetic_stream
 
     out = []
     for level, count, size, coder in SYNTHETIC:
-        path = cache / f"synthetic-l{level}-{size[0]}x{size[1]}-{coder}.semc" if cache else None
+        name = f"synthetic-l{level}-{size[0]}x{size[1]}-{coder}-{_seed_version(level)}.semc"
+        path = cache / name if cache else None
         if path is not None and path.is_file():
             out.append(path.read_bytes())
             continue
@@ -86,7 +97,7 @@ def real_seeds(cache: Path = CACHE, frames: int = 3) -> list[bytes]:
     """
     out = []
     for level in range(4):
-        path = cache / f"real-l{level}-{frames}f.semc"
+        path = cache / f"real-l{level}-{frames}f-{_seed_version(level)}.semc"
         if not path.is_file():
             try:
                 _encode_real(path, level, frames)
