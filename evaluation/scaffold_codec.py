@@ -69,7 +69,7 @@ class ScaffoldCodec(Codec):
     def encode(self, frames: np.ndarray, setting: Setting, fps: float,
                progress: Callable[[int], None] | None = None) -> Encoded:  # fmt: skip
         """Encodes ``(T, H, W, 3) uint8 RGB`` frames; ``progress(n)`` after every frame."""
-        from semcodec.codec.bitstream import write_stream
+        from semcodec.codec.bitstream import unit_overhead_bytes, write_stream
         from semcodec.codec.scaffold.codec import encode_frames
         from semcodec.evaluation.baselines import check_frames
 
@@ -89,7 +89,8 @@ class ScaffoldCodec(Codec):
             from semcodec.codec.scaffold.rate import window_rates
 
             frame_bytes = config.target_bpp * w * h / 8
-            sizes = [len(unit.to_bytes()) for unit in units[:-1]]  # END is not a frame
+            # encoded sizes without encoding again; END is not a frame
+            sizes = [unit.payload_bytes + unit_overhead_bytes(unit) for unit in units[:-1]]
             low_high = window_rates(sizes, fps, frame_bytes)
             rate = {"target_bpp": config.target_bpp}
             if low_high is not None:

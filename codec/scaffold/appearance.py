@@ -43,6 +43,9 @@ from semcodec.codec.scaffold.types import Tracks
 MAX_REF_HEIGHT = 96
 #: Most references in one payload.
 MAX_REFS = 64
+#: Fewest bytes a reference can take in a payload: a RIFF/WebP file has at least 30 (RIFF and
+#: VP8 chunk headers, frame header), plus its id and length varints.
+_MIN_REF_COST = 36
 #: Smallest box side (frame pixels) that gets a reference.
 MIN_BOX_PX = 6
 #: A reference covers the person's box grown by this factor about its centre. More context
@@ -265,12 +268,14 @@ class AppearanceSelector:
         chosen: dict[int, bytes] = {}
         spent = 1
         for _, tid, box in candidates:
-            region = ref_region(box)
-            data = encode_ref(crop_box(frame, region, ref_size(region)), self.quality)
-            cost = len(data) + 6
             bound = budget_bytes
             if tid not in self._refs and new_budget_bytes is not None:
                 bound = max(bound or 0, new_budget_bytes)
+            if bound is not None and spent + _MIN_REF_COST > bound:
+                continue  # cannot fit whatever it costs: do not encode it
+            region = ref_region(box)
+            data = encode_ref(crop_box(frame, region, ref_size(region)), self.quality)
+            cost = len(data) + 6
             if bound is not None and spent + cost > bound:
                 continue
             chosen[tid] = data

@@ -336,7 +336,6 @@ class ScaffoldEncoder:
             refresh = max(1, round(config.appearance_refresh_s * self.fps))
             self._appearance = AppearanceSelector(config.appearance_quality, refresh)
         self._previous_frame: np.ndarray | None = None
-        self._box_smoothing = BOX_SIZE_SMOOTHING
         self._sizes: dict[int, np.ndarray] = {}
         self._index = 0
         self._models = self._model_entries(models_dir)
@@ -402,7 +401,7 @@ class ScaffoldEncoder:
             self._background.update(frame)
         with _Timer(stats, "detect"):
             tracks = self._people(frame, number)
-        if self._coders.boxes is not None and self._box_smoothing:
+        if self._coders.boxes is not None:
             tracks = self._smooth(tracks)
         scaffold.tracks = tracks
         if self._coders.boxes is not None:
@@ -445,8 +444,8 @@ class ScaffoldEncoder:
         stats.keyframes += int(is_key)
         stats.add_unit(unit)
         if self._rate is not None:
-            sizes = {sub.type: len(sub.payload) for sub in unit.substreams}
-            total = sum(sizes.values()) + unit_overhead_bytes(unit)
+            sizes = unit.payload_sizes()
+            total = unit.payload_bytes + unit_overhead_bytes(unit)
             self._rate.spend(total, sizes.get(SubStreamType.APPEARANCE, 0),
                              sizes.get(SubStreamType.KEYFRAME_IMAGE, 0))  # fmt: skip
         return unit, scaffold
@@ -470,11 +469,7 @@ class ScaffoldEncoder:
         """The intra-coded keyframe picture: the frame, or the background plate."""
         picture = frame
         if self._background is not None:
-            if (
-                self._index
-                and self._schedule.detector is not None
-                and (self._schedule.detector.last_difference > self._schedule.detector.threshold)
-            ):  # a scene cut: the old background is gone
+            if self._schedule.last_was_cut:  # the old background is gone
                 self._background.reset()
             if not len(self._background):
                 self._background.update(frame)
@@ -493,7 +488,7 @@ class ScaffoldEncoder:
         does not jitter with the detector's."""
         from semcodec.codec.scaffold.types import Tracks
 
-        a = self._box_smoothing
+        a = BOX_SIZE_SMOOTHING
         boxes = np.asarray(tracks.boxes, np.float64).copy()
         sizes = {}
         for k, tid in enumerate(tracks.ids.tolist()):

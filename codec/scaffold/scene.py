@@ -122,6 +122,7 @@ class KeyframeSchedule:
         self.detector = SceneChangeDetector(threshold) if scene_change else None
         self._last_key: int | None = None
         self._last_index: int | None = None
+        self.last_was_cut = False  # whether the latest is_keyframe() was a scene cut
 
     def __repr__(self) -> str:
         return f"KeyframeSchedule(interval={self.interval}, scene_change={self.scene_change})"
@@ -129,6 +130,7 @@ class KeyframeSchedule:
     def reset(self) -> None:
         """Starts over: the next frame is a keyframe."""
         self._last_key = self._last_index = None
+        self.last_was_cut = False
         if self.detector is not None:
             self.detector.reset()
 
@@ -154,6 +156,7 @@ class KeyframeSchedule:
             and self._last_key is not None
             and self.detector.update(frame)  # on a cut, the frame becomes its reference
         )
+        self.last_was_cut = bool(scene_cut)
         if scene_cut:
             self._last_key = index
             return True
