@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-no-shared test-fast lint demo fuzz fuzz-ci ci bench-pets bench-scaffold clean
+.PHONY: install test test-no-shared test-fast lint demo fuzz fuzz-ci ci bench-pets bench-scaffold clean protos
 
 install: $(STAMP)
 
@@ -60,3 +60,8 @@ clean:
 bench-scaffold: $(STAMP)
 	$(BIN)/semcodec-bench run --data PETS09-S2L1 --frames 150 --codecs scaffold,x264 \
 	  --crf 23,28,33,38 --lpips-every 5 --out runs/pets150-scaffold
+
+# Regenerates protos/*_pb2*.py from protos/*.proto (grpcio-tools, a dev dependency); the stubs
+# are checked in and tests/test_service_protos.py fails when they are stale.
+protos: $(STAMP)
+	$(BIN)/python -m semcodec.protos.generate

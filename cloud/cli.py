@@ -1,7 +1,10 @@
 """``cloud-decoder``: the cloud side of semcodec.
 
 ``cloud-decoder decode FILE.semc -o DIR`` decodes a bitstream exactly and rebuilds the
-video with a reconstructor (``warp`` by default).
+video with a reconstructor (``warp`` by default). ``cloud-decoder serve --listen HOST:PORT
+--out DIR`` takes streams from edge agents over gRPC (:mod:`cloud.service`) and writes the
+same files per session under ``DIR/<tenant>/<session-id>/``; SIGTERM or Ctrl-C stops it
+gracefully (exit 0).
 
 Exit status: 0 success, 2 a user error (bad or damaged stream, unusable output folder,
 missing file; one line ``cloud-decoder: error: ...`` on stderr), 130 interrupted (Ctrl-C).
@@ -21,7 +24,9 @@ from semcodec.codec.console import (
     add_verbosity,
     configure_logging,
     frame_progress,
+    non_negative_int,
     one_line,
+    positive_int,
 )
 from semcodec.codec.models import MODELS_DIR_HELP
 
@@ -59,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="replace a non-empty output folder (swapped in at the end)")  # fmt: skip
     dec.add_argument("--decoder", default="warp", metavar="NAME",
                      help=f"reconstructor: one of {_decoder_names()} (default: warp)")  # fmt: skip
+    dec.add_argument("--steps", type=positive_int, metavar="S",
+                     help="diffusion: sampling steps (1, 2, 4, 8, 16; default 2)")  # fmt: skip
+    dec.add_argument("--seed", type=non_negative_int, help="diffusion: noise seed (default 0)")
+    dec.add_argument("--weights", type=Path, metavar="FILE",
+                     help="diffusion: denoiser weights (default: the shipped model)")  # fmt: skip
     dec.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
     dec.add_argument("--no-overview", action="store_true", help="skip overview.mp4")
     dec.add_argument("--flow-prior", type=Path, metavar="FILE",
@@ -67,7 +77,45 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keep the frames of a stream that ends early (no END unit, fewer "
                      "frames than declared, or cut inside a unit) instead of failing; "
                      "stream.json then says \"complete\": false")  # fmt: skip
+    _add_serve_parser(sub)
     return parser
+
+
+def _add_serve_parser(sub) -> None:
+    srv = sub.add_parser(
+        "serve",
+        help="serve edge agents over gRPC (health, reflection, metrics, TLS, tokens)",
+        description="Takes streams from edge agents (`edge-agent stream`) and decodes them as "
+        "they arrive into DIR/<tenant>/<session-id>/ (the files of `decode`). Settings: flags, "
+        "then $SEMCODEC_SERVE_<NAME>, then the [serve] table of --config FILE "
+        "($SEMCODEC_SERVE_CONFIG). SIGTERM or Ctrl-C: NOT_SERVING, drain, exit 0.",
+    )
+    add_verbosity(srv)
+    srv.add_argument("--config", type=Path, metavar="FILE", help="TOML settings ([serve])")
+    srv.add_argument("--listen", metavar="HOST:PORT", help="gRPC address (127.0.0.1:50051)")
+    srv.add_argument("--out", type=Path, metavar="DIR", help="output folder (required)")
+    srv.add_argument("--tls-cert", type=Path, metavar="F", help="PEM certificate chain: TLS")
+    srv.add_argument("--tls-key", type=Path, metavar="F", help="PEM private key of --tls-cert")
+    srv.add_argument("--client-ca", type=Path, metavar="F",
+                     help="PEM CA of client certificates: mutual TLS")  # fmt: skip
+    srv.add_argument("--tokens", type=Path, metavar="FILE",
+                     help="bearer tokens, one 'TOKEN TENANT' pair per line")  # fmt: skip
+    srv.add_argument("--metrics-listen", metavar="HOST:PORT",
+                     help="Prometheus /metrics address (127.0.0.1:9464; '' for none)")  # fmt: skip
+    srv.add_argument("--max-sessions", type=int, metavar="N", help="open sessions (64)")
+    srv.add_argument("--max-backlog-units", type=int, metavar="N",
+                     help="units stored but not decoded per session (32)")  # fmt: skip
+    srv.add_argument("--max-chunk-kib", type=int, metavar="K", help="largest chunk (1024)")
+    srv.add_argument("--max-unit-mib", type=int, metavar="M", help="largest unit (64)")
+    srv.add_argument("--grace-s", type=float, metavar="S", help="drain time on stop (10)")
+    srv.add_argument("--notice-s", type=float, metavar="S",
+                     help="NOT_SERVING time before the drain on stop (1)")  # fmt: skip
+    srv.add_argument("--workers", type=int, metavar="N", help="gRPC threads (2*sessions+8)")
+    srv.add_argument("--decoder", metavar="NAME", help="reconstructor (warp)")
+    srv.add_argument("--no-overview", dest="overview", action="store_const", const=False,
+                     help="no overview.mp4 per session")  # fmt: skip
+    srv.add_argument("--flow-prior", type=Path, metavar="FILE",
+                     help="the flow prior the edges use, when not the shipped one")  # fmt: skip
 
 
 def _load_prior(path: Path | None):
@@ -108,15 +156,19 @@ def _decode_into(outputs, decoder, reconstructor, units, args) -> None:
 def cmd_decode(args: argparse.Namespace) -> int:
     from semcodec.cloud.outputs import DecodeOutputs
     from semcodec.codec.bitstream import read_stream
-    from semcodec.codec.reconstruct import create_reconstructor
+    from semcodec.codec.reconstruct import UnknownReconstructorError, create_reconstructor
     from semcodec.codec.scaffold.codec import ScaffoldDecoder
 
-    reconstructor = create_reconstructor(args.decoder)
+    options = {k: getattr(args, k) for k in ("steps", "seed", "weights")
+               if getattr(args, k) is not None}  # fmt: skip
+    if options and args.decoder != "diffusion":
+        raise UnknownReconstructorError(f"--{', --'.join(options)}: only for --decoder diffusion")
+    reconstructor = create_reconstructor(args.decoder, **options)
     header, units = read_stream(args.input)
     decoder = ScaffoldDecoder(header, flow_prior=_load_prior(args.flow_prior))
     start = time.perf_counter()
-    with DecodeOutputs(args.output, header, overview=not args.no_overview,
-                       force=args.force) as outputs:  # fmt: skip
+    with DecodeOutputs(args.output, header, overview=not args.no_overview, force=args.force,
+                       decoder=reconstructor.describe()) as outputs:  # fmt: skip
         _decode_into(outputs, decoder, reconstructor, units, args)
     seconds = time.perf_counter() - start
     log.info("%s: %d frames (%.1f fps with outputs), decoder %s", args.output, outputs.count,
@@ -124,15 +176,32 @@ def cmd_decode(args: argparse.Namespace) -> int:
     return 0
 
 
+_SERVE_FLAGS = ("listen", "out", "tls_cert", "tls_key", "client_ca", "tokens", "metrics_listen",
+                "max_sessions", "max_backlog_units", "max_chunk_kib", "max_unit_mib",
+                "grace_s", "notice_s", "workers", "decoder", "overview", "flow_prior")  # fmt: skip
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serves until SIGTERM/SIGINT; returns the exit status."""
+    from semcodec.cloud.service.config import load_settings
+    from semcodec.cloud.service.server import DecoderServer
+
+    settings = load_settings({k: getattr(args, k) for k in _SERVE_FLAGS}, args.config)
+    return DecoderServer(settings).run()
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.cloud.outputs import OutputError
+    from semcodec.cloud.service.auth import TokenFileError
+    from semcodec.cloud.service.config import ConfigError
+    from semcodec.cloud.service.server import ServerStartError
     from semcodec.codec.bitstream import BitstreamError
     from semcodec.codec.keyframes import KeyframeError
     from semcodec.codec.reconstruct import ReconstructionError
     from semcodec.codec.scaffold.codec import ScaffoldCodecError
 
     return (BitstreamError, KeyframeError, ReconstructionError, ScaffoldCodecError, OutputError,
-            OSError)  # fmt: skip
+            ConfigError, TokenFileError, ServerStartError, OSError)  # fmt: skip
 
 
 def _one_line(exc: BaseException) -> str:
@@ -154,9 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return cmd_decode(args)
+        return cmd_serve(args) if args.command == "serve" else cmd_decode(args)
     except KeyboardInterrupt:
-        log.error("interrupted; nothing was written to %s", args.output)
+        if args.command == "serve":
+            log.error("interrupted")
+        else:
+            log.error("interrupted; nothing was written to %s", args.output)
         return 130
     except _user_errors() as exc:
         log.error("error: %s", _one_line(exc))

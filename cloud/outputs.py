@@ -335,14 +335,18 @@ class DecodeOutputs:
         header: the stream's :class:`~codec.bitstream.StreamHeader`.
         overview: also write ``overview.mp4``.
         force: replace an existing non-empty ``out_dir``.
+        decoder: what reconstructed the frames (``Reconstructor.describe()``: name and
+            settings), recorded in ``stream.json`` as ``"decoder"``.
 
     Raises:
         OutputError: the folder cannot be prepared, or a write fails.
     """
 
-    def __init__(self, out_dir: str | Path, header, overview: bool = True, force: bool = False):
+    def __init__(self, out_dir: str | Path, header, overview: bool = True, force: bool = False,
+                 decoder: dict | None = None):  # fmt: skip
         self.out_dir = Path(out_dir)
         self.header = header
+        self.decoder = decoder
         # a box stream's boxes are saved even for frames without people
         self._sends_boxes = float(dict(header.settings).get("box_step_px", "0") or 0) > 0
         self.count = 0
@@ -421,6 +425,8 @@ class DecodeOutputs:
                 "models": [{"name": m.name, "sha256": m.sha256} for m in header.models],
                 "frames_declared": header.num_frames or None,
                 "complete": self.incomplete is None}  # fmt: skip
+        if self.decoder is not None:
+            info["decoder"] = self.decoder
         if self.incomplete is not None:
             info["incomplete"] = self.incomplete
         return info

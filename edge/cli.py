@@ -2,7 +2,9 @@
 
 ``edge-agent encode INPUT -o FILE.semc --level N`` extracts the scaffolds of a video (a MOT
 sequence folder, a frame folder, a video file, ``.y4m`` or ``.yuv``) and writes the
-entropy-coded bitstream to a file.
+entropy-coded bitstream to a file. ``edge-agent stream INPUT --server HOST:PORT`` encodes the
+same way and streams the units to ``cloud-decoder serve`` as they are made (paced, spooled
+on disk until acknowledged, resumed after a broken link: :mod:`edge.stream`).
 
 Exit status: 0 success; 2 a user error (bad argument, missing input or model, unusable
 output; one line ``edge-agent: error: ...`` on stderr, checked before any model loads);
@@ -34,7 +36,8 @@ from semcodec.codec.console import (
 from semcodec.codec.models import MODELS_DIR_HELP
 
 PROG = "edge-agent"
-log = logging.getLogger(__name__)
+# not __name__: run as ``python -m semcodec.edge.cli`` it is "__main__", outside "semcodec"
+log = logging.getLogger("semcodec.edge.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("input", help="MOT sequence folder, frame folder, video file, .y4m or .yuv "
                      "(or a sequence name under --data-dir / $SEMCODEC_DATA_DIR)")  # fmt: skip
     enc.add_argument("-o", "--output", required=True, type=Path, help="the .semc file to write")
+    _add_encoder_arguments(enc)
+    enc.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_stream_parser(sub)
+    return parser
+
+
+def _add_encoder_arguments(enc: argparse.ArgumentParser) -> None:
+    """The source and encoder options shared by ``encode`` and ``stream``."""
     enc.add_argument("--level", type=int, choices=(0, 1, 2, 3), default=1,
                      help="scaffold level: 0 fewest bits ... 3 most detail")  # fmt: skip
     enc.add_argument("--frames", type=positive_int, metavar="N",
@@ -80,8 +91,53 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("--flow-prior", type=Path, metavar="FILE",
                      help="learned flow prior (JSON from `semcodec-bench train-flow-prior`; "
                      "else the one shipped for the level's flow step)")  # fmt: skip
-    enc.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return parser
+
+
+def _add_stream_parser(sub) -> None:
+    st = sub.add_parser(
+        "stream",
+        help="encode a video and stream it to a cloud-decoder serve",
+        description="Encodes INPUT as `encode` does and streams each unit as it is made to "
+        "`cloud-decoder serve`, paced to --bandwidth-kbps, kept in an on-disk spool until the "
+        "cloud acknowledges it, resent after a broken link (reconnect with backoff, resume "
+        "from the cloud's last acknowledgement, no duplicates). Exits 0 once every unit is "
+        "acknowledged, with a summary line.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    add_verbosity(st)
+    st.add_argument("input", help="MOT sequence folder, frame folder, video file, .y4m or .yuv "
+                    "(or a sequence name under --data-dir / $SEMCODEC_DATA_DIR)")  # fmt: skip
+    st.add_argument("--server", required=True, metavar="HOST:PORT", help="the cloud-decoder")
+    _add_encoder_arguments(st)
+    auth = st.add_mutually_exclusive_group()
+    auth.add_argument("--token", metavar="T", help="bearer token (visible in `ps`: prefer "
+                      "--token-file)")  # fmt: skip
+    auth.add_argument("--token-file", type=Path, metavar="F", help="file holding the token")
+    st.add_argument("--ca", "--tls-ca", dest="tls_ca", type=Path, metavar="F",
+                    help="PEM CA of the server's certificate: connect with TLS")  # fmt: skip
+    st.add_argument("--tls-cert", type=Path, metavar="F", help="client certificate (mutual TLS)")
+    st.add_argument("--tls-key", type=Path, metavar="F", help="key of --tls-cert")
+    st.add_argument("--server-name", metavar="NAME",
+                    help="name on the server's certificate, when not the host")  # fmt: skip
+    st.add_argument("--bandwidth-kbps", type=positive_float, metavar="K",
+                    help="hold the sent rate to K kbit/s (token bucket; default: "
+                    "unpaced)")  # fmt: skip
+    st.add_argument("--burst-bytes", type=positive_int, metavar="B",
+                    help="token bucket depth (default: 0.25 s at --bandwidth-kbps, at least "
+                    "one chunk)")  # fmt: skip
+    st.add_argument("--chunk-kib", type=positive_int, default=256, metavar="K",
+                    help="largest piece of a unit per message (the server may lower "
+                    "it)")  # fmt: skip
+    st.add_argument("--spool", type=Path, metavar="DIR",
+                    help="on-disk spool of unacknowledged units; run again with the same DIR "
+                    "to resume after a restart (default: a temporary folder)")  # fmt: skip
+    st.add_argument("--spool-max-mb", type=positive_float, default=64.0, metavar="M",
+                    help="spool size bound, MiB")  # fmt: skip
+    st.add_argument("--spool-policy", choices=("block", "drop-oldest"), default="block",
+                    help="when the spool is full: wait, or drop the oldest unsent non-keyframe "
+                    "units (recorded in DIR/dropped.jsonl and reported)")  # fmt: skip
+    st.add_argument("--max-outage-s", type=positive_float, default=300.0, metavar="S",
+                    help="give up after S seconds without progress")  # fmt: skip
 
 
 class UsageError(ValueError):
@@ -124,12 +180,10 @@ def _level_config(args: argparse.Namespace, info):
     return config if target is None else dataclasses.replace(config, target_bpp=target)
 
 
-def cmd_encode(args: argparse.Namespace) -> int:
-    """Encodes ``args.input`` to ``args.output``; returns the exit status."""
-    from semcodec.codec.scaffold.codec import encode_to_file
+def _open_input(args: argparse.Namespace):
+    """``(source, frames to encode, flow prior or None)`` of ``encode``/``stream``'s input."""
     from semcodec.edge.sources import open_source, resolve_data_path
 
-    _check_output(args.output)
     prior = None
     if args.flow_prior:
         from semcodec.codec.entropy.flow import FlowPrior
@@ -137,8 +191,16 @@ def cmd_encode(args: argparse.Namespace) -> int:
         prior = FlowPrior.load(args.flow_prior)
     source = open_source(resolve_data_path(args.input, args.data_dir), fps=args.fps,
                          width=args.width, height=args.height)  # fmt: skip
+    return source, _frames_to_encode(source.info, args.start, args.frames), prior
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    """Encodes ``args.input`` to ``args.output``; returns the exit status."""
+    from semcodec.codec.scaffold.codec import encode_to_file
+
+    _check_output(args.output)
+    source, total, prior = _open_input(args)
     info = source.info
-    total = _frames_to_encode(info, args.start, args.frames)
     start = time.perf_counter()
     with frame_progress("encode", total, args.no_progress or args.quiet > 0) as bar:
         frames = _counted((f.rgb for f in source.frames(start=args.start, count=args.frames)), bar)
@@ -155,14 +217,89 @@ def cmd_encode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stream_security(args: argparse.Namespace):
+    from semcodec.edge.stream.client import ChannelSecurity
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise UsageError("--tls-cert and --tls-key go together")
+    if args.tls_cert is not None and args.tls_ca is None:
+        raise UsageError("--tls-cert needs --ca (the server's CA)")
+    for flag, path in (("--ca", args.tls_ca), ("--tls-cert", args.tls_cert),
+                       ("--tls-key", args.tls_key), ("--token-file", args.token_file)):  # fmt: skip
+        if path is not None and not path.is_file():
+            raise UsageError(f"{flag} {path}: no such file")
+    token = args.token
+    if args.token_file is not None:
+        token = args.token_file.read_text(encoding="utf-8").strip()
+        if not token:
+            raise UsageError(f"--token-file {args.token_file}: the file is empty")
+    return ChannelSecurity(args.tls_ca, args.tls_cert, args.tls_key, token, args.server_name)
+
+
+def _pacer(args: argparse.Namespace):
+    from semcodec.edge.stream.pacer import TokenBucket, Unpaced
+
+    if args.bandwidth_kbps is None:
+        return Unpaced()
+    rate = args.bandwidth_kbps * 1000
+    burst = args.burst_bytes or max(int(rate / 8 * 0.25), args.chunk_kib * 1024)
+    return TokenBucket(rate, burst)
+
+
+def cmd_stream(args: argparse.Namespace) -> int:
+    """Encodes ``args.input`` and streams it to ``args.server``; returns the exit status."""
+    import shutil
+    import tempfile
+
+    from semcodec.codec.scaffold.codec import ScaffoldEncoder
+    from semcodec.edge.stream.agent import Producer, ProgressLog
+    from semcodec.edge.stream.client import StreamClient
+    from semcodec.edge.stream.spool import Spool
+
+    security, pacer = _stream_security(args), _pacer(args)
+    source, total, prior = _open_input(args)
+    info = source.info
+    encoder = ScaffoldEncoder(_level_config(args, info), (info.width, info.height), info.fps,
+                              models_dir=args.models_dir, threads=args.threads,
+                              flow_prior=prior, expected_frames=total)  # fmt: skip
+    header = encoder.header(total).to_bytes()
+    folder = args.spool or Path(tempfile.mkdtemp(prefix="semcodec-spool-"))
+    spool = Spool(folder, int(args.spool_max_mb * (1 << 20)), args.spool_policy)
+    spool.bind(header)
+    frames = (f.rgb for f in source.frames(start=args.start, count=args.frames))
+    producer = Producer(encoder, frames, spool)
+    producer.start()
+    client = StreamClient(args.server, spool, security, pacer, args.chunk_kib * 1024,
+                          max_outage_s=args.max_outage_s, progress=ProgressLog(spool))  # fmt: skip
+    try:
+        results = client.run()
+    except BaseException:
+        if not spool.finished():
+            log.warning("the unacknowledged units are kept in %s: run again with --spool %s "
+                        "to resume", folder, folder)  # fmt: skip
+        raise
+    producer.join()
+    if producer.error is not None:
+        raise producer.error
+    log.info("%s: session %s, %s; cloud: %d frames decoded%s, outputs in %s", args.server,
+             results.session_id, client.stats.summary(), results.frames_decoded,
+             "" if results.complete else f" (incomplete: {results.error or 'see stream.json'})",
+             results.output_dir)  # fmt: skip
+    if args.spool is None:
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.codec.bitstream import BitstreamError
     from semcodec.codec.entropy.rans import EntropyCodingError
     from semcodec.codec.models import ModelError
     from semcodec.edge.sources import SourceError
+    from semcodec.edge.stream.client import StreamError
+    from semcodec.edge.stream.spool import SpoolError
 
     return (UsageError, SourceError, ModelError, BitstreamError, EntropyCodingError, ValueError,
-            OSError)  # fmt: skip
+            StreamError, SpoolError, OSError)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,9 +311,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return cmd_encode(args)
+        return cmd_stream(args) if args.command == "stream" else cmd_encode(args)
     except KeyboardInterrupt:
-        log.error("interrupted; nothing was written to %s (run the command again)", args.output)
+        if args.command == "stream":
+            log.error("interrupted; unacknowledged units stay in --spool (run the command "
+                      "again with the same --spool to resume)")  # fmt: skip
+        else:
+            log.error("interrupted; nothing was written to %s (run the command again)",
+                      args.output)  # fmt: skip
         return 130
     except _user_errors() as exc:
         log.error("error: %s", one_line(exc))

@@ -63,6 +63,10 @@ def _numbers(text: str) -> list[str]:
     return values
 
 
+def _step_list(text: str) -> list[int]:
+    return [positive_int(v) for v in _csv_list(text)]
+
+
 def _probability(text: str) -> float:
     value = positive_float(text)
     if value >= 1:
@@ -187,6 +191,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="explicit settings for a codec named in --codecs, e.g. 'x264:crf=30;qp=40' "
         "(replaces --crf/--qp/--quality for it)",
     )
+    codecs.add_argument(
+        "--decoders",
+        type=_csv_list,
+        default=["warp"],
+        metavar="NAMES",
+        help="scaffold: rebuild every level with each of these reconstructors (warp, "
+        "diffusion); rows are named level=N[,decoder=diffusion,steps=S]",
+    )
+    codecs.add_argument(
+        "--steps",
+        type=_step_list,
+        default=[],
+        metavar="S1,S2",
+        help="scaffold with --decoders diffusion: one row per sampling-step count (the "
+        "decoder compute knob; default: the decoder's default, 2)",
+    )
     codecs.add_argument("--preset", default="medium", help="x264/x265 preset")
     codecs.add_argument(
         "--gop",
@@ -305,6 +325,33 @@ def build_parser() -> argparse.ArgumentParser:
                        help="quantization step (pixels)")  # fmt: skip
     train.add_argument("-o", "--output", type=Path, required=True, help="JSON file to write")
 
+    decoder = sub.add_parser(
+        "train-decoder",
+        help="train the denoiser of the `diffusion` reconstructor (or adapt it to a camera)",
+        description="Encodes the training frames at a scaffold level, reconstructs them with "
+        "`warp` and trains the conditional denoiser on the person windows (original vs warp). "
+        "Writes OUT/denoiser.pt (pass it to `cloud-decoder decode --decoder diffusion "
+        "--weights`), OUT/checkpoint.pt, OUT/loss.csv, OUT/loss.png and the examples cache. "
+        "Without --config: the shipped model's config (PETS09-S2L1-full frames 1-500). "
+        "Camera adaptation: --init WEIGHTS --data NAME --start 1 --frames 90 --steps 600.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    add_verbosity(decoder)
+    decoder.add_argument("--config", type=Path, metavar="TOML",
+                         help="training config (keys of TrainConfig; see docs/train-decoder.toml)")
+    decoder.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+    decoder.add_argument("--resume", action="store_true",
+                         help="go on from OUT/checkpoint.pt (same config)")  # fmt: skip
+    decoder.add_argument("--data", metavar="PATH", help="train on this sequence instead "
+                         "of the config's data list (with --start/--frames)")  # fmt: skip
+    decoder.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
+    decoder.add_argument("--start", type=positive_int, default=1, help="first frame of --data")
+    decoder.add_argument("--frames", type=positive_int, metavar="N", help="frames of --data")
+    decoder.add_argument("--steps", type=positive_int, help="optimizer steps (override)")
+    decoder.add_argument("--init", metavar="WEIGHTS",
+                         help="start from these weights (camera adaptation)")  # fmt: skip
+    decoder.add_argument("--seed", type=non_negative_int, help="seed (override)")
+
     side = sub.add_parser(
         "sidebyside",
         help="a picture of chosen frames: the original beside codecs' reconstructions",
@@ -352,6 +399,30 @@ def _explicit_settings(args: argparse.Namespace) -> dict[str, list[str]]:
     return explicit
 
 
+def _with_decoders(settings: list[str], decoders: list[str], steps: list[int]) -> list[str]:
+    """Each scaffold setting once per decoder (and per step count for ``diffusion``)."""
+    from semcodec.codec.reconstruct import available_reconstructors
+    from semcodec.evaluation.codecs import create_codec
+
+    unknown = sorted(set(decoders) - set(available_reconstructors()))
+    if unknown or not decoders:
+        raise UsageError(f"--decoders {','.join(decoders)}: expected names among "
+                         f"{', '.join(available_reconstructors())}")  # fmt: skip
+    if steps and "diffusion" not in decoders:
+        raise UsageError("--steps is the diffusion decoder's: add diffusion to --decoders")
+    base = settings or [str(s) for s in create_codec("scaffold").default_settings()]
+    out = []
+    for setting in base:
+        for decoder in decoders:
+            if decoder == "warp":
+                out.append(setting)
+            elif decoder == "diffusion" and steps:
+                out.extend(f"{setting},decoder=diffusion,steps={n}" for n in steps)
+            else:
+                out.append(f"{setting},decoder={decoder}")
+    return out
+
+
 def grid_from_args(args: argparse.Namespace):
     """The :class:`~evaluation.bench.GridConfig` that ``run``'s arguments describe.
 
@@ -385,6 +456,11 @@ def grid_from_args(args: argparse.Namespace):
             raise UsageError("--static-camera adds settings to x265: name x265 in --codecs")
         base = codecs["x265"] or [str(s) for s in create_codec("x265").default_settings()]
         codecs["x265"] = [*base, *STATIC_CAMERA_SETTINGS]
+    if "scaffold" in codecs:
+        codecs["scaffold"] = _with_decoders(codecs["scaffold"], args.decoders, args.steps)
+    elif args.decoders != ["warp"] or args.steps:
+        raise UsageError("--decoders/--steps choose the scaffold's decoder: name scaffold in "
+                         "--codecs")  # fmt: skip
     options = {name: {"preset": args.preset, "gop": args.gop} for name in VIDEO_CODECS}
     detector = None
     if args.detector_threshold is not None:
@@ -538,6 +614,25 @@ def cmd_train_flow_prior(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_decoder(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from semcodec.evaluation.train_decoder import DataRange, TrainConfig, train
+
+    config = TrainConfig.from_toml(args.config) if args.config else TrainConfig()
+    changes: dict = {}
+    if args.data:
+        changes["data"] = (DataRange(args.data, args.start, args.frames),)
+    for key in ("steps", "init", "seed"):
+        if getattr(args, key) is not None:
+            changes[key] = getattr(args, key)
+    config = dataclasses.replace(config, **changes)
+    weights = train(config, args.out, resume=args.resume, data_dir=args.data_dir,
+                    show_progress=not args.quiet)  # fmt: skip
+    log.info("wrote %s (loss curve: %s)", weights, args.out / "loss.png")
+    return 0
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     import os
 
@@ -591,9 +686,10 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.evaluation.codecs import CodecError, SettingError
     from semcodec.evaluation.executors import ExecutorError
     from semcodec.evaluation.recipes import RecipeError
+    from semcodec.evaluation.train_decoder import TrainConfigError
 
     return (ModelError, SourceError, BenchError, CodecError, SettingError, RecipeError,
-            UsageError, ExecutorError)  # fmt: skip
+            UsageError, ExecutorError, TrainConfigError)  # fmt: skip
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
@@ -611,6 +707,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         return cmd_sidebyside(args)
     if args.command == "train-flow-prior":
         return cmd_train_flow_prior(args)
+    if args.command == "train-decoder":
+        return cmd_train_decoder(args)
     parser.print_help()
     return 2
 

@@ -1,7 +1,9 @@
 """The semantic scaffold codec behind the benchmark's :class:`~evaluation.codecs.Codec` interface.
 
 Settings are ``level=N`` (0–3), optionally with overrides of the level's fields, e.g.
-``level=1,target_bpp=0.003`` (the rate controller's target; default: the level's own). The
+``level=1,target_bpp=0.003`` (the rate controller's target; default: the level's own), and
+the decoder that rebuilds the frames: ``decoder=diffusion,steps=4`` (``seed=N``,
+``weights=FILE`` for another denoiser; default ``decoder=warp``). The
 payload is the whole ``.semc`` stream (header, units, END) exactly as
 :func:`codec.bitstream.write_stream` writes it, and the per-stream byte counts split it into
 ``keyframe``, ``seg``, ``pose``, ``flow``, ``boxes``, ``appearance`` and ``header`` (stream
@@ -19,6 +21,8 @@ import numpy as np
 
 from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, register_codec
 
+#: Setting keys that choose the decoder, not the stream.
+DECODER_KEYS = ("decoder", "steps", "seed", "weights")
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
 STREAMS = ("keyframe", "seg", "pose", "flow", "boxes", "appearance", "header")
 
@@ -45,6 +49,29 @@ class ScaffoldCodec(Codec):
 
     def check_setting(self, setting: Setting) -> None:
         self._level(setting)
+        self._decoder(setting)
+
+    def _decoder(self, setting: Setting) -> tuple[str, dict]:
+        """The reconstructor name and options of ``setting`` (default: the codec's own)."""
+        from semcodec.codec.reconstruct import available_reconstructors
+
+        name = setting.get("decoder", self.reconstructor)
+        if name not in available_reconstructors():
+            raise SettingError(f"scaffold: decoder={name}: not one of "
+                               f"{', '.join(available_reconstructors())}")  # fmt: skip
+        options: dict = {}
+        for key in ("steps", "seed"):
+            value = setting.number(key)
+            if value is not None:
+                if not float(value).is_integer() or value < 0:
+                    raise SettingError(f"scaffold: {key}={setting.get(key)}: expected an integer")
+                options[key] = int(value)
+        if setting.get("weights") is not None:
+            options["weights"] = setting.get("weights")
+        if options and name == "warp":
+            raise SettingError(f"scaffold: '{setting}': steps, seed and weights need "
+                               "decoder=diffusion")  # fmt: skip
+        return name, options
 
     def _level(self, setting: Setting):
         """The level config of ``setting``: ``level=N`` plus any :class:`LevelConfig` field
@@ -52,15 +79,16 @@ class ScaffoldCodec(Codec):
         from semcodec.codec.scaffold.levels import LEVELS, LevelConfig
 
         fields = {f.name for f in dataclasses.fields(LevelConfig)} - {"level"}
-        unknown = sorted({k for k, _ in setting.params} - fields - {"level"})
+        unknown = sorted({k for k, _ in setting.params} - fields - {"level", *DECODER_KEYS})
         level = setting.number("level")
         if unknown or level is None or not float(level).is_integer() or int(level) not in LEVELS:
             raise SettingError(
                 f"scaffold: expected level=0..3 and optionally level-config fields "
-                f"({', '.join(sorted(fields))}), got '{setting}'"
+                f"({', '.join(sorted(fields))}) and decoder settings "
+                f"({', '.join(DECODER_KEYS)}), got '{setting}'"
             )
         base = LEVELS[int(level)].to_dict()
-        base.update({k: v for k, v in setting.params if k != "level"})
+        base.update({k: v for k, v in setting.params if k != "level" and k not in DECODER_KEYS})
         try:
             return LevelConfig.from_dict(base)
         except (TypeError, ValueError) as exc:
@@ -114,7 +142,8 @@ class ScaffoldCodec(Codec):
         from semcodec.codec.reconstruct import create_reconstructor
         from semcodec.codec.scaffold.codec import decode_stream
 
-        reconstructor = create_reconstructor(self.reconstructor)
+        name, options = self._decoder(encoded.setting)
+        reconstructor = create_reconstructor(name, **options)
         boxes: list[np.ndarray] = []  # the people the scaffolds carry, per frame
 
         def images():
@@ -129,6 +158,7 @@ class ScaffoldCodec(Codec):
         flops = reconstructor.flops_per_frame()
         if flops is not None:
             encoded.metadata["dec_flops_per_frame"] = flops
+        encoded.metadata["decoder"] = reconstructor.describe()
         return np.stack(frames)
 
 

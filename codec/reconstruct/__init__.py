@@ -50,6 +50,11 @@ class Reconstructor(abc.ABC):
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
         """The frame for ``frame`` (frames must arrive in order, the first a keyframe)."""
 
+    def describe(self) -> dict:
+        """The name and settings that decide this reconstructor's output (for ``stream.json``
+        and benchmark rows)."""
+        return {"name": self.name}
+
     def flops_per_frame(self) -> int | None:
         """Decoder FLOPs per frame for neural reconstructors; None for classical ones."""
         return None
@@ -64,7 +69,10 @@ class UnknownReconstructorError(ReconstructionError, ValueError):
 
 
 def _import_builtin_reconstructors() -> None:
-    from semcodec.codec.reconstruct import warp  # noqa: F401  (registers "warp")
+    from semcodec.codec.reconstruct import (  # noqa: F401  (register "diffusion", "warp")
+        diffusion,
+        warp,
+    )
 
 
 RECONSTRUCTORS: Registry[Reconstructor] = Registry(

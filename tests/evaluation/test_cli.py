@@ -167,7 +167,23 @@ BAD_RUNS = [
     (["--codecs", "jpeg", "--quality", "0"], "q must be an integer in 1..100"),
     (["--codecs", "x264", "--scales", "2"], "scale must be in (0, 1]"),
     (["--crf", "28", "--qp", "30"], "not both"),
+    (["--codecs", "scaffold", "--decoders", "warp,dream"], "--decoders warp,dream: expected"),
+    (["--codecs", "scaffold", "--steps", "4"], "add diffusion to --decoders"),
+    (["--codecs", "x264", "--decoders", "diffusion"], "name scaffold in --codecs"),
+    (["--codecs", "scaffold", "--steps", "0"], "--steps"),
+    (["--codecs", "scaffold", "--settings", "scaffold:level=1,steps=4"], "need decoder=diffusion"),
 ]
+
+
+def test_decoders_and_steps_make_one_scaffold_row_each():
+    from semcodec.evaluation.cli import build_parser, grid_from_args
+
+    args = build_parser().parse_args(["run", "--codecs", "scaffold", "--settings",
+                                      "scaffold:level=0;level=1", "--decoders",
+                                      "warp,diffusion", "--steps", "1,4"])  # fmt: skip
+    assert grid_from_args(args).codecs["scaffold"] == [
+        "level=0", "level=0,decoder=diffusion,steps=1", "level=0,decoder=diffusion,steps=4",
+        "level=1", "level=1,decoder=diffusion,steps=1", "level=1,decoder=diffusion,steps=4"]
 
 
 @pytest.mark.parametrize("argv, message", BAD_RUNS, ids=[m for _, m in BAD_RUNS])

@@ -1,0 +1,132 @@
+"""Bearer tokens: a tokens file maps each token to a tenant; an interceptor checks them.
+
+The tokens file has one ``TOKEN TENANT`` pair per line (``#`` starts a comment). A request
+carries ``authorization: Bearer TOKEN`` in its metadata; the interceptor compares it with
+every known token in constant time (``hmac.compare_digest``), answers UNAUTHENTICATED when
+none matches, and hands the tenant to the servicer on the call's context. Health and
+reflection stay open (load balancers probe them without credentials).
+"""
+
+from __future__ import annotations
+
+import hmac
+from pathlib import Path
+
+import grpc
+
+from semcodec.cloud.service.core import check_tenant
+
+#: Tenant of every request when the server runs without --tokens.
+DEFAULT_TENANT = "default"
+#: Methods served without a token.
+OPEN_METHODS = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+#: Shortest token accepted, characters.
+MIN_TOKEN_CHARS = 16
+
+
+class TokenFileError(ValueError):
+    """A tokens file that cannot be used (says which line and why)."""
+
+
+def load_tokens(path: Path) -> dict[str, str]:
+    """``{token: tenant}`` from a tokens file.
+
+    Raises:
+        TokenFileError: a malformed line, a short or repeated token, a bad tenant name, or
+            no token at all.
+        OSError: the file cannot be read.
+    """
+    tokens: dict[str, str] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        parts = text.split()
+        where = f"{path}:{number}"
+        if len(parts) != 2:
+            raise TokenFileError(f"{where}: expected 'TOKEN TENANT', found {len(parts)} field(s)")
+        token, tenant = parts
+        if len(token) < MIN_TOKEN_CHARS:
+            raise TokenFileError(f"{where}: the token is shorter than {MIN_TOKEN_CHARS} "
+                                 "characters")  # fmt: skip
+        if token in tokens:
+            raise TokenFileError(f"{where}: the token is listed twice")
+        try:
+            tokens[token] = check_tenant(tenant)
+        except ValueError as exc:
+            raise TokenFileError(f"{where}: {exc}") from None
+    if not tokens:
+        raise TokenFileError(f"{path}: no tokens in the file")
+    return tokens
+
+
+class TokenTable:
+    """Looks a bearer token up in constant time per known token."""
+
+    def __init__(self, tokens: dict[str, str]) -> None:
+        self._pairs = [(t.encode("utf-8"), tenant) for t, tenant in tokens.items()]
+
+    def tenant(self, authorization: str | None) -> str | None:
+        """The tenant of an ``authorization`` metadata value, or None."""
+        if not authorization or not authorization.startswith("Bearer "):
+            return None
+        given = authorization[len("Bearer ") :].strip().encode("utf-8")
+        found = None
+        for token, tenant in self._pairs:  # every token is compared: no early exit
+            if hmac.compare_digest(given, token) and found is None:
+                found = tenant
+        return found
+
+
+class TenantContext:
+    """The servicer context of an authenticated call, with its ``tenant``."""
+
+    def __init__(self, context: grpc.ServicerContext, tenant: str) -> None:
+        self._context = context
+        self.tenant = tenant
+
+    def __getattr__(self, name: str):
+        return getattr(self._context, name)
+
+
+def tenant_of(context) -> str:
+    """The tenant a call runs as (DEFAULT_TENANT without authentication)."""
+    return getattr(context, "tenant", DEFAULT_TENANT)
+
+
+def _wrap(handler: grpc.RpcMethodHandler, wrap) -> grpc.RpcMethodHandler:
+    names = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
+    return handler._replace(**{n: wrap(getattr(handler, n)) for n in names
+                               if getattr(handler, n) is not None})  # fmt: skip
+
+
+class AuthInterceptor(grpc.ServerInterceptor):
+    """Refuses calls without a known bearer token (UNAUTHENTICATED)."""
+
+    def __init__(self, table: TokenTable, on_refused=None) -> None:
+        self.table = table
+        self.on_refused = on_refused
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or handler_call_details.method.startswith(OPEN_METHODS):
+            return handler
+        metadata = dict(handler_call_details.invocation_metadata or ())
+        tenant = self.table.tenant(metadata.get("authorization"))
+        if tenant is None:
+            if self.on_refused is not None:
+                self.on_refused()
+            return _wrap(handler, lambda _fn: _refuse)
+        return _wrap(handler, lambda fn: _as_tenant(fn, tenant))
+
+
+def _refuse(request, context):
+    context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                  "missing or unknown bearer token (metadata 'authorization: Bearer TOKEN')")
+
+
+def _as_tenant(fn, tenant: str):
+    def call(request, context):
+        return fn(request, TenantContext(context, tenant))
+
+    return call

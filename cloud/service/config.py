@@ -1,0 +1,163 @@
+"""Settings of ``cloud-decoder serve``: flags, then environment, then a TOML file, then defaults.
+
+Environment variables are ``SEMCODEC_SERVE_<NAME>`` (``SEMCODEC_SERVE_MAX_SESSIONS=8``);
+the file (``--config F`` or ``$SEMCODEC_SERVE_CONFIG``) is TOML with the same names in a
+``[serve]`` table (``max_sessions = 8``). Unknown names are errors, never ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "SEMCODEC_SERVE_"
+CONFIG_ENV = "SEMCODEC_SERVE_CONFIG"
+#: gRPC's default message limit, which this service never raises (bytes).
+GRPC_MESSAGE_LIMIT = 4 << 20
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used (names the setting and where it came from)."""
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Everything ``cloud-decoder serve`` is configured by.
+
+    Attributes:
+        listen: ``HOST:PORT`` of the gRPC service (port 0: a free one).
+        out: the output folder (sessions under ``out/<tenant>/<session-id>``).
+        tls_cert, tls_key: PEM certificate chain and private key: serve TLS.
+        client_ca: PEM CA that client certificates must chain to: mutual TLS.
+        tokens: tokens file (``TOKEN TENANT`` per line): bearer tokens required.
+        metrics_listen: ``HOST:PORT`` of the Prometheus ``/metrics`` endpoint ("": none).
+        max_sessions: open sessions at once.
+        max_backlog_units: per-session units stored but not yet decoded.
+        max_chunk_kib: largest chunk of a unit, KiB (below gRPC's 4 MiB message limit).
+        max_unit_mib: largest unit, MiB (at most 64).
+        grace_s: seconds a stop waits for streams to end before cutting them.
+        notice_s: seconds a stop answers NOT_SERVING (still serving open sessions) before
+            it drains, so load balancers see it go.
+        workers: gRPC worker threads (each open stream holds one).
+        decoder: reconstructor name.
+        overview: write overview.mp4 per session.
+        flow_prior: the flow prior file the edges use, when not the shipped one.
+    """
+
+    out: Path
+    listen: str = "127.0.0.1:50051"
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    client_ca: Path | None = None
+    tokens: Path | None = None
+    metrics_listen: str = "127.0.0.1:9464"
+    max_sessions: int = 64
+    max_backlog_units: int = 32
+    max_chunk_kib: int = 1024
+    max_unit_mib: int = 64
+    grace_s: float = 10.0
+    notice_s: float = 1.0
+    workers: int = 0  # 0: 2 * max_sessions + 8
+    decoder: str = "warp"
+    overview: bool = True
+    flow_prior: Path | None = None
+
+    def check(self) -> ServeSettings:
+        """Raises :class:`ConfigError` for inconsistent settings; returns self."""
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("tls_cert and tls_key go together")
+        if self.client_ca is not None and self.tls_cert is None:
+            raise ConfigError("client_ca (mutual TLS) needs tls_cert and tls_key")
+        if not 1 <= self.max_chunk_kib * 1024 + 4096 <= GRPC_MESSAGE_LIMIT:
+            raise ConfigError(f"max_chunk_kib {self.max_chunk_kib}: a chunk must stay below "
+                              "gRPC's 4 MiB message limit (at most 4092 KiB)")  # fmt: skip
+        if not 1 <= self.max_unit_mib <= 64:
+            raise ConfigError(f"max_unit_mib {self.max_unit_mib}: expected 1 to 64")
+        for name in ("max_sessions", "max_backlog_units"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1")
+        split_host_port(self.listen, "listen")
+        if self.metrics_listen:
+            split_host_port(self.metrics_listen, "metrics_listen")
+        return self
+
+
+def split_host_port(text: str, name: str) -> tuple[str, int]:
+    """``("host", port)`` of ``HOST:PORT`` (``[::1]:50051`` for IPv6)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"{name} {text!r}: expected HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(ServeSettings)}
+
+
+def _convert(name: str, value: Any, where: str) -> Any:
+    kind = str(_FIELDS[name].type)
+    try:
+        if kind.startswith("Path"):
+            return None if value in (None, "") else Path(value)
+        if kind == "bool":
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in ("1", "true", "yes", "on"):
+                return True
+            if str(value).lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} = {value!r} ({where}): expected {kind}") from None
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {path}: {exc}") from exc
+    table = data.get("serve", {})
+    extra = set(data) - {"serve"} | set(table) - set(_FIELDS)
+    if extra:
+        raise ConfigError(f"config file {path}: unknown setting(s) {', '.join(sorted(extra))} "
+                          f"(known, in a [serve] table: {', '.join(_FIELDS)})")  # fmt: skip
+    return {k: _convert(k, v, str(path)) for k, v in table.items()}
+
+
+def _from_env(environ: dict[str, str]) -> dict[str, Any]:
+    values = {}
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX) or key == CONFIG_ENV:
+            continue
+        name = key[len(ENV_PREFIX) :].lower()
+        if name not in _FIELDS:
+            raise ConfigError(f"${key}: unknown setting (known: {', '.join(_FIELDS)})")
+        values[name] = _convert(name, value, f"${key}")
+    return values
+
+
+def load_settings(flags: dict[str, Any], config: Path | None = None,
+                  environ: dict[str, str] | None = None) -> ServeSettings:  # fmt: skip
+    """Merges defaults < config file < environment < flags (None flags are unset).
+
+    Raises:
+        ConfigError: an unknown or malformed setting, a missing ``out``, or inconsistency.
+    """
+    environ = dict(os.environ if environ is None else environ)
+    if config is None and environ.get(CONFIG_ENV):
+        config = Path(environ[CONFIG_ENV])
+    values: dict[str, Any] = _from_file(config) if config is not None else {}
+    values.update(_from_env(environ))
+    values.update({k: _convert(k, v, "flag") for k, v in flags.items() if v is not None})
+    if values.get("out") is None:
+        raise ConfigError("the output folder is not set: --out DIR (or out = ... in the "
+                          f"config file, or ${ENV_PREFIX}OUT)")  # fmt: skip
+    return ServeSettings(**values).check()

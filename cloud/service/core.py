@@ -1,0 +1,632 @@
+"""The transport-free session core of ``cloud-decoder serve``.
+
+:class:`SessionManager` opens, resumes, closes and reports sessions per tenant;
+:class:`StreamReceiver` takes one stream's chunks, reassembles and verifies units and stores
+each in the session's log (written and fsynced: that is what an acknowledgement means);
+a :class:`~cloud.service.decode.DecodeWorker` per session decodes the log behind it, at most
+``max_backlog_units`` behind: a stream whose decoder lags waits (back-pressure), nothing grows.
+
+Layout under the server's ``out`` folder::
+
+    OUT/<tenant>/<session-id>/            the outputs, as `cloud-decoder decode` writes them
+                                          (appear when the session's decode is complete)
+    OUT/.sessions/<tenant>/<session-id>/  stream.semc (the stored stream), session.json
+
+Tenants are isolated by construction: a session is looked up under its tenant only, so
+another tenant's session id is simply not found.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from semcodec.cloud.service.assembler import AssembledUnit, Chunk, ChunkAssembler
+from semcodec.cloud.service.decode import DecodeSettings, DecodeWorker, load_flow_prior
+from semcodec.cloud.service.errors import (
+    CapacityError,
+    InvalidRequestError,
+    MissingModelsError,
+    ReplayError,
+    SequenceGapError,
+    SessionNotFoundError,
+    SessionStateError,
+    ShuttingDownError,
+    SupersededError,
+    UnsupportedError,
+)
+from semcodec.cloud.service.store import (
+    LOG_NAME,
+    RECORD_NAME,
+    SessionLog,
+    read_json,
+    write_json_atomic,
+)
+from semcodec.codec.bitstream import BitstreamError, StreamHeader, UnitKind
+
+PROTOCOL_VERSION = 1
+SESSIONS_DIR = ".sessions"
+_SESSION_ID = re.compile(r"^[0-9a-f]{32}$")
+_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: Seconds of stored bytes the goodput is measured over.
+GOODPUT_WINDOW_S = 5.0
+
+
+@dataclass(frozen=True)
+class ServiceLimits:
+    """Limits of one server.
+
+    Attributes:
+        max_sessions: open sessions at once (more: RESOURCE_EXHAUSTED).
+        max_backlog_units: units stored but not yet decoded, per session (more: the stream
+            waits; back-pressure reaches the edge through gRPC flow control).
+        max_chunk_bytes: the largest chunk (keep below gRPC's 4 MiB message limit).
+        max_unit_bytes: the largest unit (the bitstream's limit is 64 MiB).
+        backlog_wait_s: how long a stream waits for the decoder before giving up, seconds.
+        close_timeout_s: how long CloseSession waits for the decoder by default, seconds.
+    """
+
+    max_sessions: int = 64
+    max_backlog_units: int = 32
+    max_chunk_bytes: int = 1 << 20
+    max_unit_bytes: int = 64 << 20
+    backlog_wait_s: float = 120.0
+    close_timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class OpenRequest:
+    """What an edge declares when it opens (or resumes) a session.
+
+    ``header`` is the ``.semc`` stream header, exactly; the other fields must agree with it.
+    ``models`` are ``(name, sha256 hex or "")`` pairs.
+    """
+
+    header: bytes
+    session_id: str = ""
+    protocol_version: int = PROTOCOL_VERSION
+    codec: str = "scaffold"
+    mode: str = "generative"
+    level: int | None = None
+    width: int | None = None
+    height: int | None = None
+    fps_num: int | None = None
+    fps_den: int | None = None
+    num_frames: int | None = None
+    models: tuple[tuple[str, str], ...] | None = None
+
+
+@dataclass(frozen=True)
+class Opened:
+    """The answer to an open: where the edge continues."""
+
+    session_id: str
+    next_seq: int
+    resumed: bool
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What the cloud tells the edge with each acknowledgement.
+
+    Attributes:
+        next_seq: units ``0 .. next_seq-1`` are durably stored (cumulative ack).
+        goodput_bps: stored unit bits per second over the last ``GOODPUT_WINDOW_S``.
+        backlog_units: stored but not yet decoded.
+        max_backlog_units: the session's bound on that backlog.
+        recommended_rate_bps: a rate to send at (0: no recommendation).
+        frames_decoded: frames (units) decoded so far.
+        decode_error: why decoding failed, if it did.
+    """
+
+    next_seq: int
+    goodput_bps: float = 0.0
+    backlog_units: int = 0
+    max_backlog_units: int = 0
+    recommended_rate_bps: float = 0.0
+    frames_decoded: int = 0
+    decode_error: str = ""
+
+
+@dataclass
+class Results:
+    """A session's results (see the ``SessionResults`` message)."""
+
+    session_id: str
+    state: str  # "open", "closed" or "failed"
+    units_stored: int
+    bytes_stored: int
+    frames_decoded: int
+    complete: bool
+    error: str
+    output_dir: str
+    dropped: list[int] = field(default_factory=list)
+
+
+class Metrics:
+    """Hooks the core calls; the default does nothing (see :mod:`cloud.service.metrics`)."""
+
+    def session_opened(self, resumed: bool) -> None: ...
+
+    def session_closed(self, state: str) -> None: ...
+
+    def unit_stored(self, nbytes: int) -> None: ...
+
+    def frame_decoded(self, seconds: float) -> None: ...
+
+    def error(self, code: str) -> None: ...
+
+
+def check_tenant(tenant: str) -> str:
+    """``tenant`` if it is a safe folder name (letters, digits, ``_.-``; 1-64 characters)."""
+    if not _TENANT.match(tenant):
+        raise ValueError(f"tenant name {tenant!r}: use 1-64 letters, digits, '_', '.', '-' "
+                         "(starting with a letter or digit)")  # fmt: skip
+    return tenant
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+def parse_open(request: OpenRequest) -> StreamHeader:
+    """Checks an open request; returns its stream header.
+
+    Raises:
+        UnsupportedError: another protocol version, codec or mode.
+        InvalidRequestError: an unreadable header, or fields that disagree with it.
+    """
+    if request.protocol_version != PROTOCOL_VERSION:
+        raise UnsupportedError(f"protocol version {request.protocol_version} is not supported "
+                               f"(this server speaks {PROTOCOL_VERSION})")  # fmt: skip
+    if request.codec != "scaffold":
+        raise UnsupportedError(f"codec {request.codec!r} is not served (served: scaffold)")
+    if request.mode != "generative":
+        raise UnsupportedError(f"mode {request.mode!r} is not served yet (served: generative)")
+    try:
+        header = StreamHeader.from_bytes(request.header)
+    except BitstreamError as exc:
+        raise InvalidRequestError(f"the stream header is not valid: {exc}") from exc
+    _check_fields(request, header)
+    return header
+
+
+def _check_fields(request: OpenRequest, header: StreamHeader) -> None:
+    declared = {"level": header.level, "width": header.width, "height": header.height,
+                "fps_num": header.fps_num, "fps_den": header.fps_den,
+                "num_frames": header.num_frames,
+                "models": tuple((m.name, m.sha256 or "") for m in header.models)}  # fmt: skip
+    for name, value in declared.items():
+        sent = getattr(request, name)
+        if sent is not None and sent != value:
+            raise InvalidRequestError(f"{name} is {sent!r} but the stream header says {value!r}")
+
+
+def missing_models(header: StreamHeader, decode: DecodeSettings) -> list[str]:
+    """The header's models this server does not have at the stream's sha256, described.
+
+    The flow prior is compared with the decoder's; every other model must be known to the
+    model registry, at the same sha256 where both pin one (the edge's models are named so a
+    stream says what made it).
+    """
+    from semcodec.codec.models import ModelError, model_spec, pinned_sha256
+    from semcodec.codec.scaffold.codec import default_flow_prior
+    from semcodec.codec.scaffold.levels import LevelConfig
+
+    missing = []
+    for entry in header.models:
+        known, have = True, None
+        try:
+            if entry.name == "flow_prior":
+                config = LevelConfig.from_dict(dict(header.settings))
+                have = (load_flow_prior(decode.flow_prior) or default_flow_prior(config)).sha256
+            else:
+                have = pinned_sha256(model_spec(entry.name))
+        except (ModelError, ValueError, TypeError, OSError):
+            known = False
+        if not known or (entry.sha256 and have and have != entry.sha256):
+            missing.append(f"{entry.name} (sha256 {entry.sha256 or 'unknown'})")
+    return missing
+
+
+def check_decodable(header: StreamHeader, decode: DecodeSettings) -> None:
+    """Raises :class:`MissingModelsError` or :class:`InvalidRequestError` when this server
+    cannot decode the stream (missing models, settings outside its limits)."""
+    from semcodec.codec.scaffold.codec import ScaffoldCodecError, ScaffoldDecoder
+
+    missing = missing_models(header, decode)
+    if missing:
+        raise MissingModelsError("this server lacks the model(s) the stream needs: "
+                                 + ", ".join(missing))  # fmt: skip
+    try:
+        ScaffoldDecoder(header, flow_prior=load_flow_prior(decode.flow_prior))
+    except (ScaffoldCodecError, ValueError) as exc:
+        raise InvalidRequestError(f"this server cannot decode the stream: {exc}") from exc
+
+
+# ------------------------------------------------------------------------------ session
+
+
+class Session:
+    """One session: its log, its decoder thread and what has been stored and decoded."""
+
+    def __init__(self, tenant: str, session_id: str, state_dir: Path, out_dir: Path,
+                 log: SessionLog, limits: ServiceLimits, decode: DecodeSettings,
+                 metrics: Metrics, record: dict) -> None:  # fmt: skip
+        self.tenant, self.session_id = tenant, session_id
+        self.state_dir, self.out_dir, self.log = state_dir, out_dir, log
+        self.limits, self.decode_settings, self.metrics = limits, decode, metrics
+        self.record = record
+        self.dropped: list[int] = list(record.get("dropped", []))
+        self.next_seq = log.units + len(self.dropped)
+        self.decoded = 0
+        self.generation = 0
+        self.closing = False
+        self.abandoned = False
+        self.gap = False  # the decoder reached a unit the edge dropped: it decodes no more
+        self.decode_state: dict | None = None  # frames, complete, error once the worker ends
+        self._cond = threading.Condition()
+        self._window: collections.deque[tuple[float, int]] = collections.deque()
+        self._worker = DecodeWorker(log.path, out_dir, decode, self)
+
+    @property
+    def ended(self) -> bool:
+        return self.log.ended
+
+    def start(self) -> None:
+        """Starts the decoder, unless an earlier server already committed the outputs."""
+        info = self.out_dir / "stream.json"
+        if info.is_file():
+            done = read_json(info)
+            self.decoded = self.log.units
+            self.decode_state = {"frames": len(done.get("frames", [])),
+                                 "complete": bool(done.get("complete")), "error": None}  # fmt: skip
+            return
+        self._worker.start()
+
+    # -- the stream side
+
+    def attach(self) -> int:
+        """A new stream takes over the session; returns its generation."""
+        with self._cond:
+            self._check_writable()
+            self.generation += 1
+            self._cond.notify_all()
+            return self.generation
+
+    def _check_writable(self) -> None:
+        if self.closing:
+            raise SessionStateError(f"session {self.session_id} is closed")
+        if self.decode_state is not None and self.decode_state["error"]:
+            raise InvalidRequestError(f"session {self.session_id}: the stream does not "
+                                      f"decode: {self.decode_state['error']}")  # fmt: skip
+
+    def check_seq(self, seq: int, generation: int) -> None:
+        """Refuses a unit that is not the next one, or a stream that was superseded."""
+        with self._cond:
+            self._check_current(generation)
+            if seq < self.next_seq:
+                raise ReplayError(f"unit seq {seq} is already stored (next expected: "
+                                  f"{self.next_seq}); resume from {self.next_seq}")  # fmt: skip
+            if seq > self.next_seq:
+                raise SequenceGapError(f"unit seq {seq} skips ahead: the next expected is "
+                                       f"{self.next_seq}")  # fmt: skip
+            if self.ended:
+                raise SessionStateError(f"unit seq {seq} follows the END unit")
+
+    def _check_current(self, generation: int) -> None:
+        self._check_writable()
+        if self.abandoned:
+            raise ShuttingDownError("the server is stopping; resume the session later")
+        if generation != self.generation:
+            raise SupersededError("a newer stream took over this session")
+
+    def store(self, unit: AssembledUnit, generation: int) -> None:
+        """Writes and fsyncs a verified unit once the decoder's backlog has room."""
+        self._wait_for_room(generation)
+        with self._cond:
+            self._check_current(generation)
+            self.log.append(unit.data, unit.unit.kind == UnitKind.END)
+            self.next_seq += 1
+            self._window.append((time.monotonic(), len(unit.data)))
+            self._cond.notify_all()
+        self.metrics.unit_stored(len(unit.data))
+
+    def store_dropped(self, seq: int, generation: int) -> None:
+        """Records that the edge dropped unit ``seq`` (durably, before it is acknowledged)."""
+        with self._cond:
+            self._check_current(generation)
+            self.dropped.append(seq)
+            self.record["dropped"] = self.dropped
+            write_json_atomic(self.state_dir / RECORD_NAME, self.record)
+            self.next_seq += 1
+            self._cond.notify_all()
+
+    def _wait_for_room(self, generation: int) -> None:
+        deadline = time.monotonic() + self.limits.backlog_wait_s
+        with self._cond:
+            while self.backlog >= self.limits.max_backlog_units and self.decode_state is None:
+                self._check_current(generation)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ShuttingDownError(f"the decoder stayed {self.backlog} units behind "
+                                            f"for {self.limits.backlog_wait_s:.0f} s")  # fmt: skip
+                self._cond.wait(min(left, 0.5))
+
+    @property
+    def backlog(self) -> int:
+        """Units stored but not yet decoded (0 once decoding stopped)."""
+        if self.decode_state is not None or self.gap:
+            return 0
+        return max(0, self.log.units - self.decoded)
+
+    def feedback(self) -> Feedback:
+        with self._cond:
+            now = time.monotonic()
+            while self._window and self._window[0][0] < now - GOODPUT_WINDOW_S:
+                self._window.popleft()
+            span = max(now - self._window[0][0], 1.0) if self._window else GOODPUT_WINDOW_S
+            goodput = 8 * sum(n for _, n in self._window) / span
+            backlog, limit = self.backlog, self.limits.max_backlog_units
+            error = (self.decode_state or {}).get("error") or ""
+            return Feedback(self.next_seq, goodput, backlog, limit,
+                            goodput * 0.5 if backlog > limit // 2 else 0.0,
+                            self.decoded, error)  # fmt: skip
+
+    # -- the decoder side (see cloud.service.decode.WorkSource)
+
+    def next_work(self, decoded: int) -> str:
+        with self._cond:
+            while True:
+                if self.abandoned:
+                    return "abandon"
+                if decoded >= 0 and decoded in self.dropped:
+                    self.gap = True
+                    self._cond.notify_all()
+                    return "dropped"
+                if 0 <= decoded < self.log.units and decoded < self.next_seq:
+                    return "unit"
+                if self.closing:
+                    return "finish"
+                self._cond.wait()
+
+    def frame_decoded(self, decoded: int, seconds: float) -> None:
+        with self._cond:
+            self.decoded = decoded
+            self._cond.notify_all()
+        self.metrics.frame_decoded(seconds)
+
+    def decode_done(self, frames: int, complete: bool, error: str | None) -> None:
+        with self._cond:
+            self.decode_state = {"frames": frames, "complete": complete, "error": error}
+            self._cond.notify_all()
+        if error:
+            self.metrics.error("DECODE")
+
+    # -- closing
+
+    def close(self, timeout_s: float) -> bool:
+        """Asks the decoder to finish what is stored; waits up to ``timeout_s``; True when
+        it finished."""
+        with self._cond:
+            self.closing = True
+            self._cond.notify_all()
+        if self._worker.ident is not None:
+            self._worker.join(timeout_s)
+        return not self._worker.is_alive()
+
+    def abandon(self, timeout_s: float) -> None:
+        """Stops the decoder without outputs (the server stops; the log stays)."""
+        with self._cond:
+            self.abandoned = True
+            self._cond.notify_all()
+        if self._worker.ident is not None:
+            self._worker.join(timeout_s)
+
+    def results(self) -> Results:
+        with self._cond:
+            state = self.decode_state or {}
+            status = "failed" if state.get("error") else "closed" if state else "open"
+            return Results(self.session_id, status, self.log.units, self.log.unit_bytes,
+                           state.get("frames", self.decoded), bool(state.get("complete")),
+                           state.get("error") or "", f"{self.tenant}/{self.session_id}",
+                           list(self.dropped))  # fmt: skip
+
+
+class StreamReceiver:
+    """One stream of chunks into a session (what the servicer drives)."""
+
+    def __init__(self, session: Session, generation: int, limits: ServiceLimits,
+                 metrics: Metrics) -> None:  # fmt: skip
+        self.session, self.generation, self.metrics = session, generation, metrics
+        self._assembler = ChunkAssembler(limits.max_chunk_bytes, limits.max_unit_bytes)
+
+    def feedback(self) -> Feedback:
+        return self.session.feedback()
+
+    def add(self, chunk: Chunk) -> Feedback | None:
+        """Takes one chunk; returns the acknowledgement once a unit is stored, else None.
+
+        Raises:
+            ServiceError subclasses (see :mod:`cloud.service.errors`); nothing is stored for
+            a refused unit.
+        """
+        if self._assembler.pending_seq is None:
+            self.session.check_seq(chunk.seq, self.generation)
+            if chunk.dropped:
+                self.session.store_dropped(chunk.seq, self.generation)
+                return self.session.feedback()
+        unit = self._assembler.add(chunk)
+        if unit is None:
+            return None
+        self.session.store(unit, self.generation)
+        return self.session.feedback()
+
+
+# ------------------------------------------------------------------------------ manager
+
+
+class SessionManager:
+    """All sessions of one server, by tenant.
+
+    Args:
+        out_root: the server's output folder.
+        limits: see :class:`ServiceLimits`.
+        decode: how sessions are decoded.
+        metrics: hooks for counters (default: none).
+    """
+
+    def __init__(self, out_root: Path, limits: ServiceLimits | None = None,
+                 decode: DecodeSettings | None = None, metrics: Metrics | None = None):  # fmt: skip
+        self.out_root = Path(out_root)
+        self.limits = limits or ServiceLimits()
+        self.decode = decode or DecodeSettings()
+        self.metrics = metrics or Metrics()
+        self._sessions: dict[tuple[str, str], Session] = {}
+        self._lock = threading.Lock()
+        self._draining = False
+
+    # -- lookup
+
+    def _paths(self, tenant: str, session_id: str) -> tuple[Path, Path]:
+        return (self.out_root / SESSIONS_DIR / tenant / session_id,
+                self.out_root / tenant / session_id)  # fmt: skip
+
+    def _find(self, tenant: str, session_id: str) -> Session:
+        """The session, loaded from disk after a restart; NOT_FOUND for any other tenant's."""
+        check_tenant(tenant)
+        if not _SESSION_ID.match(session_id):
+            raise SessionNotFoundError(f"no session {session_id!r}")
+        with self._lock:
+            session = self._sessions.get((tenant, session_id))
+            if session is not None:
+                return session
+            state_dir, out_dir = self._paths(tenant, session_id)
+            if not (state_dir / RECORD_NAME).is_file():
+                raise SessionNotFoundError(f"no session {session_id}")
+            record = read_json(state_dir / RECORD_NAME)
+            if record.get("state") != "open":
+                raise SessionStateError(f"session {session_id} is {record.get('state')}")
+            self._check_capacity()
+            session = Session(tenant, session_id, state_dir, out_dir,
+                              SessionLog.recover(state_dir / LOG_NAME), self.limits,
+                              self.decode, self.metrics, record)  # fmt: skip
+            self._sessions[(tenant, session_id)] = session
+        session.start()
+        return session
+
+    def _check_capacity(self) -> None:
+        if self._draining:
+            raise ShuttingDownError("the server is stopping: it takes no new sessions")
+        if len(self._sessions) >= self.limits.max_sessions:
+            raise CapacityError(f"the server holds {len(self._sessions)} sessions, its limit "
+                                "(--max-sessions): retry later")  # fmt: skip
+
+    @property
+    def active(self) -> int:
+        """Sessions held open."""
+        return len(self._sessions)
+
+    def total_backlog(self) -> int:
+        """Units stored but not decoded, over all sessions."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        return sum(s.backlog for s in sessions)
+
+    # -- requests
+
+    def open(self, tenant: str, request: OpenRequest) -> Opened:
+        """Opens a new session, or resumes ``request.session_id``."""
+        header = parse_open(request)
+        if request.session_id:
+            session = self._find(tenant, request.session_id)
+            if session.log.header_bytes() != request.header:
+                raise InvalidRequestError(f"the stream header differs from the one session "
+                                          f"{request.session_id} was opened with")  # fmt: skip
+            self.metrics.session_opened(True)
+            return Opened(session.session_id, session.next_seq, True)
+        check_decodable(header, self.decode)
+        session = self._create(check_tenant(tenant), request.header)
+        self.metrics.session_opened(False)
+        return Opened(session.session_id, 0, False)
+
+    def _create(self, tenant: str, header: bytes) -> Session:
+        with self._lock:
+            self._check_capacity()
+            session_id = secrets.token_hex(16)
+            state_dir, out_dir = self._paths(tenant, session_id)
+            state_dir.mkdir(parents=True)
+            log = SessionLog.create(state_dir / LOG_NAME, header)
+            record = {"session_id": session_id, "tenant": tenant, "state": "open",
+                      "created": time.time(), "dropped": []}  # fmt: skip
+            write_json_atomic(state_dir / RECORD_NAME, record)
+            session = Session(tenant, session_id, state_dir, out_dir, log, self.limits,
+                              self.decode, self.metrics, record)  # fmt: skip
+            self._sessions[(tenant, session_id)] = session
+        session.start()
+        return session
+
+    def attach(self, tenant: str, session_id: str) -> StreamReceiver:
+        """A stream for the session (a newer stream supersedes an older one)."""
+        if self._draining:
+            raise ShuttingDownError("the server is stopping; resume the session later")
+        session = self._find(tenant, session_id)
+        return StreamReceiver(session, session.attach(), self.limits, self.metrics)
+
+    def close(self, tenant: str, session_id: str, timeout_s: float = 0.0) -> Results:
+        """Ends a session: the decoder finishes what is stored; returns the results.
+
+        A closed session is final: its results stay readable, it cannot be resumed.
+        """
+        try:
+            session = self._find(tenant, session_id)
+        except SessionStateError:
+            return self.results(tenant, session_id)
+        if not session.close(timeout_s or self.limits.close_timeout_s):
+            raise ShuttingDownError(f"session {session_id}: the decoder did not finish in "
+                                    "time; close it again to wait longer")  # fmt: skip
+        results = session.results()
+        session.record.update(state=results.state, results=vars(results).copy())
+        write_json_atomic(session.state_dir / RECORD_NAME, session.record)
+        with self._lock:
+            self._sessions.pop((tenant, session_id), None)
+        self.metrics.session_closed(results.state)
+        return results
+
+    def results(self, tenant: str, session_id: str) -> Results:
+        """The results so far (never waits)."""
+        check_tenant(tenant)
+        if not _SESSION_ID.match(session_id):
+            raise SessionNotFoundError(f"no session {session_id!r}")
+        with self._lock:
+            session = self._sessions.get((tenant, session_id))
+        if session is not None:
+            return session.results()
+        state_dir, _ = self._paths(tenant, session_id)
+        if not (state_dir / RECORD_NAME).is_file():
+            raise SessionNotFoundError(f"no session {session_id}")
+        record = read_json(state_dir / RECORD_NAME)
+        if "results" in record:
+            return Results(**record["results"])
+        log = SessionLog.recover(state_dir / LOG_NAME)
+        return Results(session_id, "open", log.units, log.unit_bytes, 0, False, "",
+                       f"{tenant}/{session_id}", list(record.get("dropped", [])))  # fmt: skip
+
+    # -- stopping
+
+    def drain(self) -> None:
+        """Takes no new sessions or streams from now on."""
+        self._draining = True
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stops every decoder; open sessions keep their logs for a resume after a restart."""
+        self.drain()
+        with self._lock:
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
+        for session in sessions:
+            session.abandon(timeout_s)

@@ -1,0 +1,149 @@
+"""A session's decoder: reads stored units back from the log and writes the outputs.
+
+It runs in its own thread and follows the log as units are stored, with the same decoder,
+reconstructor and :class:`~cloud.outputs.DecodeOutputs` as ``cloud-decoder decode``, so
+the files are the same. Memory is bounded: units are read from the log one at a time (the
+backlog waits on disk, not in memory) and the outputs go to their files frame by frame.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from semcodec.codec.console import one_line
+
+log = logging.getLogger("semcodec.cloud.service")
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """How sessions are decoded: reconstructor name, overview video, flow prior file."""
+
+    decoder: str = "warp"
+    overview: bool = True
+    flow_prior: Path | None = None
+
+
+class Abandoned(Exception):
+    """The server stops: outputs are discarded, the log stays for a later resume."""
+
+
+class WorkSource(Protocol):
+    """What the decoder asks its session (see :class:`~cloud.service.core.Session`)."""
+
+    def next_work(self, decoded: int) -> str: ...
+
+    def frame_decoded(self, decoded: int, seconds: float) -> None: ...
+
+    def decode_done(self, frames: int, complete: bool, error: str | None) -> None: ...
+
+
+def load_flow_prior(path: Path | None):
+    """The flow prior at ``path`` (None: the shipped ones are used)."""
+    if path is None:
+        return None
+    from semcodec.codec.entropy.flow import FlowPrior
+
+    return FlowPrior.load(path)
+
+
+def remove_own_partials(out_dir: Path) -> None:
+    """Removes hidden partial output folders of ``out_dir`` left by this process (a server
+    stopped and started again in one process); other processes' are left to DecodeOutputs."""
+    import os
+
+    for path in out_dir.parent.glob(f".{out_dir.name}.{os.getpid()}-*.partial"):
+        if not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+class DecodeWorker(threading.Thread):
+    """Decodes one session's log into ``out_dir`` as units are stored.
+
+    Args:
+        log_path: the session's ``.semc`` log.
+        out_dir: the final output folder (``OUT/<tenant>/<session-id>``).
+        settings: reconstructor, overview, flow prior.
+        source: the session: says when a unit is stored, a unit was dropped, or to finish.
+    """
+
+    def __init__(self, log_path: Path, out_dir: Path, settings: DecodeSettings,
+                 source: WorkSource) -> None:  # fmt: skip
+        super().__init__(name=f"decode-{out_dir.name[:8]}", daemon=True)
+        self.log_path, self.out_dir = log_path, out_dir
+        self.settings, self.source = settings, source
+
+    def run(self) -> None:
+        frames, complete, error = 0, False, None
+        try:
+            frames, complete = self._decode()
+        except Abandoned:
+            return
+        except Exception as exc:  # a hostile stream or a full disk: the session fails
+            error = one_line(exc)
+            log.warning("session %s: decoding failed: %s", self.out_dir.name, error)
+        self.source.decode_done(frames, complete, error)
+
+    def _decode(self) -> tuple[int, bool]:
+        from semcodec.cloud.outputs import DecodeOutputs
+        from semcodec.codec.bitstream import read_stream
+        from semcodec.codec.reconstruct import create_reconstructor
+        from semcodec.codec.scaffold.codec import ScaffoldDecoder
+
+        remove_own_partials(self.out_dir)
+        reconstructor = create_reconstructor(self.settings.decoder)
+        with open(self.log_path, "rb") as fh:
+            header, units = read_stream(fh)
+            decoder = ScaffoldDecoder(header, flow_prior=load_flow_prior(self.settings.flow_prior))
+            # what `cloud-decoder decode` records about its reconstructor, recorded alike
+            described = ({"decoder": reconstructor.describe()}
+                         if hasattr(reconstructor, "describe") else {})  # fmt: skip
+            with DecodeOutputs(self.out_dir, header, overview=self.settings.overview,
+                               **described) as outputs:  # fmt: skip
+                self._loop(decoder, reconstructor, units, outputs)
+                self._finish(decoder, outputs)
+                return outputs.count, outputs.incomplete is None
+
+    def _loop(self, decoder, reconstructor, units, outputs) -> None:
+        decoded = 0
+        while True:
+            work = self.source.next_work(decoded)
+            if work == "abandon":
+                raise Abandoned
+            if work == "finish":
+                return
+            if work == "dropped":
+                outputs.mark_incomplete(f"unit {decoded} was dropped by the edge (spool policy); "
+                                        "the stream cannot be decoded past a gap")
+                self._wait_for_finish()
+                return
+            start = time.perf_counter()
+            frame = decoder.decode_unit(next(units))
+            if frame is not None:
+                outputs.add(frame, reconstructor.reconstruct(frame))
+            decoded += 1
+            self.source.frame_decoded(decoded, time.perf_counter() - start)
+            if frame is None:  # END: nothing may follow
+                return
+
+    def _wait_for_finish(self) -> None:
+        while (work := self.source.next_work(-1)) != "finish":
+            if work == "abandon":
+                raise Abandoned
+
+    @staticmethod
+    def _finish(decoder, outputs) -> None:
+        from semcodec.codec.scaffold.codec import IncompleteStreamError
+
+        if outputs.incomplete is not None:
+            return
+        try:
+            decoder.finish()
+        except IncompleteStreamError as exc:
+            outputs.mark_incomplete(str(exc))

@@ -1,0 +1,68 @@
+"""Prometheus metrics of ``cloud-decoder serve``, in a registry of the server's own (never
+the process-global one, so several servers in one process do not collide)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from semcodec.cloud.service.core import Metrics
+
+#: Decode latency buckets, seconds per frame (reconstruction and outputs included).
+DECODE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class PrometheusMetrics(Metrics):
+    """Sessions, bytes, units, decode latency, errors and backlog."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        reg = self.registry
+        self.opened = Counter("semcodec_sessions_opened", "Sessions opened or resumed",
+                              ["resumed"], registry=reg)  # fmt: skip
+        self.closed = Counter("semcodec_sessions_closed", "Sessions closed, by final state",
+                              ["state"], registry=reg)  # fmt: skip
+        self.active = Gauge("semcodec_sessions_active", "Sessions held open", registry=reg)
+        self.units = Counter("semcodec_units_stored", "Units stored (acknowledged)",
+                             registry=reg)  # fmt: skip
+        self.bytes = Counter("semcodec_unit_bytes_stored", "Unit bytes stored, framing "
+                             "included", registry=reg)  # fmt: skip
+        self.decode = Histogram("semcodec_decode_seconds", "Seconds to decode, reconstruct "
+                                "and write one frame", buckets=DECODE_BUCKETS,
+                                registry=reg)  # fmt: skip
+        self.errors = Counter("semcodec_errors", "Refused requests and failed decodes, by "
+                              "status", ["code"], registry=reg)  # fmt: skip
+        self.backlog = Gauge("semcodec_backlog_units", "Units stored but not yet decoded, all "
+                             "sessions", registry=reg)  # fmt: skip
+        self._http = None
+
+    def bind(self, manager) -> None:
+        """Reads the live gauges from ``manager`` (a SessionManager) at each scrape."""
+        self.active.set_function(lambda: manager.active)
+        self.backlog.set_function(manager.total_backlog)
+
+    def session_opened(self, resumed: bool) -> None:
+        self.opened.labels(resumed=str(resumed).lower()).inc()
+
+    def session_closed(self, state: str) -> None:
+        self.closed.labels(state=state).inc()
+
+    def unit_stored(self, nbytes: int) -> None:
+        self.units.inc()
+        self.bytes.inc(nbytes)
+
+    def frame_decoded(self, seconds: float) -> None:
+        self.decode.observe(seconds)
+
+    def error(self, code: str) -> None:
+        self.errors.labels(code=code).inc()
+
+    def serve(self, host: str, port: int) -> int:
+        """Serves ``/metrics`` over HTTP; returns the port (``port`` 0: a free one)."""
+        self._http, _thread = start_http_server(port, addr=host, registry=self.registry)
+        return self._http.server_address[1]
+
+    def stop(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None

@@ -1,0 +1,121 @@
+"""A session's durable state: its ``.semc`` log and a small JSON record.
+
+``stream.semc`` is the stream exactly as the edge made it: the header, then each unit
+appended and fsynced before it is acknowledged, so an acknowledged unit survives a crash.
+After a crash the log may end inside a unit that was never acknowledged; :meth:`SessionLog.
+recover` cuts it off. ``session.json`` (replaced atomically) holds the tenant, the state,
+the units the edge dropped and, once closed, the results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from semcodec.codec.bitstream import BitstreamError, read_stream, unit_overhead_bytes
+
+LOG_NAME = "stream.semc"
+RECORD_NAME = "session.json"
+
+
+def fsync_dir(path: Path) -> None:
+    """fsyncs a folder, so a file created or renamed in it survives a crash."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Writes ``data`` to ``path`` through a fsynced temporary file and a rename."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    fsync_dir(path.parent)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+class SessionLog:
+    """The append-only ``.semc`` log of one session.
+
+    Attributes:
+        path: the log file.
+        header_size: bytes of the stream header at its start.
+        units: units stored.
+        unit_bytes: bytes of the stored units (framing included).
+        ended: whether the last stored unit is an END unit.
+    """
+
+    def __init__(self, path: Path, header_size: int, units: int = 0, unit_bytes: int = 0,
+                 ended: bool = False) -> None:  # fmt: skip
+        self.path = path
+        self.header_size = header_size
+        self.units = units
+        self.unit_bytes = unit_bytes
+        self.ended = ended
+
+    @classmethod
+    def create(cls, path: Path, header: bytes) -> SessionLog:
+        """A new log holding only the stream header (fsynced)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags, 0o644)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(header)
+            fh.flush()
+            os.fsync(fh.fileno())
+        fsync_dir(path.parent)
+        return cls(path, len(header))
+
+    @classmethod
+    def recover(cls, path: Path) -> SessionLog:
+        """Opens an existing log; a damaged or cut tail (a unit never acknowledged) is cut off.
+
+        Raises:
+            BitstreamError: the header itself is unreadable.
+        """
+        header, units = read_stream(path)
+        size = len(header.to_bytes())
+        count = total = 0
+        ended = False
+        try:
+            for unit in units:
+                count += 1
+                total += unit_overhead_bytes(unit) + unit.payload_bytes
+                ended = unit.kind.name == "END"
+        except BitstreamError:
+            pass
+        if os.path.getsize(path) != size + total:
+            os.truncate(path, size + total)
+        return cls(path, size, count, total, ended)
+
+    def append(self, data: bytes, is_end: bool) -> None:
+        """Appends one unit's bytes and fsyncs them."""
+        with open(self.path, "ab") as fh:
+            if fh.tell() != self.header_size + self.unit_bytes:
+                fh.truncate(self.header_size + self.unit_bytes)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.units += 1
+        self.unit_bytes += len(data)
+        self.ended = is_end
+
+    def header_bytes(self) -> bytes:
+        with open(self.path, "rb") as fh:
+            return fh.read(self.header_size)

@@ -1,0 +1,1 @@
+"""``edge-agent stream``: pacer, on-disk spool and the gRPC client that streams units."""
