@@ -98,7 +98,8 @@ def _add_stream_parser(sub) -> None:
         "stream",
         help="encode a video and stream it to a cloud-decoder serve",
         description="Encodes INPUT as `encode` does and streams each unit as it is made to "
-        "`cloud-decoder serve`, paced to --bandwidth-kbps, kept in an on-disk spool until the "
+        "`cloud-decoder serve`, paced to --bandwidth-kbps or to a capacity --trace (with "
+        "--auto the encoder's target follows the link), kept in an on-disk spool until the "
         "cloud acknowledges it, resent after a broken link (reconnect with backoff, resume "
         "from the cloud's last acknowledgement, no duplicates). Exits 0 once every unit is "
         "acknowledged, with a summary line.",
@@ -119,12 +120,30 @@ def _add_stream_parser(sub) -> None:
     st.add_argument("--tls-key", type=Path, metavar="F", help="key of --tls-cert")
     st.add_argument("--server-name", metavar="NAME",
                     help="name on the server's certificate, when not the host")  # fmt: skip
-    st.add_argument("--bandwidth-kbps", type=positive_float, metavar="K",
-                    help="hold the sent rate to K kbit/s (token bucket; default: "
-                    "unpaced)")  # fmt: skip
+    pacing = st.add_mutually_exclusive_group()
+    pacing.add_argument("--bandwidth-kbps", type=positive_float, metavar="K",
+                        help="hold the sent rate to K kbit/s (token bucket; default: "
+                        "unpaced)")  # fmt: skip
+    pacing.add_argument("--trace", type=Path, metavar="FILE",
+                        help="pace to a recorded link: a Mahimahi capacity trace (one "
+                        "millisecond timestamp per 1500-byte packet), looped")  # fmt: skip
+    st.add_argument("--trace-scale-kbps", type=positive_float, metavar="K",
+                    help="scale --trace to a mean of K kbit/s, keeping its shape (default: "
+                    "the trace's own rate)")  # fmt: skip
     st.add_argument("--burst-bytes", type=positive_int, metavar="B",
                     help="token bucket depth (default: 0.25 s at --bandwidth-kbps, at least "
                     "one chunk)")  # fmt: skip
+    st.add_argument("--auto", action="store_true",
+                    help="closed-loop rate control: the encoder's target follows the link "
+                    "(measured goodput, spool, the cloud's feedback): fast back-off, slow "
+                    "probe up, within --min-kbps..--max-kbps; starts at --target-kbps / "
+                    "--target-bpp, else the level's target, else --max-kbps; a file is "
+                    "read at its frame rate, as from a camera")  # fmt: skip
+    st.add_argument("--min-kbps", type=positive_float, metavar="K",
+                    help="--auto: lowest target, kbit/s (default 1)")  # fmt: skip
+    st.add_argument("--max-kbps", type=positive_float, metavar="K",
+                    help="--auto: highest target, kbit/s (default: --bandwidth-kbps, the "
+                    "--trace's mean rate, else 1000)")  # fmt: skip
     st.add_argument("--chunk-kib", type=positive_int, default=256, metavar="K",
                     help="largest piece of a unit per message (the server may lower "
                     "it)")  # fmt: skip
@@ -138,6 +157,9 @@ def _add_stream_parser(sub) -> None:
                     "units (recorded in DIR/dropped.jsonl and reported)")  # fmt: skip
     st.add_argument("--max-outage-s", type=positive_float, default=300.0, metavar="S",
                     help="give up after S seconds without progress")  # fmt: skip
+    st.add_argument("--keepalive-s", type=positive_float, default=10.0, metavar="S",
+                    help="ping a quiet connection every S seconds; one unanswered for S "
+                    "seconds is dead (reconnect)")  # fmt: skip
 
 
 class UsageError(ValueError):
@@ -167,8 +189,9 @@ def _counted(frames, bar):
         bar.update(1)
 
 
-def _level_config(args: argparse.Namespace, info):
-    """The level preset with the rate target of ``--target-bpp`` / ``--target-kbps``."""
+def _level_config(args: argparse.Namespace, info, start_bps: float | None = None):
+    """The level preset with the rate target of ``--target-bpp`` / ``--target-kbps`` (or
+    ``start_bps``, bits per second, where given: ``--auto``'s first target)."""
     import dataclasses
 
     from semcodec.codec.scaffold.levels import LEVELS
@@ -176,8 +199,14 @@ def _level_config(args: argparse.Namespace, info):
     config = LEVELS[args.level]
     target = args.target_bpp
     if args.target_kbps is not None:
-        target = args.target_kbps * 1000 / (info.width * info.height * info.fps)
+        target = args.target_kbps * 1000 / _pixels_per_s(info)
+    if start_bps is not None:
+        target = start_bps / _pixels_per_s(info)
     return config if target is None else dataclasses.replace(config, target_bpp=target)
+
+
+def _pixels_per_s(info) -> float:
+    return info.width * info.height * info.fps
 
 
 def _open_input(args: argparse.Namespace):
@@ -237,13 +266,60 @@ def _stream_security(args: argparse.Namespace):
 
 
 def _pacer(args: argparse.Namespace):
-    from semcodec.edge.stream.pacer import TokenBucket, Unpaced
+    from semcodec.edge.stream.pacer import TokenBucket, TraceError, TracePacer, Unpaced
 
+    if args.trace_scale_kbps is not None and args.trace is None:
+        raise UsageError("--trace-scale-kbps needs --trace")
+    if args.trace is not None:
+        try:
+            pacer = TracePacer.from_file(args.trace, _kbps(args.trace_scale_kbps))
+        except TraceError as exc:
+            raise UsageError(f"--trace: {exc}") from None
+        log.info("pacing to %s looped every %.1f s, mean %.1f kbit/s", args.trace,
+                 pacer.period_ms / 1000, pacer.mean_bps / 1000)  # fmt: skip
+        return pacer
     if args.bandwidth_kbps is None:
         return Unpaced()
     rate = args.bandwidth_kbps * 1000
     burst = args.burst_bytes or max(int(rate / 8 * 0.25), args.chunk_kib * 1024)
     return TokenBucket(rate, burst)
+
+
+def _kbps(value: float | None) -> float | None:
+    """kbit/s (1000 bits) as bit/s."""
+    return None if value is None else value * 1000
+
+
+def _rate_control(args: argparse.Namespace, info, pacer):
+    """``--auto``'s controller settings (rates in bit/s), or None without ``--auto``."""
+    from semcodec.codec.scaffold.levels import LEVELS
+    from semcodec.edge.stream.ratecontrol import RateControlConfig
+
+    if not args.auto:
+        if args.min_kbps is not None or args.max_kbps is not None:
+            raise UsageError("--min-kbps and --max-kbps go with --auto")
+        return None
+    low = _kbps(args.min_kbps) or 1000.0
+    high = _kbps(args.max_kbps or args.bandwidth_kbps) or getattr(pacer, "mean_bps", 1e6)
+    if low > high:
+        raise UsageError(f"--min-kbps {low / 1000:g} is above the highest target "
+                         f"{high / 1000:g} kbit/s")  # fmt: skip
+    start = _kbps(args.target_kbps)
+    if args.target_bpp is not None or (start is None and LEVELS[args.level].target_bpp > 0):
+        start = (args.target_bpp or LEVELS[args.level].target_bpp) * _pixels_per_s(info)
+    return RateControlConfig(low, high, min(high, max(low, start or high)))
+
+
+def _auto_rate(control, spool, client, info):
+    """The :class:`~edge.stream.agent.AutoRate` of ``--auto`` (None without it)."""
+    from semcodec.edge.stream.agent import AutoRate
+    from semcodec.edge.stream.ratecontrol import LinkRateController
+
+    if control is None:
+        return None
+    log.info("rate: --auto from %.1f kbit/s within %.1f..%.1f kbit/s", control.start_bps / 1000,
+             control.min_bps / 1000, control.max_bps / 1000)  # fmt: skip
+    return AutoRate(LinkRateController(control), spool, client.stats, _pixels_per_s(info))
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
@@ -259,7 +335,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
     security, pacer = _stream_security(args), _pacer(args)
     source, total, prior = _open_input(args)
     info = source.info
-    encoder = ScaffoldEncoder(_level_config(args, info), (info.width, info.height), info.fps,
+    control = _rate_control(args, info, pacer)
+    config = _level_config(args, info, control.start_bps if control else None)
+    encoder = ScaffoldEncoder(config, (info.width, info.height), info.fps,
                               models_dir=args.models_dir, threads=args.threads,
                               flow_prior=prior, expected_frames=total)  # fmt: skip
     header = encoder.header(total).to_bytes()
@@ -267,13 +345,17 @@ def cmd_stream(args: argparse.Namespace) -> int:
     spool = Spool(folder, int(args.spool_max_mb * (1 << 20)), args.spool_policy)
     spool.bind(header)
     frames = (f.rgb for f in source.frames(start=args.start, count=args.frames))
-    producer = Producer(encoder, frames, spool)
-    producer.start()
     client = StreamClient(args.server, spool, security, pacer, args.chunk_kib * 1024,
-                          max_outage_s=args.max_outage_s, progress=ProgressLog(spool))  # fmt: skip
+                          max_outage_s=args.max_outage_s, keepalive_s=args.keepalive_s)  # fmt: skip
+    auto = _auto_rate(control, spool, client, info)
+    client.progress = ProgressLog(spool, auto=auto)
+    # --auto holds bits per second of video: a file is read at its frame rate, as a camera
+    producer = Producer(encoder, frames, spool, auto, info.fps if auto else None)
+    producer.start()
     try:
         results = client.run()
     except BaseException:
+        producer.stop()
         if not spool.finished():
             log.warning("the unacknowledged units are kept in %s: run again with --spool %s "
                         "to resume", folder, folder)  # fmt: skip
@@ -285,9 +367,21 @@ def cmd_stream(args: argparse.Namespace) -> int:
              results.session_id, client.stats.summary(), results.frames_decoded,
              "" if results.complete else f" (incomplete: {results.error or 'see stream.json'})",
              results.output_dir)  # fmt: skip
+    if auto is not None:
+        log.info("rate: final target %.1f kbit/s, %d change(s) (%s)",
+                 auto.controller.target_bps / 1000, len(auto.controller.decisions),
+                 _decision_counts(auto.controller.decisions))  # fmt: skip
     if args.spool is None:
         shutil.rmtree(folder, ignore_errors=True)
     return 0
+
+
+def _decision_counts(decisions) -> str:
+    """``reason: count`` of the controller's decisions, most common first."""
+    import collections
+
+    counts = collections.Counter(d.reason for d in decisions)
+    return ", ".join(f"{reason}: {n}" for reason, n in counts.most_common()) or "none"
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

@@ -429,6 +429,32 @@ def _saving_section(rows: list[dict], out_dir: Path) -> list[str]:
     ]
 
 
+def _tradeoff_section(rows: list[dict], out_dir: Path) -> list[str]:
+    """Bits needed for fixed person-region ST-LPIPS against decoder FLOPs (``tradeoff.png``,
+    ``tradeoff.csv``), when scaffold rows with more than one decoder setting are present."""
+    from semcodec.evaluation.tradeoff import bits_needed, plot_tradeoff, tradeoff_table
+
+    needed = bits_needed(rows)
+    if not any(n["flops"] for n in needed):
+        return []
+    with open(out_dir / "tradeoff.csv", "w") as fh:
+        fh.write("sequence,metric,quality,curve,flops,bpp,bound,baseline,baseline_bpp\n")
+        for n in needed:
+            fh.write(",".join("" if n[k] is None else str(n[k]) for k in (
+                "sequence", "metric", "quality", "curve", "flops", "bpp", "bound", "baseline",
+                "baseline_bpp")) + "\n")  # fmt: skip
+    parts = ["## Compute buys bits (scaffold decoders)", "",
+             "For fixed person-region ST-LPIPS levels, the BPP each decoder setting needs (its "
+             "levels interpolated in log-BPP) against its decoder FLOPs per frame; the bits "
+             "ratio per decade is how many times fewer bits 10x more FLOPs buys (least squares "
+             "over the interpolated points). Every point: `tradeoff.csv`.", "",
+             markdown_table(tradeoff_table(needed), ["sequence", "metric", "quality", "curves",
+                            "flops_decades", "bits_ratio_per_decade"]), ""]  # fmt: skip
+    if plot_tradeoff(rows, out_dir / "tradeoff.png"):
+        parts += ["![compute buys bits](tradeoff.png)", ""]
+    return parts
+
+
 def _rate_section(rows: list[dict]) -> list[str]:
     """The rate-controlled rows: target, BPP reached and the 10-s windows (empty if none)."""
     lines = []
@@ -518,6 +544,7 @@ def write_report(rows: list[dict], out_dir: Path, command: str = "") -> Path:
             "",
         ]
     parts += _saving_section(rows, out_dir)
+    parts += _tradeoff_section(rows, out_dir)
     parts += _rate_section(rows)
     if plots or rcq:
         parts += ["## Plots", ""]

@@ -78,7 +78,8 @@ def bpp_for_quality(points: Sequence[tuple[float, float]], target: float,
     return pts[-1][0], ">="
 
 
-def _value(row: dict, key: str) -> float | None:
+def row_number(row: dict, key: str) -> float | None:
+    """``row[key]`` as a finite float, or None (missing, empty or not a number)."""
     try:
         value = float(row.get(key))
     except (TypeError, ValueError):
@@ -90,7 +91,7 @@ def baseline_curves(rows: list[dict], sequence: str, metric: str) -> dict[str, l
     """``{curve: [(bpp, quality), ...]}`` of the baseline rows of one sequence."""
     out: dict[str, list] = {}
     for row in rows:
-        bpp, quality = _value(row, "bpp"), _value(row, metric)
+        bpp, quality = row_number(row, "bpp"), row_number(row, metric)
         if (row["sequence"] == sequence and row["codec"] in BASELINE_CODECS
                 and bpp and bpp > 0 and quality is not None):  # fmt: skip
             out.setdefault(row.get("curve") or row["codec"], []).append((bpp, quality))
@@ -99,7 +100,7 @@ def baseline_curves(rows: list[dict], sequence: str, metric: str) -> dict[str, l
 
 def saving_for(row: dict, metric: str, curves: dict[str, list]) -> Saving | None:
     """The saving factor of ``row`` on ``metric`` against ``curves`` (None without values)."""
-    bpp, value = _value(row, "bpp"), _value(row, metric)
+    bpp, value = row_number(row, "bpp"), row_number(row, metric)
     if not bpp or bpp <= 0 or value is None:
         return None
     higher = SAVING_METRICS[metric]

@@ -3,7 +3,8 @@
 Settings are ``level=N`` (0–3), optionally with overrides of the level's fields, e.g.
 ``level=1,target_bpp=0.003`` (the rate controller's target; default: the level's own), and
 the decoder that rebuilds the frames: ``decoder=diffusion,steps=4`` (``seed=N``,
-``weights=FILE`` for another denoiser; default ``decoder=warp``). The
+``weights=FILE`` for another denoiser, ``previous=0`` to generate without the previous
+output; default ``decoder=warp``). The
 payload is the whole ``.semc`` stream (header, units, END) exactly as
 :func:`codec.bitstream.write_stream` writes it, and the per-stream byte counts split it into
 ``keyframe``, ``seg``, ``pose``, ``flow``, ``boxes``, ``appearance`` and ``header`` (stream
@@ -22,7 +23,7 @@ import numpy as np
 from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, register_codec
 
 #: Setting keys that choose the decoder, not the stream.
-DECODER_KEYS = ("decoder", "steps", "seed", "weights")
+DECODER_KEYS = ("decoder", "steps", "seed", "weights", "previous")
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
 STREAMS = ("keyframe", "seg", "pose", "flow", "boxes", "appearance", "header")
 
@@ -68,9 +69,13 @@ class ScaffoldCodec(Codec):
                 options[key] = int(value)
         if setting.get("weights") is not None:
             options["weights"] = setting.get("weights")
+        if setting.get("previous") is not None:
+            if setting.get("previous") not in ("0", "1"):
+                raise SettingError(f"scaffold: previous={setting.get('previous')}: expected 0 or 1")
+            options["previous"] = setting.get("previous") == "1"
         if options and name == "warp":
-            raise SettingError(f"scaffold: '{setting}': steps, seed and weights need "
-                               "decoder=diffusion")  # fmt: skip
+            raise SettingError(f"scaffold: '{setting}': steps, seed, weights and previous "
+                               "need decoder=diffusion")  # fmt: skip
         return name, options
 
     def _level(self, setting: Setting):

@@ -32,6 +32,10 @@ from semcodec.codec.reconstruct.denoiser import DenoiserConfig
 log = logging.getLogger(__name__)
 #: The arrays of one example set; every array's first axis is the window.
 EXAMPLE_KEYS = ("target", "warp", "mask", "prev_target", "prev_warp", "has_prev", "frame")
+#: The previous original stands in for the previous output blurred by this (canvas px)...
+PREVIOUS_BLUR_PX = 2.0
+#: ... and noised by this (0..255 levels, standard deviation).
+PREVIOUS_NOISE = 6.0
 
 
 class TrainConfigError(ValueError):
@@ -65,21 +69,23 @@ class TrainConfig:
         checkpoint_every: steps between checkpoints (and loss-curve rewrites).
         p_no_previous: share of examples conditioned on no previous output.
         p_previous_warp: share conditioned on the previous ``warp`` pixels (the rest get the
-            previous original pixels, lightly blurred and noised).
+            previous original pixels, blurred and noised: the decoder's previous output is
+            its own guess, and a sharp previous original would teach it to copy a frame it
+            will never have).
         init: weights to start from (camera adaptation), or None for a fresh model.
     """
 
     data: tuple[DataRange, ...] = (DataRange("PETS09-S2L1-full", 1, 500),)
     level: int = 1
     denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
-    steps: int = 4000
+    steps: int = 2500
     batch_size: int = 16
     learning_rate: float = 1e-3
     ema_decay: float = 0.998
     seed: int = 0
-    checkpoint_every: int = 200
-    p_no_previous: float = 0.3
-    p_previous_warp: float = 0.2
+    checkpoint_every: int = 100
+    p_no_previous: float = 0.5
+    p_previous_warp: float = 0.25
     init: str | None = None
 
     def to_dict(self) -> dict:
@@ -202,8 +208,8 @@ def make_batch(examples: dict[str, np.ndarray], index: np.ndarray, config: Train
     use_warp = choice < config.p_previous_warp
     previous = examples["prev_target"][index].astype(np.float32)
     for k in np.flatnonzero(~use_warp):  # the decoder's previous output is never exact
-        previous[k] = cv2.GaussianBlur(previous[k], (0, 0), 0.8)
-    previous += rng.normal(0, 3, previous.shape).astype(np.float32)
+        previous[k] = cv2.GaussianBlur(previous[k], (0, 0), PREVIOUS_BLUR_PX)
+    previous += rng.normal(0, PREVIOUS_NOISE, previous.shape).astype(np.float32)
     previous[use_warp] = examples["prev_warp"][index][use_warp]
     has_previous = examples["has_prev"][index] & (choice >= 1 - config.p_no_previous)
     flip = rng.random(len(index)) < 0.5

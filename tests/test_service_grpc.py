@@ -624,3 +624,25 @@ def test_agent_killed_and_restarted_resumes_its_session(server, semc, sample_dir
     (session,) = (server.settings.out / ".sessions" / "default").iterdir()  # one session
     assert (session / "stream.semc").read_bytes() == semc.read_bytes()
     assert (server.settings.out / "default" / session.name / "stream.json").is_file()
+    # the same command once more: the session is closed, its results are reported
+    third = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert third.returncode == 0, third.stderr
+    assert "units sent 0, acknowledged 4" in third.stderr and session.name in third.stderr
+
+
+def test_agent_refused_mid_encode_exits_2_cleanly(tmp_path, sample_dir):
+    """A refusal while the encoder thread runs native code: the encoder is stopped before
+    the process exits (it used to abort with 'terminate called without an active
+    exception', exit status 134)."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{TOKEN_A} alpha\n")
+    srv = start_server(tmp_path, tokens=tokens)
+    try:
+        argv = [sys.executable, "-m", "semcodec.edge.cli", "stream", str(sample_dir),
+                "--server", f"127.0.0.1:{srv.port}", "--level", "1", "--frames", "40",
+                "--token", TOKEN_B, "--spool", str(tmp_path / "spool")]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    finally:
+        srv.stop(0)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("edge-agent: error: UNAUTHENTICATED")

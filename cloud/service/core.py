@@ -53,8 +53,38 @@ PROTOCOL_VERSION = 1
 SESSIONS_DIR = ".sessions"
 _SESSION_ID = re.compile(r"^[0-9a-f]{32}$")
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-#: Seconds of stored bytes the goodput is measured over.
+#: Seconds of stored bytes (and decoded units) the goodput (and decode rate) is measured over.
 GOODPUT_WINDOW_S = 5.0
+#: How far below what the cloud takes its recommended rate stays (a share).
+RECOMMEND_MARGIN = 0.1
+#: The decode backlog (a share of its bound) above which the cloud recommends a rate.
+RECOMMEND_FROM_FILL = 0.25
+
+
+def recommend_rate(goodput_bps: float, decode_bps: float, backlog: int, max_backlog: int,
+                   margin: float = RECOMMEND_MARGIN) -> float:  # fmt: skip
+    """The rate the cloud recommends to the edge, bits per second (0: no recommendation).
+
+    While the decoder keeps up (backlog at most ``RECOMMEND_FROM_FILL`` of its bound) the
+    cloud recommends nothing: the link's capacity is the edge's to measure, and the cloud
+    only sees what arrives. Past that the decoder is the bottleneck, and the stream should
+    cost no more than the decoder takes: ``min(goodput, decode) * (1 - margin) * (1 -
+    fill / 2)``, ``fill = backlog / max_backlog`` -- below the decoder's throughput by the
+    margin, and lower the fuller the backlog, so that it drains. A decoder that decoded
+    nothing over the window counts as taking half the goodput.
+
+    Args:
+        goodput_bps: stored unit bits per second (the window's).
+        decode_bps: decoded unit bits per second (the window's; 0: none decoded).
+        backlog: units stored but not decoded; max_backlog: its bound (> 0).
+    """
+    if max_backlog <= 0 or backlog <= RECOMMEND_FROM_FILL * max_backlog:
+        return 0.0
+    fill = min(1.0, backlog / max_backlog)
+    takes = decode_bps if decode_bps > 0 else 0.5 * goodput_bps
+    if goodput_bps > 0:
+        takes = min(takes, goodput_bps)
+    return max(1.0, takes * (1 - margin) * (1 - fill / 2))
 
 
 @dataclass(frozen=True)
@@ -119,7 +149,8 @@ class Feedback:
         goodput_bps: stored unit bits per second over the last ``GOODPUT_WINDOW_S``.
         backlog_units: stored but not yet decoded.
         max_backlog_units: the session's bound on that backlog.
-        recommended_rate_bps: a rate to send at (0: no recommendation).
+        recommended_rate_bps: a rate to send at, bits per second (0: no recommendation;
+            see :func:`recommend_rate`).
         frames_decoded: frames (units) decoded so far.
         decode_error: why decoding failed, if it did.
     """
@@ -271,6 +302,7 @@ class Session:
         self.decode_state: dict | None = None  # frames, complete, error once the worker ends
         self._cond = threading.Condition()
         self._window: collections.deque[tuple[float, int]] = collections.deque()
+        self._decoded_at: collections.deque[float] = collections.deque()
         self._worker = DecodeWorker(log.path, out_dir, decode, self)
 
     @property
@@ -364,17 +396,33 @@ class Session:
             return 0
         return max(0, self.log.units - self.decoded)
 
+    def _rates(self, now: float) -> tuple[float, float]:
+        """``(goodput, decode rate)`` over the last ``GOODPUT_WINDOW_S``, bits per second
+        (the decode rate: units decoded times the mean stored unit's bits)."""
+        horizon = now - GOODPUT_WINDOW_S
+        while self._window and self._window[0][0] < horizon:
+            self._window.popleft()
+        while self._decoded_at and self._decoded_at[0] < horizon:
+            self._decoded_at.popleft()
+        span = max(now - self._window[0][0], 1.0) if self._window else GOODPUT_WINDOW_S
+        stored = sum(n for _, n in self._window)
+        goodput = 8 * stored / span
+        if self._window:
+            unit_bytes = stored / len(self._window)
+        else:
+            unit_bytes = self.log.unit_bytes / max(self.log.units, 1)
+        if not self._decoded_at:
+            return goodput, 0.0
+        decode_span = max(now - self._decoded_at[0], 1.0)
+        return goodput, 8 * unit_bytes * len(self._decoded_at) / decode_span
+
     def feedback(self) -> Feedback:
         with self._cond:
-            now = time.monotonic()
-            while self._window and self._window[0][0] < now - GOODPUT_WINDOW_S:
-                self._window.popleft()
-            span = max(now - self._window[0][0], 1.0) if self._window else GOODPUT_WINDOW_S
-            goodput = 8 * sum(n for _, n in self._window) / span
+            goodput, decode = self._rates(time.monotonic())
             backlog, limit = self.backlog, self.limits.max_backlog_units
             error = (self.decode_state or {}).get("error") or ""
             return Feedback(self.next_seq, goodput, backlog, limit,
-                            goodput * 0.5 if backlog > limit // 2 else 0.0,
+                            recommend_rate(goodput, decode, backlog, limit),
                             self.decoded, error)  # fmt: skip
 
     # -- the decoder side (see cloud.service.decode.WorkSource)
@@ -397,6 +445,10 @@ class Session:
     def frame_decoded(self, decoded: int, seconds: float) -> None:
         with self._cond:
             self.decoded = decoded
+            now = time.monotonic()
+            self._decoded_at.append(now)
+            while self._decoded_at[0] < now - GOODPUT_WINDOW_S:
+                self._decoded_at.popleft()
             self._cond.notify_all()
         self.metrics.frame_decoded(seconds)
 

@@ -98,7 +98,11 @@ class DecoderServer:
         workers = self.settings.workers or 2 * self.settings.max_sessions + 8
         options = [("grpc.max_receive_message_length", GRPC_MESSAGE_LIMIT),
                    ("grpc.max_send_message_length", GRPC_MESSAGE_LIMIT),
-                   ("grpc.so_reuseport", 0)]  # fmt: skip
+                   ("grpc.so_reuseport", 0),
+                   # edges ping (keepalive) to notice a cut link: allow one a second
+                   ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
+                   ("grpc.http2.max_ping_strikes", 0),
+                   ("grpc.keepalive_permit_without_calls", 1)]  # fmt: skip
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers,
                                                         thread_name_prefix="grpc"),
                              interceptors=self._interceptors(), options=options)  # fmt: skip

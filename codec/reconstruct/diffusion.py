@@ -44,8 +44,6 @@ from semcodec.codec.scaffold.appearance import draw_ref
 DEFAULT_STEPS = 2
 #: The steps the benchmark's compute knob offers.
 STEP_CHOICES = (1, 2, 4, 8, 16)
-#: Generated windows fade into ``warp``'s frame over this share of their size.
-FEATHER = 0.12
 
 
 def save_denoiser(model: ConditionalDenoiser, path: Path, metadata: dict) -> Path:
@@ -87,13 +85,15 @@ class DiffusionReconstructor(Reconstructor):
         seed: seeds each track's noise; recorded by the caller with the outputs.
         weights: a denoiser file from ``semcodec-bench train-decoder``; default: the shipped
             one.
+        previous: condition each window on the previous output (temporal coherence); off,
+            every frame is generated from the ``warp`` pixels alone.
     """
 
     def __init__(self, steps: int = DEFAULT_STEPS, seed: int = 0,
-                 weights: str | Path | None = None):  # fmt: skip
+                 weights: str | Path | None = None, previous: bool = True):  # fmt: skip
         if int(steps) != steps or not 1 <= int(steps) <= 64:
             raise UnknownReconstructorError(f"diffusion: steps must be 1..64, got {steps}")
-        self.steps, self.seed = int(steps), int(seed)
+        self.steps, self.seed, self.previous = int(steps), int(seed), bool(previous)
         self.weights = Path(weights) if weights is not None else default_weights()
         self.model = load_denoiser(self.weights).to(memory_format=torch.channels_last)
         self.weights_sha256 = hashlib.sha256(self.weights.read_bytes()).hexdigest()
@@ -118,8 +118,9 @@ class DiffusionReconstructor(Reconstructor):
             return base
         windows = person_windows(tracks.boxes, self.canvas)
         warp_crops = crop_windows(base, windows, self.canvas)
-        previous = None if self._previous is None else crop_windows(self._previous, windows,
-                                                                    self.canvas)  # fmt: skip
+        previous = None
+        if self.previous and self._previous is not None:
+            previous = crop_windows(self._previous, windows, self.canvas)
         cond = conditioning(warp_crops, box_masks(tracks.boxes, windows, self.canvas), previous)
         cond = torch.from_numpy(cond).permute(0, 3, 1, 2).contiguous(
             memory_format=torch.channels_last)  # fmt: skip
@@ -135,7 +136,8 @@ class DiffusionReconstructor(Reconstructor):
     def describe(self) -> dict:
         """Name, steps, seed and the weights (file name and sha256) that made the frames."""
         return {"name": self.name, "steps": self.steps, "seed": self.seed,
-                "weights": self.weights.name, "weights_sha256": self.weights_sha256}  # fmt: skip
+                "previous": self.previous, "weights": self.weights.name,
+                "weights_sha256": self.weights_sha256}  # fmt: skip
 
     def _track_noise(self, track_id: int) -> torch.Tensor:
         if track_id not in self._noise:
@@ -145,14 +147,15 @@ class DiffusionReconstructor(Reconstructor):
 
     def _paste(self, base: np.ndarray, crops: torch.Tensor, windows: np.ndarray,
                boxes: np.ndarray) -> np.ndarray:  # fmt: skip
-        """Draws the generated windows over ``base``, farthest (highest box bottom) first."""
+        """Draws the generated windows over ``base``, farthest (highest box bottom) first:
+        opaque inside the person's box, fading to ``warp``'s plate at the window's edge."""
         canvas = base.astype(np.float32)
         pixels = ((crops + 1) * 127.5).permute(0, 2, 3, 1).numpy()
         for k in np.argsort(boxes[:, 3], kind="stable"):
-            x1, y1, x2, y2 = windows[k]
-            fx, fy = (x2 - x1) * FEATHER, (y2 - y1) * FEATHER
-            draw_ref(canvas, pixels[k], windows[k], inner=np.array([x1 + fx, y1 + fy,
-                                                                   x2 - fx, y2 - fy]))  # fmt: skip
+            window = windows[k]
+            inner = np.concatenate([np.maximum(boxes[k, :2], window[:2]),
+                                    np.minimum(boxes[k, 2:], window[2:])])  # fmt: skip
+            draw_ref(canvas, pixels[k], window, inner=inner)
         return np.clip(canvas + 0.5, 0, 255).astype(np.uint8)
 
     def flops_per_window_step(self) -> int:

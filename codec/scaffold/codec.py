@@ -348,6 +348,21 @@ class ScaffoldEncoder:
                                         expected_frames=expected_frames,
                                         fixed_bytes=fixed)  # fmt: skip
 
+    def set_target_bpp(self, target_bpp: float) -> None:
+        """Changes the rate target (bits per pixel, > 0) from the next frame on.
+
+        The stream header keeps the target the stream started with (decoding never reads
+        it); the units that follow cost what the new target allows.
+
+        Raises:
+            ValueError: the stream has no rate control (its level's ``target_bpp`` is 0:
+                start it with a target), or ``target_bpp`` is not > 0.
+        """
+        if self._rate is None:
+            raise ValueError("this stream has no rate control (level without a target): "
+                             "start it with a target to change it")  # fmt: skip
+        self._rate.set_target(target_bpp)
+
     def _model_entries(self, models_dir) -> tuple[ModelEntry, ...]:
         from semcodec.codec.models import resolve_model_spec
 

@@ -58,6 +58,7 @@ class RateController:
                  margin: float = 0.99) -> None:  # fmt: skip
         if not target_bpp > 0 or not fps > 0:
             raise ValueError(f"target_bpp and fps must be > 0, got {target_bpp}, {fps}")
+        self._margin, self._pixels = margin, frame_size[0] * frame_size[1]
         self.frame_bytes = margin * target_bpp * frame_size[0] * frame_size[1] / 8
         self.window_frames = max(1, round(window_s * fps))
         self.expected_frames = max(0, int(expected_frames))
@@ -75,6 +76,17 @@ class RateController:
     @property
     def window_bytes(self) -> float:
         return self.frame_bytes * self.window_frames
+
+    def set_target(self, target_bpp: float) -> None:
+        """Holds the stream to ``target_bpp`` bits per pixel from the next frame on (a
+        closed-loop controller follows the link with it). The account keeps its balance
+        and the first frame's debt still being repaid; budgets, caps and shares scale with
+        the new target."""
+        if not target_bpp > 0:
+            raise ValueError(f"target_bpp must be > 0, got {target_bpp}")
+        frame_bytes = self._margin * target_bpp * self._pixels / 8
+        self._earn = max(0.0, self._earn + frame_bytes - self.frame_bytes)
+        self.frame_bytes = frame_bytes
 
     def start_frame(self) -> None:
         """A new frame earns its share."""

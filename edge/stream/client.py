@@ -21,7 +21,7 @@ from pathlib import Path
 import grpc
 
 from semcodec.codec.bitstream import StreamHeader
-from semcodec.edge.stream.pacer import TokenBucket, Unpaced
+from semcodec.edge.stream.pacer import Pacer, Unpaced
 from semcodec.edge.stream.spool import Spool, SpooledUnit
 from semcodec.protos import semcodec_v1_pb2 as pb
 from semcodec.protos import semcodec_v1_pb2_grpc as pb_grpc
@@ -65,8 +65,9 @@ class ChannelSecurity:
     token: str | None = None
     server_name: str | None = None
 
-    def channel(self, target: str) -> grpc.Channel:
-        options = [("grpc.max_receive_message_length", 4 << 20)]
+    def channel(self, target: str, extra: tuple[tuple[str, int], ...] = ()) -> grpc.Channel:
+        """A channel to ``target`` with these credentials (``extra``: more channel options)."""
+        options = [("grpc.max_receive_message_length", 4 << 20), *extra]
         if self.server_name:
             options.append(("grpc.ssl_target_name_override", self.server_name))
         if self.ca is None:
@@ -84,16 +85,25 @@ class ChannelSecurity:
 
 @dataclass
 class LinkStats:
-    """What the link did (bytes are unit bytes as sent, protocol overhead excluded)."""
+    """What the link did (bytes are unit bytes as sent, protocol overhead excluded).
+
+    ``bytes_sent`` counts whole units once sent; ``wire_bytes`` counts unit bytes as each
+    chunk is handed to the link (what a rate controller measures). ``goodput_bps``,
+    ``backlog_units``, ``max_backlog_units`` and ``recommended_bps`` are the cloud's last
+    feedback (bits per second, units).
+    """
 
     units_sent: int = 0
     units_resent: int = 0
     units_acked: int = 0
     bytes_sent: int = 0
+    wire_bytes: int = 0
     reconnects: int = 0
-    first_sent: float | None = None  # time.monotonic() of the first byte handed to the link
+    first_sent: float | None = None  # time.monotonic() the first byte was ready to send
     goodput_bps: float = 0.0
     backlog_units: int = 0
+    max_backlog_units: int = 0
+    recommended_bps: float = 0.0
     dropped: int = 0
 
     def kbps(self) -> float:
@@ -142,19 +152,26 @@ class StreamClient:
         target: ``HOST:PORT`` of the server.
         spool: the spool (bound to the stream header) that the encoder fills.
         security: TLS, mutual TLS and token.
-        pacer: a :class:`TokenBucket` (default: unpaced).
+        pacer: a :class:`~edge.stream.pacer.TokenBucket` or :class:`~edge.stream.pacer.
+            TracePacer` (default: unpaced).
         chunk_bytes: the largest chunk sent (also capped by the server's limit).
         backoff_s: first and largest wait between reconnects, seconds (doubles each time).
         max_outage_s: give up after this long without progress, seconds.
         progress: called with the stats after each acknowledgement.
+        keepalive_s: HTTP/2 pings this often on a quiet connection, and a connection whose
+            ping is not answered within as long is dead (a cut link is noticed in about
+            twice this), seconds.
+        open_timeout_s: how long opening (or resuming) a session may take, seconds.
     """
 
     def __init__(self, target: str, spool: Spool, security: ChannelSecurity | None = None,
-                 pacer: TokenBucket | Unpaced | None = None,
+                 pacer: Pacer | None = None,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  backoff_s: tuple[float, float] = (0.2, 5.0), max_outage_s: float = 300.0,
-                 progress: Callable[[LinkStats], None] | None = None) -> None:  # fmt: skip
+                 progress: Callable[[LinkStats], None] | None = None,
+                 keepalive_s: float = 10.0, open_timeout_s: float = 10.0) -> None:  # fmt: skip
         self.target, self.spool = target, spool
+        self.keepalive_s, self.open_timeout_s = keepalive_s, open_timeout_s
         self.security = security or ChannelSecurity()
         self.pacer = pacer or Unpaced()
         self.chunk_bytes, self.backoff_s, self.max_outage_s = chunk_bytes, backoff_s, max_outage_s
@@ -193,11 +210,14 @@ class StreamClient:
                 raise self.spool.error
 
     def _session(self, header: bytes) -> pb.SessionResults:
-        with self.security.channel(self.target) as channel:
+        with self.security.channel(self.target, self._options()) as channel:
             stub = pb_grpc.SemanticStreamStub(channel)
             metadata = self.security.metadata()
+            done = self._closed_results(stub, metadata)
+            if done is not None:
+                return done
             opened = stub.OpenSession(open_request(header, self.spool.session_id),
-                                      metadata=metadata, timeout=30)  # fmt: skip
+                                      metadata=metadata, timeout=self.open_timeout_s)  # fmt: skip
             self.spool.set_session(opened.session_id)
             self._acked(opened.next_seq)
             if not self.spool.finished():
@@ -209,6 +229,29 @@ class StreamClient:
                 raise _retry("the stream ended before every unit was acknowledged")
             return stub.CloseSession(pb.CloseSessionRequest(session_id=opened.session_id),
                                      metadata=metadata, timeout=600)  # fmt: skip
+
+    def _closed_results(self, stub, metadata) -> pb.SessionResults | None:
+        """The results of a session an earlier run of this spool already closed (running
+        the same command again is harmless), else None."""
+        if not (self.spool.finished() and self.spool.session_id):
+            return None
+        results = stub.GetResults(pb.GetResultsRequest(session_id=self.spool.session_id),
+                                  metadata=metadata, timeout=self.open_timeout_s)  # fmt: skip
+        if results.state in (pb.SESSION_STATE_CLOSED, pb.SESSION_STATE_FAILED):
+            self.stats.units_acked = self.spool.acked
+            return results
+        return None
+
+    def _options(self) -> tuple[tuple[str, int], ...]:
+        """Keepalive pings (the server allows one a second) and a quick reconnect."""
+        ms = max(1000, int(self.keepalive_s * 1000))
+        return (("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.max_pings_without_data", 0),
+                ("grpc.http2.min_time_between_pings_ms", ms),  # not 5 min while blocked
+                ("grpc.http2.min_ping_interval_without_data_ms", ms),
+                ("grpc.initial_reconnect_backoff_ms", 200),
+                ("grpc.max_reconnect_backoff_ms", 2000))  # fmt: skip
 
     def _stream(self, stub, metadata, session_id: str, first: int, chunk: int) -> None:
         stop = threading.Event()
@@ -233,9 +276,10 @@ class StreamClient:
                     return
                 continue
             for message in unit_chunks(unit, chunk):
-                self.pacer.consume(len(message.chunk.data))
-                if self.stats.first_sent is None:
+                if self.stats.first_sent is None:  # before the pacer's first wait
                     self.stats.first_sent = time.monotonic()
+                self.pacer.consume(len(message.chunk.data))
+                self.stats.wire_bytes += len(message.chunk.data)
                 yield message
             self._sent(unit)
             seq += 1
@@ -254,6 +298,8 @@ class StreamClient:
         if feedback is not None:
             self.stats.goodput_bps = feedback.goodput_bps
             self.stats.backlog_units = feedback.backlog_units
+            self.stats.max_backlog_units = feedback.max_backlog_units
+            self.stats.recommended_bps = feedback.recommended_rate_bps
         if self.progress is not None:
             self.progress(self.stats)
 

@@ -2,8 +2,10 @@
 
 A folder: ``state.json`` (the stream header, session id, how far the cloud acknowledged,
 whether the stream ended) and ``units/SEQ-KIND-TIMESTAMP.unit`` files, each written
-through a fsynced temporary file and a rename, deleted once acknowledged. A restarted agent
-reopens the folder and goes on where it stopped (units already produced are not put again).
+through a fsynced temporary file and a rename, deleted once acknowledged; with closed-loop
+rate control, ``targets.jsonl`` records the target each run of units was encoded at. A
+restarted agent reopens the folder and goes on where it stopped (units already produced are
+not put again).
 
 The spool holds at most ``max_bytes`` of units. When full, ``policy`` decides:
 
@@ -28,6 +30,7 @@ from pathlib import Path
 POLICIES = ("block", "drop-oldest")
 _UNIT_FILE = re.compile(r"^(\d{12})-(\d)-(-?\d+)\.(unit|dropped)$")
 KEYFRAME_KIND = 1
+TARGETS_NAME = "targets.jsonl"
 END_KIND = 3
 
 
@@ -83,6 +86,7 @@ class Spool:
         self._scan()
         self.dropped_count = sum(1 for v in self._index.values() if v[2])
         self.sending_upto = self.acked
+        self.acked_bytes = 0  # bytes of units acknowledged while this object was open
         self.error: BaseException | None = None
 
     # -- persistence
@@ -217,11 +221,37 @@ class Spool:
             if next_seq <= self.acked:
                 return
             for seq in [s for s in self._index if s < next_seq]:
-                kind, ts, dropped, _ = self._index.pop(seq)
+                kind, ts, dropped, size = self._index.pop(seq)
                 self._path(seq, kind, ts, dropped).unlink(missing_ok=True)
+                self.acked_bytes += size
             self.state["acked"] = next_seq
             self._save_state()
             self._cond.notify_all()
+
+    # -- the rate targets the encoder used (closed-loop control), so a restart replays them
+
+    def record_target(self, seq: int, target_bpp: float) -> None:
+        """Records (fsynced) that units from ``seq`` on were encoded at ``target_bpp``."""
+        line = json.dumps({"seq": seq, "target_bpp": target_bpp}) + "\n"
+        with self._cond, open(self.folder / TARGETS_NAME, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def recorded_target(self, seq: int) -> float | None:
+        """The target unit ``seq`` was encoded at by an earlier run (None: not recorded)."""
+        path = self.folder / TARGETS_NAME
+        if not path.is_file():
+            return None
+        found = None
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+                if int(record["seq"]) <= seq:
+                    found = float(record["target_bpp"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut by a crash
+        return found
 
     def finished(self) -> bool:
         """The END unit was put and every unit is acknowledged."""

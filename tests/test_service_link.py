@@ -1,0 +1,279 @@
+"""The edge over constrained links: --auto following a slower pacer over real gRPC on
+127.0.0.1, and real kernel-shaped links (tc tbf, nftables loss and cuts) inside a network
+namespace the test makes (root only; skipped with the reason elsewhere)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from semcodec.cloud.cli import main as cloud_main
+from semcodec.edge.cli import main as edge_main
+
+from .test_service_grpc import assert_same_tree, server, session_paths  # noqa: F401
+
+PIXELS_PER_S = 384 * 288 * 7.0  # the embedded sample
+
+
+@pytest.fixture(scope="module")
+def detector_model():
+    from semcodec.codec.models import ModelNotFoundError, resolve_model
+
+    try:
+        resolve_model("ssdlite_person")
+    except ModelNotFoundError as exc:
+        pytest.skip(f"the person detector is not available: {exc}")
+
+
+def test_auto_target_follows_a_slower_pacer_down(server, detector_model, sample_dir,  # noqa: F811
+                                                 tmp_path, capsys):  # fmt: skip
+    spool = tmp_path / "spool"
+    argv = ["stream", str(sample_dir), "--server", f"127.0.0.1:{server.port}", "--level", "1",
+            "--frames", "21", "--auto", "--target-kbps", "24", "--min-kbps", "2",
+            "--max-kbps", "24", "--bandwidth-kbps", "8", "--burst-bytes", "1024",
+            "--chunk-kib", "1", "--spool", str(spool)]  # fmt: skip
+    assert edge_main(argv) == 0
+    err = capsys.readouterr().err
+    assert "units sent 22, acknowledged 22, resent 0, dropped by policy 0" in err, err
+    records = [json.loads(line) for line in (spool / "targets.jsonl").read_text().splitlines()]
+    kbps = [(r["seq"], r["target_bpp"] * PIXELS_PER_S / 1000) for r in records]
+    assert kbps[0] == (0, pytest.approx(24))
+    # the encoder reads the file at 7 fps: the target is under the pacer's 8 kbit/s within
+    # 2 seconds (14 frames) of the start
+    below = [seq for seq, rate in kbps if rate <= 8]
+    assert below and below[0] <= 14, kbps
+    assert all(2 - 1e-9 <= rate <= 24 + 1e-9 for _, rate in kbps)
+    # the session holds every unit once and decodes like the same stream offline
+    (session,) = (server.settings.out / ".sessions" / "default").iterdir()
+    log, outputs = session_paths(server.settings.out, "default", session.name)
+    offline = tmp_path / "offline"
+    assert cloud_main(["-q", "decode", str(log), "-o", str(offline)]) == 0
+    assert_same_tree(outputs, offline)
+    assert json.loads((outputs / "stream.json").read_text())["complete"] is True
+
+
+def _step_trace(path: Path) -> Path:
+    """A 10-s Mahimahi trace: 480 kbit/s for 2 s, then 60 kbit/s (mean 144 kbit/s)."""
+    stamps = list(range(25, 2001, 25)) + list(range(2200, 10001, 200))
+    path.write_text("".join(f"{t}\n" for t in stamps))
+    return path
+
+
+def test_auto_target_follows_a_trace_step_down_within_2_s(
+        server, detector_model, sample_dir, tmp_path, capsys):  # noqa: F811  # fmt: skip
+    spool = tmp_path / "spool"
+    trace = _step_trace(tmp_path / "step.up")
+    argv = ["stream", str(sample_dir), "--server", f"127.0.0.1:{server.port}", "--level", "1",
+            "--frames", "35", "--auto", "--target-kbps", "24", "--min-kbps", "2",
+            "--max-kbps", "40", "--trace", str(trace), "--trace-scale-kbps", "14.4",
+            "--chunk-kib", "1", "--spool", str(spool)]  # scaled: 48 kbit/s, then 6  # fmt: skip
+    assert edge_main(argv) == 0
+    err = capsys.readouterr().err
+    assert "units sent 36, acknowledged 36, resent 0" in err, err
+    records = [json.loads(line) for line in (spool / "targets.jsonl").read_text().splitlines()]
+    kbps = [(r["seq"], r["target_bpp"] * PIXELS_PER_S / 1000) for r in records]
+    # frames are read at 7 fps and the trace starts with the first byte: the step is at
+    # about frame 14; the target was above 6 kbit/s before it, and within 10 % of it (or
+    # under it) 2 s after it
+    assert all(rate > 6.6 for seq, rate in kbps if seq < 12), kbps
+    below = [seq for seq, rate in kbps if rate <= 6.6]
+    assert below and 12 <= below[0] <= 14 + 14 + 2, kbps
+
+
+def test_stream_pacing_options_are_checked(tmp_path, sample_dir, capsys):
+    base = ["stream", str(sample_dir), "--server", "127.0.0.1:9", "--frames", "1"]
+    bad = tmp_path / "bad.up"
+    bad.write_text("1\nten\n")
+    for extra, words in ((["--trace-scale-kbps", "10"], "--trace-scale-kbps needs --trace"),
+                         (["--trace", str(bad)], "is not a millisecond timestamp"),
+                         (["--trace", str(tmp_path / "none.up")], "cannot read"),
+                         (["--min-kbps", "5"], "go with --auto"),
+                         (["--auto", "--min-kbps", "50", "--max-kbps", "10"], "above the"),
+                         ):  # fmt: skip
+        assert edge_main([*base, *extra]) == 2
+        assert words in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse: one pacer at a time
+        edge_main([*base, "--trace", str(bad), "--bandwidth-kbps", "5"])
+
+
+# ------------------------------------------------------------------------------ netns links
+
+NS_PORT = 50051  # inside the test's own namespace: nothing else listens there
+NS_ENCODE = ["--level", "1", "--frames", "6", "--target-bpp", "0.5"]  # about 11 kB
+
+
+def _netns_unavailable() -> str | None:
+    """Why kernel-shaped links cannot be made here (None: they can)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "needs root (network namespaces, tc and nftables)"
+    missing = [tool for tool in ("ip", "tc", "nft") if shutil.which(tool) is None]
+    if missing:
+        return f"needs {', '.join(missing)} (Debian: iproute2, nftables)"
+    return None
+
+
+class NetNs:
+    """A network namespace of the test's own, with only its loopback up (MTU 1500, so tbf
+    sees real packet sizes): traffic shaped or dropped there never leaves it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.procs: list[subprocess.Popen] = []
+
+    def sh(self, *argv: str, stdin: str | None = None) -> None:
+        """Runs a command inside the namespace (fails the test when it fails)."""
+        done = subprocess.run(["ip", "netns", "exec", self.name, *argv], input=stdin,
+                              capture_output=True, text=True, timeout=20)  # fmt: skip
+        assert done.returncode == 0, f"{' '.join(argv)}: {done.stderr}"
+
+    def popen(self, argv: list[str]) -> subprocess.Popen:
+        """Starts a process inside the namespace (killed at the end of the test)."""
+        proc = subprocess.Popen(["ip", "netns", "exec", self.name, *argv], text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        self.procs.append(proc)
+        return proc
+
+    def shape(self, rate_kbit: int, burst_bytes: int, latency_ms: int) -> None:
+        """``tc qdisc ... tbf`` on the loopback: every packet of the link goes through it."""
+        self.sh("tc", "qdisc", "replace", "dev", "lo", "root", "tbf", "rate", f"{rate_kbit}kbit",
+                "burst", str(burst_bytes), "latency", f"{latency_ms}ms")  # fmt: skip
+
+    def drop(self, table: str, port: int, percent: int) -> None:
+        """Drops ``percent`` % of the TCP packets to and from ``port`` (nftables)."""
+        rule = f"numgen random mod 100 < {percent} drop" if percent < 100 else "drop"
+        self.sh("nft", "-f", "-", stdin=(
+            f"table inet {table} {{\n chain out {{\n"
+            f"  type filter hook output priority 0; policy accept;\n"
+            f"  tcp dport {port} {rule}\n  tcp sport {port} {rule}\n }}\n}}\n"))  # fmt: skip
+
+    def undrop(self, table: str) -> None:
+        self.sh("nft", "delete", "table", "inet", table)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+        subprocess.run(["ip", "netns", "delete", self.name], capture_output=True, timeout=20)
+
+
+@pytest.fixture
+def netns():
+    """A fresh network namespace, deleted (with the processes started in it, its qdiscs
+    and nftables tables) whatever the test does; skips with the reason where it cannot be
+    made."""
+    reason = _netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    name = f"semc-test-{os.getpid()}-{secrets.token_hex(3)}"
+    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make a network namespace here: {made.stderr.strip()}")
+    ns = NetNs(name)
+    try:
+        ns.sh("ip", "link", "set", "lo", "mtu", "1500", "up")
+        yield ns
+    finally:
+        ns.close()
+
+
+@pytest.fixture(scope="module")
+def ns_stream(detector_model, sample_dir, tmp_path_factory) -> tuple[Path, Path]:
+    """(the 6-frame stream as `edge-agent encode` writes it, its offline decode)."""
+    folder = tmp_path_factory.mktemp("ns_stream")
+    semc, offline = folder / "sample.semc", folder / "offline"
+    assert edge_main(["-q", "encode", str(sample_dir), "-o", str(semc), *NS_ENCODE]) == 0
+    assert cloud_main(["-q", "decode", str(semc), "-o", str(offline)]) == 0
+    return semc, offline
+
+
+def _serve_in(ns: NetNs, out: Path) -> subprocess.Popen:
+    """``cloud-decoder serve`` in the namespace, once it says it is serving."""
+    proc = ns.popen([sys.executable, "-m", "semcodec.cloud.cli", "serve", "--listen",
+                     f"127.0.0.1:{NS_PORT}", "--out", str(out), "--metrics-listen", "",
+                     "--grace-s", "2", "--notice-s", "0.2"])  # fmt: skip
+    lines = []
+    while not lines or "serving on" not in lines[-1]:
+        lines.append(proc.stderr.readline())
+        assert lines[-1], "".join(lines) + proc.communicate()[1]  # it exited
+    return proc
+
+
+def _agent_in(ns: NetNs, sample_dir: Path, spool: Path, *extra: str) -> subprocess.Popen:
+    return ns.popen([sys.executable, "-m", "semcodec.edge.cli", "stream", str(sample_dir),
+                     "--server", f"127.0.0.1:{NS_PORT}", *NS_ENCODE, "--spool", str(spool),
+                     "--chunk-kib", "1", "--keepalive-s", "1", "--max-outage-s", "60",
+                     *extra])  # fmt: skip
+
+
+def _finish(ns: NetNs, serving: subprocess.Popen, agent: subprocess.Popen, out: Path,
+            semc: Path, offline: Path) -> str:  # fmt: skip
+    """Waits for the agent, stops the server; checks every unit arrived exactly once and the
+    outputs equal the offline decode; returns the agent's log."""
+    _, agent_log = agent.communicate(timeout=60)
+    assert agent.returncode == 0, agent_log
+    serving.send_signal(signal.SIGTERM)
+    _, server_log = serving.communicate(timeout=30)
+    assert serving.returncode == 0, server_log
+    (session,) = (out / ".sessions" / "default").iterdir()  # one session, resumed in place
+    log, outputs = session_paths(out, "default", session.name)
+    assert log.read_bytes() == semc.read_bytes()  # every unit once, in order: no loss, no dup
+    assert_same_tree(outputs, offline)
+    return agent_log
+
+
+def _achieved_kbps(agent_log: str) -> float:
+    match = re.search(r"units sent (\d+), acknowledged (\d+), resent \d+, dropped by policy 0, "
+                      r"achieved ([\d.]+) kbit/s", agent_log)  # fmt: skip
+    assert match and match[2] == "7", agent_log
+    return float(match[3])
+
+
+def test_shaped_lossy_link_delivers_every_unit_once_within_its_rate(
+        netns, ns_stream, sample_dir, tmp_path):  # fmt: skip
+    semc, offline = ns_stream
+    rate_kbit, burst = 32, 2048
+    netns.shape(rate_kbit, burst, latency_ms=400)
+    netns.drop("semc_loss", NS_PORT, percent=5)
+    out = tmp_path / "out"
+    serving = _serve_in(netns, out)
+    agent = _agent_in(netns, sample_dir, tmp_path / "spool")
+    agent_log = _finish(netns, serving, agent, out, semc, offline)
+    achieved = _achieved_kbps(agent_log)
+    print(f"tbf {rate_kbit} kbit/s, 5 % loss: achieved {achieved} kbit/s")  # -s shows it
+    size = semc.stat().st_size
+    # the unit bytes' rate cannot beat the shaped link (beyond its first burst): framing,
+    # HTTP/2 and TCP/IP headers and resent packets share it
+    assert 0.2 * rate_kbit < achieved < 1.1 * rate_kbit * size / (size - burst), agent_log
+
+
+def test_link_cut_then_restored_resumes_with_no_loss_and_no_duplicates(
+        netns, ns_stream, sample_dir, tmp_path):  # fmt: skip
+    semc, offline = ns_stream
+    netns.shape(32, 2048, latency_ms=400)
+    out, spool = tmp_path / "out", tmp_path / "spool"
+    serving = _serve_in(netns, out)
+    agent = _agent_in(netns, sample_dir, spool)
+    state, deadline = spool / "state.json", time.monotonic() + 60
+    while time.monotonic() < deadline and agent.poll() is None:
+        if state.is_file() and json.loads(state.read_text() or "{}").get("acked", 0) >= 1:
+            break
+        time.sleep(0.02)
+    assert agent.poll() is None, agent.communicate()
+    netns.drop("semc_cut", NS_PORT, percent=100)  # the link is cut mid-stream ...
+    time.sleep(4)
+    assert agent.poll() is None  # ... the agent waits it out with its spool
+    netns.undrop("semc_cut")  # ... and is restored
+    agent_log = _finish(netns, serving, agent, out, semc, offline)
+    assert "reconnecting" in agent_log  # keepalive noticed the dead connection
+    _achieved_kbps(agent_log)
