@@ -465,6 +465,10 @@ def _mediapipe(member: str, sha256: str) -> PackageSource:
     return PackageSource("pypi", requirement, f"mediapipe/modules/{member}", sha256, size, tag)
 
 
+#: sha256 of the shipped denoiser (``codec/weights/denoiser_pets.pt``).
+DENOISER_PETS_SHA256 = "596f0d7e3b2a6f0570c30a65f1b4ce07e31b461c5beb53d80e345bc9916aa9ff"
+
+
 def _register_defaults() -> None:
     shared = "in ../shared/models of the semcodec development layout; see its MANIFEST.md"
     detector_graph = PackageSource(
@@ -602,6 +606,19 @@ def _register_defaults() -> None:
             ),
             bundled=f"codec/weights/taef2_{half}.pth",
         ))  # fmt: skip
+    register_model(ModelSpec(
+        name="denoiser_pets",
+        relpath="semcodec/denoiser_pets.pt",
+        sha256=DENOISER_PETS_SHA256,
+        url=None,
+        licence="Apache-2.0",
+        description=(
+            "the diffusion reconstructor's conditional denoiser, trained here on "
+            "PETS09-S2L1-full frames 1-500 (semcodec-bench train-decoder); ships with "
+            "semcodec: codec/weights/MODEL_CARD.md"
+        ),
+        bundled="codec/weights/denoiser_pets.pt",
+    ))  # fmt: skip
 
 
 _register_defaults()
