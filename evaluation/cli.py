@@ -351,6 +351,33 @@ def build_parser() -> argparse.ArgumentParser:
     decoder.add_argument("--init", metavar="WEIGHTS",
                          help="start from these weights (camera adaptation)")  # fmt: skip
     decoder.add_argument("--seed", type=non_negative_int, help="seed (override)")
+    decoder.add_argument("--device", default="cpu",
+                         help="torch device to train on (cpu, cuda, ...)")  # fmt: skip
+
+    score = sub.add_parser(
+        "score-decoder",
+        help="score denoiser weights against `warp` on person windows of held-out frames",
+        description="Encodes the frames at the weights' scaffold level, reconstructs them with "
+        "`warp` and, on the person windows, compares the `warp` pixels and the denoiser's at "
+        "each --steps with the original: mean window ST-LPIPS and mean squared error inside "
+        "the box. Writes a JSON object per weights file to --out and prints a table.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    add_verbosity(score)
+    score.add_argument("--weights", nargs="+", metavar="FILE", required=True,
+                       help="denoiser files (the shipped one: `default`)")  # fmt: skip
+    score.add_argument("--data", required=True, metavar="PATH", help="sequence to score on")
+    score.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
+    score.add_argument("--start", type=positive_int, default=1, help="first frame")
+    score.add_argument("--frames", type=positive_int, metavar="N", help="frames")
+    score.add_argument("--steps", type=_step_list, default=[1, 2, 4, 8], metavar="S1,S2",
+                       help="sampling steps to score")  # fmt: skip
+    score.add_argument("--windows", type=positive_int, metavar="N",
+                       help="score N windows drawn at random (default: all)")  # fmt: skip
+    score.add_argument("--cache", type=Path, metavar="DIR", help="examples cache folder")
+    score.add_argument("--device", default="cpu", help="torch device")
+    score.add_argument("--out", type=Path, required=True, metavar="FILE.json",
+                       help="JSON file to write")  # fmt: skip
 
     side = sub.add_parser(
         "sidebyside",
@@ -628,8 +655,44 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
             changes[key] = getattr(args, key)
     config = dataclasses.replace(config, **changes)
     weights = train(config, args.out, resume=args.resume, data_dir=args.data_dir,
-                    show_progress=not args.quiet)  # fmt: skip
+                    show_progress=not args.quiet, device=args.device)  # fmt: skip
     log.info("wrote %s (loss curve: %s)", weights, args.out / "loss.png")
+    return 0
+
+
+def cmd_score_decoder(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+    import tempfile
+
+    from semcodec.codec.reconstruct.diffusion import default_weights, load_denoiser
+    from semcodec.evaluation.train_decoder import (
+        DataRange,
+        TrainConfig,
+        load_examples,
+        score_windows,
+    )
+
+    steps = tuple(args.steps)
+    results = {}
+    for name in args.weights:
+        path = default_weights() if name == "default" else Path(name)
+        model = load_denoiser(path)
+        level = model.metadata.get("train_config", {}).get("level", 1)
+        config = dataclasses.replace(TrainConfig(), level=level, denoiser=model.config,
+                                     data=(DataRange(args.data, args.start, args.frames),))
+        with tempfile.TemporaryDirectory() as scratch:
+            examples = load_examples(config, args.cache or Path(scratch), args.data_dir)
+        scores = score_windows(model, examples, steps, args.windows, device=args.device)
+        results[name] = scores
+        for key, value in scores.items():
+            if key != "windows":
+                print(f"{name}  {key:5s}  window ST-LPIPS {value['st_lpips']:.4f}  "
+                      f"box MSE {value['box_mse']:.1f}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    partial = args.out.with_name(args.out.name + ".partial")
+    partial.write_text(json.dumps(results, indent=1) + "\n")
+    partial.replace(args.out)
     return 0
 
 
@@ -681,6 +744,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.codec.models import ModelError
+    from semcodec.codec.reconstruct import ReconstructionError
     from semcodec.edge.sources import SourceError
     from semcodec.evaluation.bench import BenchError
     from semcodec.evaluation.codecs import CodecError, SettingError
@@ -689,7 +753,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.evaluation.train_decoder import TrainConfigError
 
     return (ModelError, SourceError, BenchError, CodecError, SettingError, RecipeError,
-            UsageError, ExecutorError, TrainConfigError)  # fmt: skip
+            UsageError, ExecutorError, TrainConfigError, ReconstructionError)  # fmt: skip
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
@@ -709,6 +773,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         return cmd_train_flow_prior(args)
     if args.command == "train-decoder":
         return cmd_train_decoder(args)
+    if args.command == "score-decoder":
+        return cmd_score_decoder(args)
     parser.print_help()
     return 2
 

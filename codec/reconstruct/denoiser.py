@@ -90,27 +90,33 @@ class ConditionalDenoiser(torch.nn.Module):
 def sample_residual(model: ConditionalDenoiser, cond: torch.Tensor, steps: int,
                     noise: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """Integrates the flow from ``noise`` (``(N, 3, H, W)``, sigma 1) to a residual in
-    ``steps`` Euler steps of diffusers' flow-matching scheduler; returns the residual in
+    ``steps`` equal Euler steps of diffusers' flow-matching scheduler; returns the residual in
     pixel units of -2..2 (original - warp, both -1..1)."""
     from diffusers import FlowMatchEulerDiscreteScheduler
 
     scheduler = FlowMatchEulerDiscreteScheduler(num_train_timesteps=int(TIME_SCALE))
-    scheduler.set_timesteps(steps, device="cpu")
+    # evenly spaced sigmas 1, 1 - 1/steps, ..., 1/steps (then 0): the scheduler's own
+    # spacing for ``steps`` ends with a step from sigma 0.001 to 0, which does nothing
+    sigmas = np.linspace(1.0, 0.0, steps + 1)[:-1].tolist()
+    scheduler.set_timesteps(sigmas=sigmas, device=noise.device)
     x = noise
     for t in scheduler.timesteps:
-        sigma = torch.full((x.shape[0],), float(t) / TIME_SCALE)
+        sigma = torch.full((x.shape[0],), float(t) / TIME_SCALE, device=x.device)
         velocity = model(x, sigma, cond)
         x = scheduler.step(velocity, t, x).prev_sample
     return x / model.config.residual_scale
 
 
-def training_pair(residual: torch.Tensor, generator: torch.Generator,
+def training_pair(residual: torch.Tensor, generator: torch.Generator, p_sigma_one: float = 0.0,
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """A rectified-flow training example for ``residual`` ``(N, 3, H, W)`` (already scaled):
     ``(noisy, sigma, target_velocity)`` with sigma drawn logit-normally (mid times are the
-    hard ones) and ``noisy = (1 - sigma) residual + sigma noise``."""
+    hard ones), or exactly 1 (where a one-step sampler starts) for a share ``p_sigma_one``,
+    and ``noisy = (1 - sigma) residual + sigma noise``."""
     n = residual.shape[0]
     sigma = torch.sigmoid(torch.randn(n, generator=generator))
+    if p_sigma_one > 0:
+        sigma = torch.where(torch.rand(n, generator=generator) < p_sigma_one, 1.0, sigma)
     noise = torch.randn(residual.shape, generator=generator)
     s = sigma.view(n, 1, 1, 1)
     return (1 - s) * residual + s * noise, sigma, noise - residual

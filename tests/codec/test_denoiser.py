@@ -115,3 +115,32 @@ def test_config_checks_its_shape():
     with pytest.raises(ValueError, match="multiples of 4"):
         DenoiserConfig.from_dict({"canvas": [10, 8]})
     assert DenoiserConfig.from_dict(TINY.to_dict()) == TINY
+
+
+class _Recorder(torch.nn.Module):
+    """Predicts no velocity and records the sigmas it is asked at."""
+
+    def __init__(self):
+        super().__init__()
+        self.config, self.sigmas = DenoiserConfig(residual_scale=1.0), []
+
+    def forward(self, noisy, sigma, cond):
+        self.sigmas.append(round(float(sigma[0]), 6))
+        return torch.zeros_like(noisy)
+
+
+@pytest.mark.parametrize("steps, sigmas", [(1, [1.0]), (2, [1.0, 0.5]),
+                                           (4, [1.0, 0.75, 0.5, 0.25])])  # fmt: skip
+def test_steps_are_equal_slices_of_the_flow(steps, sigmas):
+    # diffusers' own spacing for 2 steps is 1.0 then 0.001: the second step would do nothing
+    model = _Recorder()
+    sample_residual(model, torch.zeros(1, 8, 8, 4), steps, torch.zeros(1, 3, 8, 4))
+    assert model.sigmas == sigmas
+
+
+def test_a_share_of_training_pairs_starts_from_pure_noise():
+    residual = torch.randn(64, 3, 8, 4, generator=torch.Generator().manual_seed(1))
+    _, sigma, _ = training_pair(residual, torch.Generator().manual_seed(2), p_sigma_one=1.0)
+    assert (sigma == 1).all()
+    _, sigma, _ = training_pair(residual, torch.Generator().manual_seed(2), p_sigma_one=0.5)
+    assert 10 < int((sigma == 1).sum()) < 54 and (sigma > 0).all()

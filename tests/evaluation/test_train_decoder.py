@@ -96,3 +96,76 @@ def test_the_documented_config_is_the_default_one():
 
     docs = Path(__file__).resolve().parents[2] / "docs" / "train-decoder.toml"
     assert TrainConfig.from_toml(docs) == TrainConfig()
+
+
+@pytest.fixture(scope="module")
+def stlpips_weights():
+    from semcodec.codec.models import ModelError, resolve_model
+
+    try:
+        return resolve_model("stlpips_alex")
+    except ModelError as exc:
+        pytest.skip(f"ST-LPIPS weights not available: {exc}")
+
+
+def _window_examples(n: int = 6) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    crops = lambda: rng.integers(0, 256, (n, 32, 24, 3), dtype=np.uint8)  # noqa: E731
+    mask = np.zeros((n, 32, 24), np.uint8)
+    mask[:, 4:28, 6:18] = 1
+    return {"target": crops(), "warp": crops(), "prev_target": crops(), "prev_warp": crops(),
+            "mask": mask, "has_prev": np.ones(n, bool),
+            "frame": np.arange(1, n + 1, dtype=np.int32)}  # fmt: skip
+
+
+def test_the_perceptual_term_adds_the_st_lpips_of_the_one_jump_estimate(stlpips_weights):
+    from semcodec.evaluation.perceptual import load_stlpips
+    from semcodec.evaluation.train_decoder import DenoiserLoss
+
+    config = dataclasses.replace(CONFIG, perceptual_weight=2.0)
+    residual, cond = make_batch(_window_examples(), np.arange(4), config,
+                                np.random.default_rng(0))  # fmt: skip
+    noise = torch.randn(residual.shape, generator=torch.Generator().manual_seed(0))
+    sigma = torch.full((4,), 0.5)
+    noisy, velocity = 0.5 * residual + 0.5 * noise, noise - residual
+    exact = DenoiserLoss(config)(velocity, noisy, sigma, velocity, cond)
+    assert float(exact) == pytest.approx(0.0, abs=1e-6)  # the right velocity costs nothing
+    wrong = torch.zeros_like(velocity)  # estimate: warp + noisy / 2
+    got = float(DenoiserLoss(config)(wrong, noisy, sigma, velocity, cond))
+    mse = float(torch.nn.functional.mse_loss(wrong, velocity))
+    estimate = (cond[:, :3] + noisy / 2).clamp(-1, 1)
+    target = (cond[:, :3] + residual / 2).clamp(-1, 1)
+    lpips = float(load_stlpips()(estimate, target).mean())
+    assert lpips > 0.01 and got == pytest.approx(mse + 2.0 * lpips, rel=1e-4)
+
+
+class _ToZero(torch.nn.Module):
+    """A denoiser whose flow ends at a zero residual: its windows are ``warp``'s."""
+
+    def __init__(self):
+        super().__init__()
+        self.config = DenoiserConfig(canvas=(32, 24), residual_scale=1.0)
+
+    def forward(self, noisy, sigma, cond):
+        return noisy / sigma.view(-1, 1, 1, 1)
+
+
+def test_window_scores_of_a_denoiser_that_changes_nothing_equal_warps(stlpips_weights):
+    from semcodec.evaluation.train_decoder import score_windows
+
+    examples = _window_examples()
+    scores = score_windows(_ToZero(), examples, (1, 2), windows=4)
+    assert scores["windows"]["count"] == 4
+    assert scores["S1"] == scores["warp"] == scores["S2"]
+    # the box error is the mean over box pixels of the chosen windows (0..255 levels)
+    all_scores = score_windows(_ToZero(), examples, (1,))
+    diff = examples["warp"].astype(np.float64) - examples["target"]
+    expect = (diff[:, 4:28, 6:18] ** 2).mean()
+    assert all_scores["warp"]["box_mse"] == pytest.approx(expect, abs=0.1)
+
+
+def test_score_decoder_refuses_missing_weights_with_status_2(tmp_path, capsys):
+    status = bench_main(["score-decoder", "--weights", str(tmp_path / "none.pt"), "--data",
+                         "PETS09-S2L1", "--out", str(tmp_path / "s.json")])  # fmt: skip
+    assert status == 2 and "cannot load denoiser weights" in capsys.readouterr().err
+    assert not (tmp_path / "s.json").exists()
