@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "frames than declared, or cut inside a unit) instead of failing; "
                      "stream.json then says \"complete\": false")  # fmt: skip
     _add_serve_parser(sub)
+    _add_loadtest_parser(sub)
     return parser
 
 
@@ -107,6 +108,12 @@ def _add_serve_parser(sub) -> None:
                      help="units stored but not decoded per session (32)")  # fmt: skip
     srv.add_argument("--max-chunk-kib", type=int, metavar="K", help="largest chunk (1024)")
     srv.add_argument("--max-unit-mib", type=int, metavar="M", help="largest unit (64)")
+    srv.add_argument("--max-session-kbps", type=float, metavar="K",
+                     help="per-session rate of unit bytes, kbit/s: a faster stream is read "
+                     "more slowly (back-pressure), not refused (0: unlimited)")  # fmt: skip
+    srv.add_argument("--session-burst-kib", type=int, metavar="K",
+                     help="what an idle session may send at once beyond --max-session-kbps "
+                     "(0: one second at the rate, at least 4)")  # fmt: skip
     srv.add_argument("--grace-s", type=float, metavar="S", help="drain time on stop (10)")
     srv.add_argument("--notice-s", type=float, metavar="S",
                      help="NOT_SERVING time before the drain on stop (1)")  # fmt: skip
@@ -116,6 +123,51 @@ def _add_serve_parser(sub) -> None:
                      help="no overview.mp4 per session")  # fmt: skip
     srv.add_argument("--flow-prior", type=Path, metavar="FILE",
                      help="the flow prior the edges use, when not the shipped one")  # fmt: skip
+
+
+def _add_loadtest_parser(sub) -> None:
+    load = sub.add_parser(
+        "loadtest",
+        help="load-test a serve: many concurrent streams, health and ack latency, memory",
+        description="Starts a `serve` (or uses --server), runs --streams concurrent edge "
+        "streams of the embedded sample for --seconds, probes gRPC health every 0.1 s and "
+        "the server's memory every second; writes DIR/summary.json, DIR/rss.csv and "
+        "DIR/rss.png. Exit 0 when health p99 < 50 ms, ack p99 < 200 ms, memory flat, no "
+        "stream starved and no errors; 1 when a check fails.",
+    )
+    add_verbosity(load)
+    load.add_argument("--streams", type=positive_int, default=64, help="concurrent streams")
+    load.add_argument("--seconds", type=float, default=60.0, help="how long they stream")
+    load.add_argument("--out", type=Path, required=True, metavar="DIR", help="results folder")
+    load.add_argument("--fps", type=float, default=1.0,
+                      help="units per second each stream sends (default 1)")  # fmt: skip
+    load.add_argument("--semc", type=Path, metavar="FILE",
+                      help="the stream to send (default: the sample at level 1)")  # fmt: skip
+    load.add_argument("--ramp-s", type=float, metavar="S",
+                      help="the streams start evenly over S seconds (default: a tenth of "
+                      "--seconds, at most 5)")  # fmt: skip
+    load.add_argument("--workers", type=positive_int, default=4,
+                      help="client processes the streams are spread over (default 4)")  # fmt: skip
+    load.add_argument("--server", metavar="HOST:PORT",
+                      help="a running plaintext server (default: start one on "
+                      "127.0.0.1)")  # fmt: skip
+    load.add_argument("--server-pid", type=positive_int, metavar="PID",
+                      help="--server's process, for its memory")  # fmt: skip
+    load.add_argument("--metrics", metavar="HOST:PORT", help="--server's /metrics address")
+    load.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
+                      help="one more flag for the server it starts (repeat it; "
+                      "--serve-arg=--no-overview)")  # fmt: skip
+
+
+def cmd_loadtest(args: argparse.Namespace) -> int:
+    from semcodec.cloud.service.loadtest import LoadSettings, describe, run_load
+
+    summary = run_load(LoadSettings(args.streams, args.seconds, args.out, args.fps,
+                                    args.server, args.server_pid, args.metrics, args.semc,
+                                    args.workers, args.ramp_s,
+                                    tuple(args.serve_arg)))  # fmt: skip
+    log.warning("loadtest: %s (%s)", describe(summary), args.out / "summary.json")
+    return 0 if summary["ok"] else 1
 
 
 def _load_prior(path: Path | None):
@@ -178,6 +230,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 _SERVE_FLAGS = ("listen", "out", "tls_cert", "tls_key", "client_ca", "tokens", "metrics_listen",
                 "max_sessions", "max_backlog_units", "max_chunk_kib", "max_unit_mib",
+                "max_session_kbps", "session_burst_kib",
                 "grace_s", "notice_s", "workers", "decoder", "overview", "flow_prior")  # fmt: skip
 
 
@@ -194,6 +247,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.cloud.outputs import OutputError
     from semcodec.cloud.service.auth import TokenFileError
     from semcodec.cloud.service.config import ConfigError
+    from semcodec.cloud.service.loadtest import LoadTestError
     from semcodec.cloud.service.server import ServerStartError
     from semcodec.codec.bitstream import BitstreamError
     from semcodec.codec.keyframes import KeyframeError
@@ -201,7 +255,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.codec.scaffold.codec import ScaffoldCodecError
 
     return (BitstreamError, KeyframeError, ReconstructionError, ScaffoldCodecError, OutputError,
-            ConfigError, TokenFileError, ServerStartError, OSError)  # fmt: skip
+            ConfigError, TokenFileError, ServerStartError, LoadTestError, OSError)  # fmt: skip
 
 
 def _one_line(exc: BaseException) -> str:
@@ -223,9 +277,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return cmd_serve(args) if args.command == "serve" else cmd_decode(args)
+        commands = {"serve": cmd_serve, "loadtest": cmd_loadtest}
+        return commands.get(args.command, cmd_decode)(args)
     except KeyboardInterrupt:
-        if args.command == "serve":
+        if args.command in ("serve", "loadtest"):
             log.error("interrupted")
         else:
             log.error("interrupted; nothing was written to %s", args.output)

@@ -36,6 +36,11 @@ from semcodec.codec.console import (
 from semcodec.codec.models import MODELS_DIR_HELP
 
 PROG = "edge-agent"
+INPUT_HELP = ("MOT sequence folder, frame folder, video file, .y4m or .yuv (or a sequence name "
+              "under --data-dir / $SEMCODEC_DATA_DIR), or a live stream: rtsp://, rtsps://, "
+              "http(s)://, udp://, tcp://, srt:// URL, or a capture device such as "
+              "v4l2:///dev/video0 (read forward only; without --frames until the stream ends "
+              "or Ctrl-C)")  # fmt: skip
 # not __name__: run as ``python -m semcodec.edge.cli`` it is "__main__", outside "semcodec"
 log = logging.getLogger("semcodec.edge.cli")
 
@@ -56,8 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=DefaultsHelpFormatter,
     )
     add_verbosity(enc)
-    enc.add_argument("input", help="MOT sequence folder, frame folder, video file, .y4m or .yuv "
-                     "(or a sequence name under --data-dir / $SEMCODEC_DATA_DIR)")  # fmt: skip
+    enc.add_argument("input", help=INPUT_HELP)
     enc.add_argument("-o", "--output", required=True, type=Path, help="the .semc file to write")
     _add_encoder_arguments(enc)
     enc.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -78,9 +82,18 @@ def _add_encoder_arguments(enc: argparse.ArgumentParser) -> None:
                      help="where sequence names are looked up (else $SEMCODEC_DATA_DIR, "
                      "then ../shared/data)")  # fmt: skip
     enc.add_argument("--fps", type=positive_float,
-                     help="frame rate of frame folders and raw .yuv (else their own)")  # fmt: skip
+                     help="frame rate (else the input's own; frame folders 25, raw .yuv "
+                     "needs it, a live stream stating none 25 with a warning)")  # fmt: skip
     enc.add_argument("--width", type=positive_int, help="frame width of a raw .yuv")
     enc.add_argument("--height", type=positive_int, help="frame height of a raw .yuv")
+    enc.add_argument("--input-timeout", type=positive_float, default=10.0, metavar="S",
+                     help="live input: give up when connecting, or any read, takes longer "
+                     "than S seconds")  # fmt: skip
+    enc.add_argument("--input-option", type=_key_value, action="append", default=[],
+                     metavar="KEY=VALUE",
+                     help="live input: an FFmpeg option of the protocol or device, repeatable "
+                     "(e.g. rtsp_transport=udp; RTSP is over TCP by default; "
+                     "video_size=640x480 framerate=15 for v4l2)")  # fmt: skip
     rate = enc.add_mutually_exclusive_group()
     rate.add_argument("--target-bpp", type=positive_float, metavar="B",
                       help="hold the stream to B bits per pixel (default: the level's own "
@@ -106,8 +119,7 @@ def _add_stream_parser(sub) -> None:
         formatter_class=DefaultsHelpFormatter,
     )
     add_verbosity(st)
-    st.add_argument("input", help="MOT sequence folder, frame folder, video file, .y4m or .yuv "
-                    "(or a sequence name under --data-dir / $SEMCODEC_DATA_DIR)")  # fmt: skip
+    st.add_argument("input", help=INPUT_HELP)
     st.add_argument("--server", required=True, metavar="HOST:PORT", help="the cloud-decoder")
     _add_encoder_arguments(st)
     auth = st.add_mutually_exclusive_group()
@@ -144,9 +156,10 @@ def _add_stream_parser(sub) -> None:
     st.add_argument("--max-kbps", type=positive_float, metavar="K",
                     help="--auto: highest target, kbit/s (default: --bandwidth-kbps, the "
                     "--trace's mean rate, else 1000)")  # fmt: skip
-    st.add_argument("--chunk-kib", type=positive_int, default=256, metavar="K",
-                    help="largest piece of a unit per message (the server may lower "
-                    "it)")  # fmt: skip
+    st.add_argument("--chunk-kib", type=positive_int, metavar="K",
+                    help="largest piece of a unit per message (the server may lower it; "
+                    "default: 256, or a quarter second at --bandwidth-kbps / the --trace's "
+                    "mean when less, at least 1, so a slow link is paced smoothly)")  # fmt: skip
     st.add_argument("--spool", type=Path, metavar="DIR",
                     help="on-disk spool of unacknowledged units; run again with the same DIR "
                     "to resume after a restart (default: a temporary folder)")  # fmt: skip
@@ -160,6 +173,14 @@ def _add_stream_parser(sub) -> None:
     st.add_argument("--keepalive-s", type=positive_float, default=10.0, metavar="S",
                     help="ping a quiet connection every S seconds; one unanswered for S "
                     "seconds is dead (reconnect)")  # fmt: skip
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of ``--input-option`` as a pair."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
 
 
 class UsageError(ValueError):
@@ -219,19 +240,22 @@ def _open_input(args: argparse.Namespace):
 
         prior = FlowPrior.load(args.flow_prior)
     source = open_source(resolve_data_path(args.input, args.data_dir), fps=args.fps,
-                         width=args.width, height=args.height)  # fmt: skip
+                         width=args.width, height=args.height, timeout=args.input_timeout,
+                         options=dict(args.input_option))  # fmt: skip
     return source, _frames_to_encode(source.info, args.start, args.frames), prior
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
     """Encodes ``args.input`` to ``args.output``; returns the exit status."""
     from semcodec.codec.scaffold.codec import encode_to_file
+    from semcodec.edge.sources import interrupt_ends
 
     _check_output(args.output)
     source, total, prior = _open_input(args)
     info = source.info
     start = time.perf_counter()
-    with frame_progress("encode", total, args.no_progress or args.quiet > 0) as bar:
+    quiet = args.no_progress or args.quiet > 0
+    with interrupt_ends(source), frame_progress("encode", total, quiet) as bar:
         frames = _counted((f.rgb for f in source.frames(start=args.start, count=args.frames)), bar)
         stats = encode_to_file(args.output, frames, _level_config(args, info), info.fps,
                                (info.width, info.height), total, args.models_dir,
@@ -281,8 +305,17 @@ def _pacer(args: argparse.Namespace):
     if args.bandwidth_kbps is None:
         return Unpaced()
     rate = args.bandwidth_kbps * 1000
-    burst = args.burst_bytes or max(int(rate / 8 * 0.25), args.chunk_kib * 1024)
+    burst = args.burst_bytes or max(int(rate / 8 * 0.25), _chunk_kib(args, rate) * 1024)
     return TokenBucket(rate, burst)
+
+
+def _chunk_kib(args: argparse.Namespace, rate_bps: float | None) -> int:
+    """``--chunk-kib``, else 256 KiB or a quarter second at ``rate_bps`` when less (>= 1)."""
+    if args.chunk_kib is not None:
+        return args.chunk_kib
+    if not rate_bps:
+        return 256
+    return max(1, min(256, int(rate_bps / 8 * 0.25) // 1024))
 
 
 def _kbps(value: float | None) -> float | None:
@@ -345,7 +378,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
     spool = Spool(folder, int(args.spool_max_mb * (1 << 20)), args.spool_policy)
     spool.bind(header)
     frames = (f.rgb for f in source.frames(start=args.start, count=args.frames))
-    client = StreamClient(args.server, spool, security, pacer, args.chunk_kib * 1024,
+    chunk_kib = _chunk_kib(args, getattr(pacer, "mean_bps", None) or _kbps(args.bandwidth_kbps))
+    client = StreamClient(args.server, spool, security, pacer, chunk_kib * 1024,
                           max_outage_s=args.max_outage_s, keepalive_s=args.keepalive_s)  # fmt: skip
     auto = _auto_rate(control, spool, client, info)
     client.progress = ProgressLog(spool, auto=auto)

@@ -1,4 +1,4 @@
-"""Frame sources: the one place that turns files on disk into RGB frames.
+"""Frame sources: the one place that turns files on disk and live streams into RGB frames.
 
 Every source yields :class:`Frame` objects, ``(H, W, 3) uint8 RGB`` with a 1-based frame
 number and a timestamp in seconds (``(number - 1) / fps``). Supported inputs:
@@ -11,6 +11,10 @@ number and a timestamp in seconds (``(number - 1) / fps``). Supported inputs:
 - ``video``: any container/codec PyAV (FFmpeg) decodes, e.g. ``.mp4 .avi .mkv``.
 - ``yuv``: raw 8-bit I420 (YUV 4:2:0 planar); width, height and fps must be given.
 - ``y4m``: YUV4MPEG2 with a 4:2:0 8-bit colour space.
+- ``live``: a network stream (``rtsp:// rtsps:// http:// https:// udp:// tcp:// srt://``)
+  or a capture device (``v4l2:///dev/video0``, ``avfoundation://0``, ``dshow://video=NAME``,
+  ``x11grab://:0.0``, ``lavfi://testsrc``) read forward only through PyAV, with a timeout:
+  :class:`LiveSource`.
 
 :func:`open_source` picks the implementation from the path. :func:`resolve_data_path`
 turns a bare sequence name into a path under the data directory, and :func:`sample_path`
@@ -20,10 +24,14 @@ locates the sample embedded in the repository.
 from __future__ import annotations
 
 import configparser
+import contextlib
+import logging
 import os
 import re
+import signal
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -34,6 +42,8 @@ import numpy as np
 
 from semcodec.codec.frames import even_size, resize_to
 from semcodec.codec.layout import package_data, shared_dir
+
+log = logging.getLogger(__name__)
 
 DATA_DIR_ENV = "SEMCODEC_DATA_DIR"
 SAMPLE_NAME = "PETS09-S2L1-384x288"
@@ -47,9 +57,25 @@ SUPPORTED = (
     "MOT sequence folder (seqinfo.ini with imDir/file, or img1/), "
     f"image folder ({', '.join(IMAGE_SUFFIXES)}), "
     f"video file ({', '.join(VIDEO_SUFFIXES)}), "
-    "raw .yuv (I420, needs width, height, fps), .y4m (4:2:0 8-bit)"
+    "raw .yuv (I420, needs width, height, fps), .y4m (4:2:0 8-bit), "
+    "live stream URL or capture device (rtsp://, http://, v4l2:///dev/video0, ...)"
 )
 _Y4M_COLOURSPACES_420 = ("420", "420jpeg", "420paldv", "420mpeg2")
+#: network protocols opened as live streams (URL given to FFmpeg as it is)
+LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https", "udp", "tcp", "srt")
+#: capture devices: ``FORMAT://TARGET`` opens TARGET with that FFmpeg input format
+DEVICE_FORMATS = {
+    "v4l2": "/dev/video0", "avfoundation": "0", "dshow": "video=NAME", "x11grab": ":0.0",
+    "lavfi": "testsrc=size=64x48:rate=10",
+}  # fmt: skip
+LIVE_SUPPORTED = (
+    ", ".join(f"{s}://" for s in LIVE_SCHEMES)
+    + " streams; capture devices "
+    + ", ".join(f"{k}://{v}" for k, v in DEVICE_FORMATS.items())
+)
+#: seconds a live source waits to connect, and for each read, before giving up
+DEFAULT_TIMEOUT_S = 10.0
+_URL_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
 class SourceError(ValueError):
@@ -62,8 +88,9 @@ class SourceInfo:
 
     Attributes:
         name: sequence name (``seqinfo.ini`` ``name``, else the file or folder name).
-        kind: ``"mot"``, ``"frames"``, ``"video"``, ``"yuv"`` or ``"y4m"``.
-        path: the folder or file opened.
+        kind: ``"mot"``, ``"frames"``, ``"video"``, ``"yuv"``, ``"y4m"`` or ``"live"``.
+        path: the folder or file opened; for ``"live"`` the URL (``str``, its password
+            replaced by ``***``).
         width, height: frame size in pixels.
         fps: frames per second (timestamps are ``(number - 1) / fps`` seconds).
         num_frames: number of frames, or None when the container does not say.
@@ -72,7 +99,7 @@ class SourceInfo:
 
     name: str
     kind: str
-    path: Path
+    path: Path | str
     width: int
     height: int
     fps: float
@@ -287,7 +314,7 @@ def _check_even(width: int, height: int, path: Path) -> None:
         raise SourceError(f"{path}: 4:2:0 frames need a positive even size, got {width}x{height}")
 
 
-def _check_fps(fps: float, path: Path) -> float:
+def _check_fps(fps: float, path: Path | str) -> float:
     if not fps > 0:
         raise SourceError(f"{path}: fps must be > 0, got {fps}")
     return float(fps)
@@ -549,6 +576,220 @@ class MotSequenceSource(FrameSource):
         return self._inner._decode(start, count)
 
 
+# --------------------------------------------------------------------------- live streams
+
+
+def is_live_url(text: str | os.PathLike[str]) -> bool:
+    """True for ``scheme://...`` text (a network stream or a capture device, not a path)."""
+    return isinstance(text, str) and _URL_RE.match(text) is not None
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password of ``user:password@`` replaced by ``***`` (for messages)."""
+    return re.sub(r"^([a-z][a-z0-9+.-]*://[^/@:]*):[^/@]*@", r"\1:***@", url, flags=re.I)
+
+
+def _split_live_url(url: str) -> tuple[str, str | None]:
+    """``(what av.open opens, FFmpeg input format or None)`` of a live URL.
+
+    Raises:
+        SourceError: the scheme is neither a network protocol nor a capture device.
+    """
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in LIVE_SCHEMES:
+        return url, None
+    if scheme in DEVICE_FORMATS:
+        target = url.split("://", 1)[1]
+        if not target:
+            raise SourceError(f"{url}: name the device after {scheme}://, e.g. {scheme}://"
+                              f"{DEVICE_FORMATS[scheme]}")  # fmt: skip
+        return target, scheme
+    hint = " (give the path without file://)" if scheme == "file" else ""
+    raise SourceError(f"{redact_url(url)}: unsupported URL scheme {scheme}://{hint}; "
+                      f"supported: {LIVE_SUPPORTED}")  # fmt: skip
+
+
+class LiveSource(FrameSource):
+    """A network stream or capture device read forward only through PyAV (FFmpeg).
+
+    ``rtsp:// rtsps:// http:// https:// udp:// tcp:// srt://`` URLs are opened as they are
+    (RTSP over TCP unless ``options`` says ``rtsp_transport=udp``); ``v4l2:///dev/video0``,
+    ``avfoundation://0``, ``dshow://video=NAME``, ``x11grab://:0.0`` and
+    ``lavfi://testsrc=size=64x48:rate=10`` open the part after ``://`` with that FFmpeg
+    input device. The first video stream is decoded and converted to rgb24.
+
+    - Size: that of the first frame, decoded at open. A later frame of another size raises
+      :class:`SourceError` (frames are never resized).
+    - Rate: ``fps`` if given, else the stream's average rate, else its guessed rate; when
+      neither is in ``(0, 240]`` fps, :data:`DEFAULT_FPS` with a warning in the log.
+      Timestamps are nominal, ``(number - 1) / fps`` seconds, not the stream's clock.
+    - Length: what the container says (an HTTP file may say), else None: frames are read
+      until the stream ends, ``count`` is reached, or :meth:`stop` is called.
+    - Timeout: opening, and every read after it, gives up after ``timeout`` seconds without
+      data (:class:`SourceError`), so a dead camera never hangs the caller.
+    - Memory: one decoded frame at a time plus FFmpeg's own bounded buffers.
+
+    The connection made at open serves the first :meth:`frames` call; every later call
+    connects again and numbers the frames from 1 at that moment (a camera gives the
+    current picture, not the earlier ones).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        fps: float | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        options: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> None:
+        """Connect to ``url`` and decode its first frame.
+
+        Args:
+            url: ``scheme://...`` (see the class docstring).
+            fps: frames per second; overrides the stream's rate.
+            timeout: seconds to wait for the connection and for each read (> 0).
+            options: FFmpeg options of the input (protocol, demuxer or device), e.g.
+                ``{"rtsp_transport": "udp"}`` or ``{"video_size": "640x480"}``.
+            name: sequence name (default: the URL's last path part, else the host).
+        """
+        if not timeout > 0:
+            raise SourceError(f"{redact_url(url)}: the timeout must be > 0 s, got {timeout}")
+        self._url, self._timeout = url, float(timeout)
+        self._target, self._format = _split_live_url(url)
+        self._options = dict(options or {})
+        scheme = url.split("://", 1)[0].lower()
+        if scheme in ("rtsp", "rtsps"):
+            self._options.setdefault("rtsp_transport", "tcp")
+        self._stop = threading.Event()
+        shown = redact_url(url)
+        self._pending: tuple | None = self._connect(shown)
+        container, _, first = self._pending
+        stream = container.streams.video[0]
+        rate = stream.average_rate or stream.guessed_rate
+        if fps is None:
+            if rate and 0 < float(rate) <= 240:
+                fps = float(rate)
+            else:
+                log.warning("%s: the stream states no usable frame rate (%s); assuming %g fps "
+                            "(pass --fps to set it)", shown, rate, DEFAULT_FPS)  # fmt: skip
+                fps = DEFAULT_FPS
+        super().__init__(
+            SourceInfo(
+                name=name or _url_name(url),
+                kind="live",
+                path=shown,
+                width=first.width,
+                height=first.height,
+                fps=_check_fps(fps, shown),
+                num_frames=stream.frames or None,
+            )
+        )
+
+    def stop(self) -> None:
+        """End the iteration in progress after the frame being decoded (thread-safe)."""
+        self._stop.set()
+
+    def _connect(self, shown: str) -> tuple:
+        """Open the input; ``(container, frame iterator, first av.VideoFrame)``."""
+        try:
+            container = av.open(self._target, format=self._format, options=self._options,
+                                timeout=(self._timeout, self._timeout))  # fmt: skip
+        except av.error.ExitError as exc:
+            raise SourceError(f"{shown}: no answer within {self._timeout:g} s (camera or server "
+                              "down, wrong address, or a firewall?)") from exc  # fmt: skip
+        except av.error.FFmpegError as exc:
+            raise SourceError(f"{shown}: FFmpeg cannot open it ({exc})") from exc
+        try:
+            if not container.streams.video:
+                raise SourceError(f"{shown}: the stream has no video")
+            decoded = container.decode(container.streams.video[0])
+            first = next(decoded, None)
+            if first is None:
+                raise SourceError(f"{shown}: the stream ended before its first frame")
+        except av.error.FFmpegError as exc:
+            container.close()
+            raise self._read_error(shown, 1, exc) from exc
+        except BaseException:
+            container.close()
+            raise
+        return container, decoded, first
+
+    def _read_error(self, shown: str, number: int, exc: Exception) -> SourceError:
+        if isinstance(exc, av.error.ExitError):
+            return SourceError(f"{shown}: no data for {self._timeout:g} s at frame {number} "
+                               "(the stream stalled or the camera went away)")  # fmt: skip
+        return SourceError(f"{shown}: reading failed at frame {number} ({exc})")
+
+    def _decode(self, start: int, count: int | None) -> Iterator[np.ndarray]:
+        if count == 0:
+            return
+        self._stop.clear()
+        pending, self._pending = self._pending, None
+        container, decoded, first = pending or self._connect(str(self._info.path))
+        number, emitted = 1, 0
+        frame = first
+        try:
+            while True:
+                if number >= start:
+                    yield frame.to_ndarray(format="rgb24")
+                    emitted += 1
+                    if (count is not None and emitted >= count) or self._stop.is_set():
+                        return
+                try:
+                    frame = next(decoded, None)
+                except av.error.FFmpegError as exc:
+                    raise self._read_error(str(self._info.path), number + 1, exc) from exc
+                if frame is None or self._stop.is_set():
+                    return
+                number += 1
+        finally:
+            container.close()
+
+    def _check_shape(self, rgb: np.ndarray, number: int) -> None:
+        if rgb.shape[:2] != (self._info.height, self._info.width):
+            raise SourceError(
+                f"{self._info.path}: frame {number} is {rgb.shape[1]}x{rgb.shape[0]} but the "
+                f"stream began at {self._info.width}x{self._info.height}; a stream must keep "
+                "one size (fix the camera's resolution, then start again)"
+            )
+
+
+def _url_name(url: str) -> str:
+    """A sequence name for ``url``: its last path part without suffix, else its host."""
+    rest = url.split("://", 1)[1].split("?", 1)[0].rstrip("/")
+    host, _, path = rest.partition("/")
+    last = path.rsplit("/", 1)[-1] if path else host.rsplit("@", 1)[-1]
+    return Path(last).stem or last or "live"
+
+
+@contextlib.contextmanager
+def interrupt_ends(source: FrameSource) -> Iterator[None]:
+    """While inside, the first Ctrl-C (SIGINT) ends a :class:`LiveSource` cleanly.
+
+    The iteration stops after the current frame, so what was read is kept (an encoder can
+    finish its file); a second Ctrl-C raises :exc:`KeyboardInterrupt` as usual. Does nothing
+    for other sources or outside the main thread. The previous handler is restored on exit.
+    """
+    main = threading.current_thread() is threading.main_thread()
+    if not isinstance(source, LiveSource) or not main:
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: object) -> None:
+        log.warning("%s: interrupted; ending the stream after this frame (Ctrl-C again to "
+                    "abort)", source.info.path)  # fmt: skip
+        source.stop()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 # --------------------------------------------------------------------------- opening
 
 
@@ -558,17 +799,25 @@ def open_source(
     fps: float | None = None,
     width: int | None = None,
     height: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    options: Mapping[str, str] | None = None,
 ) -> FrameSource:
     """Open ``path`` as a frame source, choosing the reader from what the path is.
 
     Args:
-        path: MOT folder (or its ``seqinfo.ini``), image folder, video, .yuv or .y4m file.
+        path: MOT folder (or its ``seqinfo.ini``), image folder, video, .yuv or .y4m file,
+            or a ``str`` URL of a live stream or capture device (:class:`LiveSource`).
         fps: overrides the rate the source declares; required for .yuv.
         width, height: frame size in pixels; required for .yuv, ignored elsewhere.
+        timeout: live sources only: seconds to wait to connect and for each read.
+        options: live sources only: FFmpeg input options (``{"rtsp_transport": "udp"}``).
 
     Raises:
-        SourceError: the path is missing, empty or of an unsupported kind.
+        SourceError: the path is missing, empty or of an unsupported kind; a live source
+            cannot be reached within ``timeout`` or has an unsupported scheme.
     """
+    if is_live_url(path):
+        return LiveSource(str(path), fps=fps, timeout=timeout, options=options)
     path = Path(path)
     if not path.exists():
         raise SourceError(f"{path}: no such file or folder")
@@ -610,16 +859,20 @@ def default_data_root() -> Path | None:
 
 def resolve_data_path(
     path_or_name: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None = None
-) -> Path:
+) -> Path | str:
     """Turn a path or a bare sequence name (``PETS09-S2L1``) into an existing path.
 
-    An existing path is returned as is. Otherwise the name is looked up, in order, in
-    ``data_dir`` (``--data-dir``), ``$SEMCODEC_DATA_DIR`` and ``../shared/data`` beside a
-    checkout (see :func:`default_data_root`).
+    A live URL (``scheme://...``, see :func:`is_live_url`) is returned unchanged as a
+    ``str`` (a ``Path`` would fold its ``//``). An existing path is returned as is.
+    Otherwise the name is looked up, in order, in ``data_dir`` (``--data-dir``),
+    ``$SEMCODEC_DATA_DIR`` and ``../shared/data`` beside a checkout (see
+    :func:`default_data_root`).
 
     Raises:
         SourceError: not found; the message lists every place searched.
     """
+    if is_live_url(path_or_name):
+        return str(path_or_name)
     given = Path(path_or_name)
     if given.exists():
         return given

@@ -168,3 +168,37 @@ def test_session_log_recovery_cuts_a_torn_tail(tmp_path):
     assert path.read_bytes() == whole
     again.append(_unit(3), is_end=False)
     assert [u.seq for u in read_stream(path)[1]] == [0, 1, 2, 3]
+
+
+def test_rate_limiter_lets_a_chunk_through_and_makes_the_next_wait():
+    from semcodec.cloud.service.core import RateLimiter
+
+    now = [0.0]
+    limiter = RateLimiter(1000, 500, clock=lambda: now[0])
+    assert limiter.take(400) == 0.0  # within the burst
+    assert limiter.take(600) == pytest.approx(0.5)  # 500 B of debt: half a second
+    now[0] = 0.5
+    assert limiter.take(0) == 0.0
+    assert limiter.take(2000) == pytest.approx(2.0)  # larger than the bucket: still taken
+    now[0] = 10.0
+    assert limiter.take(0) == 0.0 and limiter.take(500) == 0.0  # refills to the burst only
+    assert limiter.take(1) == pytest.approx(0.001)
+    with pytest.raises(ValueError):
+        RateLimiter(0, 10)
+    with pytest.raises(ConfigError, match="max_session_kbps"):
+        load_settings({"out": "x", "max_session_kbps": -1}, environ={})
+
+
+def test_spool_stream_key_is_made_once_and_sent_for_affinity(tmp_path):
+    from semcodec.edge.stream.client import AFFINITY_HEADER, ChannelSecurity, StreamClient
+
+    spool = Spool(tmp_path / "spool", 1 << 20)
+    assert spool.stream_key == ""
+    spool.bind(b"header")
+    key = spool.stream_key
+    assert len(key) == 32
+    again = Spool(tmp_path / "spool", 1 << 20)  # a restarted agent: the same key
+    again.bind(b"header")
+    assert again.stream_key == key
+    client = StreamClient("127.0.0.1:9", again, ChannelSecurity(token="t"))
+    assert client.metadata() == (("authorization", "Bearer t"), (AFFINITY_HEADER, key))

@@ -580,6 +580,49 @@ def test_backlog_is_bounded_a_stream_waits_for_its_decoder(semc, tmp_path, monke
     manager.shutdown(5)
 
 
+def test_per_session_rate_limit_slows_each_stream_without_failing_it(semc, offline, tmp_path):
+    """--max-session-kbps: an unpaced stream is read at the session's rate (its reads are
+    delayed, nothing is refused); two sessions each get the rate (not a shared one)."""
+    rate_bytes, burst = 1000, 1024  # 8 kbit/s
+    server = start_server(tmp_path, max_session_kbps=8.0, session_burst_kib=1,
+                          metrics_listen="127.0.0.1:0")  # fmt: skip
+    size = semc.stat().st_size
+    try:
+        clients = [StreamClient(f"127.0.0.1:{server.port}",
+                                spool_of(semc, tmp_path / f"spool{i}"), chunk_bytes=512)
+                   for i in range(2)]  # fmt: skip
+        results, took = [None, None], [0.0, 0.0]
+
+        def run(i: int) -> None:
+            start = time.monotonic()
+            results[i] = clients[i].run()
+            took[i] = time.monotonic() - start
+
+        start = time.monotonic()
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        wall = time.monotonic() - start
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics")
+        text = metrics.read().decode()
+    finally:
+        server.stop(0)
+    least = (size - burst - 512) / rate_bytes  # the last chunk's debt is not waited for
+    for i in range(2):
+        assert results[i] is not None and results[i].complete, results[i]
+        assert clients[i].stats.units_resent == 0 and clients[i].stats.reconnects == 0
+        assert took[i] >= least, (took, least)
+        log, outputs = session_paths(server.settings.out, "default", results[i].session_id)
+        assert log.read_bytes() == semc.read_bytes()
+        assert_same_tree(outputs, offline)
+    assert wall < (2 * size - burst) / rate_bytes, (wall, size)  # one shared rate: longer
+    samples = dict(line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+    assert float(samples["semcodec_throttled_seconds_total"]) >= least, text
+    assert not any(name.startswith("semcodec_errors_total") for name in samples), text
+
+
 # ------------------------------------------------------------------------------ command lines
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from semcodec.cloud.cli import main as cloud_main
+from semcodec.codec.bitstream import read_stream
 from semcodec.edge.cli import main as edge_main
 
 from .test_service_grpc import assert_same_tree, server, session_paths  # noqa: F401
@@ -266,14 +267,47 @@ def test_link_cut_then_restored_resumes_with_no_loss_and_no_duplicates(
     agent = _agent_in(netns, sample_dir, spool)
     state, deadline = spool / "state.json", time.monotonic() + 60
     while time.monotonic() < deadline and agent.poll() is None:
-        if state.is_file() and json.loads(state.read_text() or "{}").get("acked", 0) >= 1:
+        if state.is_file() and json.loads(state.read_text() or "{}").get("session_id"):
             break
         time.sleep(0.02)
+    time.sleep(0.5)  # the 7.7-kB keyframe takes about 2 s at 32 kbit/s: cut inside it
     assert agent.poll() is None, agent.communicate()
     netns.drop("semc_cut", NS_PORT, percent=100)  # the link is cut mid-stream ...
+    assert json.loads(state.read_text())["acked"] < 7
     time.sleep(4)
     assert agent.poll() is None  # ... the agent waits it out with its spool
     netns.undrop("semc_cut")  # ... and is restored
     agent_log = _finish(netns, serving, agent, out, semc, offline)
     assert "reconnecting" in agent_log  # keepalive noticed the dead connection
     _achieved_kbps(agent_log)
+
+
+@pytest.mark.slow
+def test_twenty_second_paced_run_holds_the_configured_rate_within_5_percent(
+        netns, detector_model, sample_dir, tmp_path):  # fmt: skip
+    """The issue's shaping check: a 20-second stream paced to 30 kbit/s over a kernel link
+    (tbf 64 kbit/s: the pacer, not the link, sets the rate) achieves 30 kbit/s +- 5 %."""
+    rate_kbps = 30
+    netns.shape(64, 4096, latency_ms=400)
+    out = tmp_path / "out"
+    serving = _serve_in(netns, out)
+    agent = netns.popen([sys.executable, "-m", "semcodec.edge.cli", "stream", str(sample_dir),
+                         "--server", f"127.0.0.1:{NS_PORT}", "--level", "1", "--frames", "60",
+                         "--target-bpp", "0.5", "--bandwidth-kbps", str(rate_kbps),
+                         "--chunk-kib", "1", "--spool", str(tmp_path / "spool")])  # fmt: skip
+    _, agent_log = agent.communicate(timeout=120)
+    assert agent.returncode == 0, agent_log
+    serving.send_signal(signal.SIGTERM)
+    serving.communicate(timeout=30)
+    match = re.search(r"units sent 61, acknowledged 61, resent 0, dropped by policy 0, "
+                      r"achieved ([\d.]+) kbit/s", agent_log)  # fmt: skip
+    assert match, agent_log
+    achieved = float(match[1])
+    (session,) = (out / ".sessions" / "default").iterdir()
+    size = (session / "stream.semc").stat().st_size - len(read_stream(session / "stream.semc")[0]
+                                                          .to_bytes())  # fmt: skip
+    seconds = 8 * size / 1000 / achieved
+    print(f"paced to {rate_kbps} kbit/s over tbf 64 kbit/s: achieved {achieved} kbit/s "
+          f"({100 * (achieved / rate_kbps - 1):+.1f} %) over {seconds:.1f} s")  # -s shows it
+    assert seconds >= 20, agent_log
+    assert abs(achieved - rate_kbps) <= 0.05 * rate_kbps, agent_log

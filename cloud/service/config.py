@@ -39,6 +39,10 @@ class ServeSettings:
         max_backlog_units: per-session units stored but not yet decoded.
         max_chunk_kib: largest chunk of a unit, KiB (below gRPC's 4 MiB message limit).
         max_unit_mib: largest unit, MiB (at most 64).
+        max_session_kbps: per-session rate of unit bytes, kbit/s (1000 bits; 0: unlimited):
+            a faster stream is slowed down by reading it later (back-pressure), not refused.
+        session_burst_kib: what an idle session may send at once beyond that rate, KiB
+            (0: one second at the rate, at least 4 KiB).
         grace_s: seconds a stop waits for streams to end before cutting them.
         notice_s: seconds a stop answers NOT_SERVING (still serving open sessions) before
             it drains, so load balancers see it go.
@@ -59,6 +63,8 @@ class ServeSettings:
     max_backlog_units: int = 32
     max_chunk_kib: int = 1024
     max_unit_mib: int = 64
+    max_session_kbps: float = 0.0
+    session_burst_kib: int = 0
     grace_s: float = 10.0
     notice_s: float = 1.0
     workers: int = 0  # 0: 2 * max_sessions + 8
@@ -80,6 +86,9 @@ class ServeSettings:
         for name in ("max_sessions", "max_backlog_units"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1")
+        for name in ("max_session_kbps", "session_burst_kib"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} {getattr(self, name)}: must be 0 (none) or more")
         split_host_port(self.listen, "listen")
         if self.metrics_listen:
             split_host_port(self.metrics_listen, "metrics_listen")

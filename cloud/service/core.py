@@ -99,6 +99,10 @@ class ServiceLimits:
         max_unit_bytes: the largest unit (the bitstream's limit is 64 MiB).
         backlog_wait_s: how long a stream waits for the decoder before giving up, seconds.
         close_timeout_s: how long CloseSession waits for the decoder by default, seconds.
+        max_session_bytes_per_s: per-session rate of unit bytes taken (0: unlimited); a
+            faster stream is slowed down, never refused: its next chunk is read only once
+            the session's token bucket allows (back-pressure through gRPC flow control).
+        session_burst_bytes: that bucket's depth (0: one second at the rate, at least 4 KiB).
     """
 
     max_sessions: int = 64
@@ -107,6 +111,8 @@ class ServiceLimits:
     max_unit_bytes: int = 64 << 20
     backlog_wait_s: float = 120.0
     close_timeout_s: float = 120.0
+    max_session_bytes_per_s: float = 0.0
+    session_burst_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -191,6 +197,35 @@ class Metrics:
     def frame_decoded(self, seconds: float) -> None: ...
 
     def error(self, code: str) -> None: ...
+
+    def throttled(self, seconds: float) -> None: ...
+
+
+class RateLimiter:
+    """A token bucket of bytes per second that lets a chunk of any size through and makes
+    the *next* one wait for the debt (so a chunk larger than the bucket never blocks for
+    good). Thread-safe; ``clock`` is monotonic seconds.
+
+    Args:
+        rate: bytes per second (> 0).
+        burst: the bucket's depth, bytes (> 0): what an idle session may send at once.
+    """
+
+    def __init__(self, rate: float, burst: float, clock=time.monotonic) -> None:
+        if rate <= 0 or burst <= 0:
+            raise ValueError(f"rate {rate} B/s and burst {burst} B must be positive")
+        self.rate, self.burst, self._clock = float(rate), float(burst), clock
+        self._tokens, self._at = float(burst), clock()
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> float:
+        """Takes ``nbytes``; returns how long to wait before reading more, seconds."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+            self._at = now
+            self._tokens -= nbytes
+            return max(0.0, -self._tokens / self.rate)
 
 
 def check_tenant(tenant: str) -> str:
@@ -304,6 +339,10 @@ class Session:
         self._window: collections.deque[tuple[float, int]] = collections.deque()
         self._decoded_at: collections.deque[float] = collections.deque()
         self._worker = DecodeWorker(log.path, out_dir, decode, self)
+        self._limiter = None  # kept across streams: reconnecting does not refill it
+        if limits.max_session_bytes_per_s > 0:
+            rate = limits.max_session_bytes_per_s
+            self._limiter = RateLimiter(rate, limits.session_burst_bytes or max(rate, 4096))
 
     @property
     def ended(self) -> bool:
@@ -356,6 +395,21 @@ class Session:
             raise ShuttingDownError("the server is stopping; resume the session later")
         if generation != self.generation:
             raise SupersededError("a newer stream took over this session")
+
+    def throttle(self, nbytes: int, generation: int) -> None:
+        """Holds the stream until the session's rate limit allows ``nbytes`` more (returns
+        at once without a limit); a superseded stream or a stopping server ends the wait."""
+        if self._limiter is None:
+            return
+        wait = self._limiter.take(nbytes)
+        if wait <= 0:
+            return
+        self.metrics.throttled(wait)
+        until = time.monotonic() + wait
+        with self._cond:
+            while (left := until - time.monotonic()) > 0:
+                self._check_current(generation)
+                self._cond.wait(min(left, 0.25))
 
     def store(self, unit: AssembledUnit, generation: int) -> None:
         """Writes and fsyncs a verified unit once the decoder's backlog has room."""
@@ -507,6 +561,7 @@ class StreamReceiver:
             ServiceError subclasses (see :mod:`cloud.service.errors`); nothing is stored for
             a refused unit.
         """
+        self.session.throttle(len(chunk.data), self.generation)
         if self._assembler.pending_seq is None:
             self.session.check_seq(chunk.seq, self.generation)
             if chunk.dropped:

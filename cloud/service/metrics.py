@@ -33,6 +33,8 @@ class PrometheusMetrics(Metrics):
                               "status", ["code"], registry=reg)  # fmt: skip
         self.backlog = Gauge("semcodec_backlog_units", "Units stored but not yet decoded, all "
                              "sessions", registry=reg)  # fmt: skip
+        self.throttled_s = Counter("semcodec_throttled_seconds", "Seconds streams were held "
+                                   "back by the per-session rate limit", registry=reg)  # fmt: skip
         self._http = None
 
     def bind(self, manager) -> None:
@@ -55,6 +57,9 @@ class PrometheusMetrics(Metrics):
 
     def error(self, code: str) -> None:
         self.errors.labels(code=code).inc()
+
+    def throttled(self, seconds: float) -> None:
+        self.throttled_s.inc(seconds)
 
     def serve(self, host: str, port: int) -> int:
         """Serves ``/metrics`` over HTTP; returns the port (``port`` 0: a free one)."""

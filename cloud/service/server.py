@@ -56,7 +56,9 @@ def limits_of(settings: ServeSettings) -> ServiceLimits:
     return ServiceLimits(max_sessions=settings.max_sessions,
                          max_backlog_units=settings.max_backlog_units,
                          max_chunk_bytes=settings.max_chunk_kib * 1024,
-                         max_unit_bytes=settings.max_unit_mib << 20)  # fmt: skip
+                         max_unit_bytes=settings.max_unit_mib << 20,
+                         max_session_bytes_per_s=settings.max_session_kbps * 1000 / 8,
+                         session_burst_bytes=settings.session_burst_kib * 1024)  # fmt: skip
 
 
 class DecoderServer:

@@ -34,6 +34,10 @@ RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXC
                        grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED,
                        grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DATA_LOSS})  # fmt: skip
 DEFAULT_CHUNK_BYTES = 256 * 1024
+#: Metadata sent with every call of a stream: its spool's stream key, the same from the
+#: first OpenSession on and after every restart, so a load balancer can keep the stream
+#: (and so its session) on one replica (hash the header; docs/deployment.md).
+AFFINITY_HEADER = "x-semcodec-stream"
 
 
 class StreamError(RuntimeError):
@@ -100,6 +104,7 @@ class LinkStats:
     wire_bytes: int = 0
     reconnects: int = 0
     first_sent: float | None = None  # time.monotonic() the first byte was ready to send
+    last_acked: float | None = None  # time.monotonic() of the last acknowledgement of a unit
     goodput_bps: float = 0.0
     backlog_units: int = 0
     max_backlog_units: int = 0
@@ -107,10 +112,12 @@ class LinkStats:
     dropped: int = 0
 
     def kbps(self) -> float:
-        """Achieved rate, kbit/s (1000 bits), from the first byte sent until now."""
+        """Achieved rate, kbit/s (1000 bits): unit bytes sent from the first byte sent until
+        the last acknowledgement (the cloud's decode and close after it do not count)."""
         if self.first_sent is None:
             return 0.0
-        return 8 * self.bytes_sent / 1000 / max(time.monotonic() - self.first_sent, 1e-3)
+        end = self.last_acked if self.last_acked is not None else time.monotonic()
+        return 8 * self.bytes_sent / 1000 / max(end - self.first_sent, 1e-3)
 
     def summary(self) -> str:
         return (f"units sent {self.units_sent}, acknowledged {self.units_acked}, resent "
@@ -212,7 +219,7 @@ class StreamClient:
     def _session(self, header: bytes) -> pb.SessionResults:
         with self.security.channel(self.target, self._options()) as channel:
             stub = pb_grpc.SemanticStreamStub(channel)
-            metadata = self.security.metadata()
+            metadata = self.metadata()
             done = self._closed_results(stub, metadata)
             if done is not None:
                 return done
@@ -229,6 +236,11 @@ class StreamClient:
                 raise _retry("the stream ended before every unit was acknowledged")
             return stub.CloseSession(pb.CloseSessionRequest(session_id=opened.session_id),
                                      metadata=metadata, timeout=600)  # fmt: skip
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """The metadata of every call: the token, and the stream key for affinity."""
+        key = self.spool.stream_key
+        return self.security.metadata() + (((AFFINITY_HEADER, key),) if key else ())
 
     def _closed_results(self, stub, metadata) -> pb.SessionResults | None:
         """The results of a session an earlier run of this spool already closed (running
@@ -292,6 +304,8 @@ class StreamClient:
         self._high_sent = max(self._high_sent, unit.seq + 1)
 
     def _acked(self, next_seq: int, feedback: pb.Feedback | None = None) -> None:
+        if next_seq > self.spool.acked and self.stats.first_sent is not None:
+            self.stats.last_acked = time.monotonic()
         self.spool.ack(next_seq)
         self.stats.units_acked = self.spool.acked
         self.stats.dropped = self.spool.dropped_count

@@ -141,6 +141,12 @@ class Spool:
         return str(self.state["session_id"])
 
     @property
+    def stream_key(self) -> str:
+        """A random key of this spool's stream, made once by :meth:`bind` and kept across
+        restarts: load balancers route every call of the stream by it (session affinity)."""
+        return str(self.state.get("stream_key", ""))
+
+    @property
     def spooled_bytes(self) -> int:
         return sum(v[3] for v in self._index.values())
 
@@ -150,8 +156,9 @@ class Spool:
             if self.state["header"] and self.state["header"] != header.hex():
                 raise SpoolError(f"{self.folder} holds the spool of another stream: use "
                                  "another --spool folder or empty this one")  # fmt: skip
-            if not self.state["header"]:
+            if not self.state["header"] or not self.state.get("stream_key"):
                 self.state["header"] = header.hex()
+                self.state["stream_key"] = self.state.get("stream_key") or secrets.token_hex(16)
                 self._save_state()
 
     def set_session(self, session_id: str) -> None:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
+import os
 import shutil
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -14,7 +22,10 @@ from semcodec.edge.sources import (
     DATA_DIR_ENV,
     SAMPLE_NAME,
     SourceError,
+    interrupt_ends,
+    is_live_url,
     open_source,
+    redact_url,
     resize_frames,
     resolve_data_path,
     sample_path,
@@ -311,3 +322,206 @@ def test_shared_sequences(
     assert (info.groundtruth is not None) == has_gt
     frames = src.read(start=2, count=2)
     assert frames.shape == (2, size[1], size[0], 3) and frames.dtype == np.uint8
+
+
+# --------------------------------------------------------------------------- live streams
+
+
+def write_h264(path: Path, frames: np.ndarray, rate: int, fmt: str | None = None) -> None:
+    """Encode (T, H, W, 3) uint8 RGB frames with libx264 (yuv420p); MP4 with the index first
+    (``faststart``) so it streams from the start."""
+    options = {"movflags": "faststart"} if path.suffix == ".mp4" else {}
+    with av.open(str(path), "w", format=fmt, options=options) as container:
+        stream = container.add_stream("libx264", rate=rate)
+        stream.width, stream.height = frames.shape[2], frames.shape[1]
+        stream.pix_fmt = "yuv420p"
+        for i, rgb in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+            frame.pts = i
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def http_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """``(base URL, folder)``: a local HTTP server (127.0.0.1, a thread) serving a folder with
+    ``clip.mp4`` (20 frames 64x48 at 10 fps, libx264) and ``sizes.ts`` (3 frames 64x48 then
+    3 frames 48x32, MPEG-TS)."""
+    root = tmp_path_factory.mktemp("www")
+    rng = np.random.default_rng(0)
+    write_h264(root / "clip.mp4", rng.integers(0, 256, (20, 48, 64, 3), np.uint8), rate=10)
+    write_h264(root / "a.ts", rng.integers(0, 256, (3, 48, 64, 3), np.uint8), 10, "mpegts")
+    write_h264(root / "b.ts", rng.integers(0, 256, (3, 32, 48, 3), np.uint8), 10, "mpegts")
+    (root / "sizes.ts").write_bytes((root / "a.ts").read_bytes() + (root / "b.ts").read_bytes())
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", root
+    server.shutdown()
+    server.server_close()
+
+
+def test_http_stream_reads_like_the_file(http_root: tuple[str, Path]) -> None:
+    base, root = http_root
+    src = open_source(f"{base}/clip.mp4")
+    info = src.info
+    assert (info.kind, info.name, info.path) == ("live", "clip", f"{base}/clip.mp4")
+    assert (info.width, info.height, info.fps) == (64, 48, 10.0)
+    assert info.num_frames == 20  # an MP4 says; a camera would not (None)
+    frames = list(src.frames())
+    assert [f.number for f in frames] == list(range(1, 21))
+    assert frames[3].timestamp == pytest.approx(0.3)
+    assert frames[0].rgb.shape == (48, 64, 3) and frames[0].rgb.dtype == np.uint8
+    local = open_source(root / "clip.mp4").read()
+    np.testing.assert_array_equal(np.stack([f.rgb for f in frames]), local)
+    # every later read connects again: --start K skips K-1 frames, --frames N stops after N
+    np.testing.assert_array_equal(src.read(start=5, count=3), local[4:7])
+    assert [f.number for f in src.frames(start=18)] == [18, 19, 20]
+    assert src.read(start=19, count=10).shape[0] == 2
+    assert src.read(count=0).shape == (0, 48, 64, 3)
+    with pytest.raises(SourceError, match="past the last frame 20"):
+        src.frames(start=21)
+    assert open_source(f"{base}/clip.mp4", fps=7.5).info.fps == 7.5
+
+
+def test_live_source_without_length_reads_until_count_or_stop() -> None:
+    src = open_source("lavfi://testsrc=size=64x48:rate=10")  # endless, like a camera
+    assert (src.info.kind, src.info.num_frames, src.info.fps) == ("live", None, 10.0)
+    assert src.read(start=3, count=4).shape == (4, 48, 64, 3)
+    numbers = []
+    for frame in src.frames():
+        numbers.append(frame.number)
+        if frame.number == 6:
+            src.stop()  # e.g. from another thread
+    assert numbers == [1, 2, 3, 4, 5, 6]
+
+
+def test_first_ctrl_c_ends_a_live_source_cleanly() -> None:
+    src = open_source("lavfi://testsrc=size=64x48:rate=10")
+    before = signal.getsignal(signal.SIGINT)
+    numbers = []
+    with interrupt_ends(src):
+        for frame in src.frames():
+            numbers.append(frame.number)
+            if frame.number == 3:
+                os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C
+            assert frame.number < 100, "SIGINT did not end the stream"
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # 2nd one aborts
+    assert numbers[:3] == [1, 2, 3] and len(numbers) <= 5
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_live_size_change_is_an_error(http_root: tuple[str, Path]) -> None:
+    src = open_source(f"{http_root[0]}/sizes.ts")
+    assert (src.info.width, src.info.height, src.info.num_frames) == (64, 48, None)
+    with pytest.raises(SourceError, match="frame 4 is 48x32 but the stream began at 64x48"):
+        src.read()
+
+
+def test_closed_port_fails_fast(http_root: tuple[str, Path]) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=f"127.0.0.1:{port}"):
+        open_source(f"http://127.0.0.1:{port}/clip.mp4", timeout=2)
+    with pytest.raises(SourceError, match="FFmpeg cannot open"):
+        open_source(f"rtsp://127.0.0.1:{port}/stream", timeout=2)
+    with pytest.raises(SourceError, match="cannot open"):
+        open_source(f"{http_root[0]}/missing.mp4", timeout=2)  # 404
+    assert time.monotonic() - started < 5
+
+
+def test_silent_server_times_out() -> None:
+    with socket.socket() as sock:  # accepts connections (backlog) and never answers
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(4)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/cam"
+        started = time.monotonic()
+        with pytest.raises(SourceError, match="no answer within 0.5 s"):
+            open_source(url, timeout=0.5)
+        assert time.monotonic() - started < 3
+
+
+def test_stream_that_stalls_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "cam.ts"
+    write_h264(path, np.random.default_rng(1).integers(0, 256, (20, 48, 64, 3), np.uint8), 10)
+    data = path.read_bytes()
+    with socket.socket() as sock:  # sends half the stream, then goes quiet (a dead camera)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+
+        def serve() -> None:
+            conn, _ = sock.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: video/mp2t\r\n\r\n")
+                conn.sendall(data[: len(data) // 2])
+                time.sleep(5)
+
+        threading.Thread(target=serve, daemon=True).start()
+        src = open_source(f"http://127.0.0.1:{sock.getsockname()[1]}/cam.ts", timeout=1)
+        assert src.info.num_frames is None
+        numbers: list[int] = []
+        started = time.monotonic()
+        with pytest.raises(SourceError, match="no data for 1 s at frame"):
+            numbers.extend(f.number for f in src.frames())
+        assert 0 < len(numbers) < 20 and time.monotonic() - started < 4
+
+
+def test_unsupported_url_scheme(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match=r"unsupported URL scheme ftp://.*rtsp://") as info:
+        open_source("ftp://user:secret@host/clip.mp4")
+    assert "secret" not in str(info.value) and "user:***@host" in str(info.value)
+    with pytest.raises(SourceError, match="without file://"):
+        open_source(f"file://{tmp_path}/clip.mp4")
+    with pytest.raises(SourceError, match="name the device"):
+        open_source("v4l2://")
+    with pytest.raises(SourceError, match="timeout must be > 0"):
+        open_source("rtsp://127.0.0.1/x", timeout=0)
+
+
+def test_urls_pass_through_resolve_data_path() -> None:
+    url = "rtsp://user:pw@cam.local:554/live/ch1?x=1"
+    assert resolve_data_path(url) == url and isinstance(resolve_data_path(url), str)
+    assert is_live_url(url) and not is_live_url("clip.mp4") and not is_live_url(Path("a://b"))
+    assert redact_url(url) == "rtsp://user:***@cam.local:554/live/ch1?x=1"
+
+
+def test_edge_agent_encode_from_http_and_dead_url(
+    http_root: tuple[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from semcodec.edge.cli import main
+
+    dead = tmp_path / "dead.semc"
+    assert main(["encode", "http://127.0.0.1:9/cam.mp4", "-o", str(dead),
+                 "--input-timeout", "2"]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("edge-agent: error: http://127.0.0.1:9/cam.mp4")
+    assert not dead.exists()
+    with pytest.raises(SystemExit) as exit_info:  # argparse: usage error, exit 2
+        main(["encode", f"{http_root[0]}/clip.mp4", "-o", str(dead), "--input-option", "x"])
+    assert exit_info.value.code == 2 and "KEY=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.shared
+def test_edge_agent_encodes_an_http_stream(http_root: tuple[str, Path], tmp_path: Path) -> None:
+    from semcodec.codec.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.scaffold.codec import decode_stream
+    from semcodec.edge.cli import main
+
+    try:
+        resolve_model("selfie_segmentation")
+    except ModelNotFoundError as exc:
+        pytest.skip(f"models are not beside the repository: {exc}")
+    out = tmp_path / "live.semc"
+    url = f"{http_root[0]}/clip.mp4"
+    assert main(["-q", "encode", url, "-o", str(out), "--level", "0", "--start", "2",
+                 "--frames", "5", "--input-option", "reconnect=1"]) == 0  # fmt: skip
+    assert len(list(decode_stream(out))) == 5

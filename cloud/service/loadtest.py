@@ -1,0 +1,515 @@
+"""``cloud-decoder loadtest``: many concurrent edge streams against one ``cloud-decoder serve``.
+
+It starts a server (a separate process, so its memory is its own; or uses ``--server``),
+then ``--streams`` real streams over gRPC -- :class:`~edge.stream.client.StreamClient`\\ s,
+as ``edge-agent stream`` runs them, split over a few worker processes -- each sending the
+embedded sample's stream (encoded once at level 1, or ``--semc FILE``) at ``--fps`` units
+per second, session after session, for ``--seconds``. Meanwhile it asks the standard gRPC
+health service every 0.1 s and samples the server's resident memory (``/proc/PID/status``)
+and its metrics every second.
+
+It writes, under ``--out DIR``:
+
+* ``summary.json``: health and acknowledgement latencies (p50, p99, max), units acknowledged
+  per stream (min, median, max), the longest wait for an acknowledgement, sessions, errors,
+  resident memory (start, after the ramp, max, end), and the verdict of each check;
+* ``rss.csv``: ``t_s, rss_mib, sessions_active, backlog_units, units_stored``, one row a
+  second; ``rss.png``: its plot.
+
+The checks (the issue's), over the ``--seconds`` the streams run: health p99 < 50 ms,
+acknowledgement p99 < 200 ms (from the unit's last chunk handed to gRPC until its
+acknowledgement: stored and fsynced; the rest of each last session, sent at once after the
+deadline so that it completes, is counted but not timed), memory flat (the
+second half's peak at most 10 % + 16 MiB above the first half's after the ramp), no stream
+starved (every stream got at least half the median's units acknowledged and never waited
+more than 5 s for an acknowledgement), no errors. Exit status
+0 when all hold, 1 when one does not (the summary says which), 2 for a user error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import math
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+log = logging.getLogger("semcodec.cloud.service")
+
+HEALTH_EVERY_S = 0.1
+SAMPLE_EVERY_S = 1.0
+LIMITS = {"health_p99_ms": 50.0, "ack_p99_ms": 200.0, "rss_growth_share": 0.10,
+          "rss_growth_mib": 16.0, "starved_share": 0.5, "ack_wait_s": 5.0}  # fmt: skip
+
+
+class LoadTestError(RuntimeError):
+    """The load test cannot run (the server does not start, a worker fails, ...)."""
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """What ``cloud-decoder loadtest`` runs.
+
+    Attributes:
+        streams: concurrent streams.
+        seconds: how long they stream (each finishes its session after it).
+        out: folder for the summary, the memory curve and (own server) the server's outputs.
+        fps: units per second each stream sends.
+        server: ``HOST:PORT`` of a running server (None: start one, plaintext, on 127.0.0.1).
+        server_pid: that server's process id, for its memory (None: not sampled).
+        metrics: that server's ``HOST:PORT`` of ``/metrics`` (None: not scraped).
+        semc: the stream to send (None: the embedded sample encoded at level 1).
+        workers: client processes the streams are spread over.
+        ramp_s: the streams start evenly over this many seconds (cameras do not all connect
+            in the same millisecond; None: a tenth of ``seconds``, at most 5).
+        serve_args: more ``cloud-decoder serve`` flags for the server it starts.
+    """
+
+    streams: int
+    seconds: float
+    out: Path
+    fps: float = 1.0
+    server: str | None = None
+    server_pid: int | None = None
+    metrics: str | None = None
+    semc: Path | None = None
+    workers: int = 4
+    ramp_s: float | None = None
+    serve_args: tuple[str, ...] = ()
+
+    @property
+    def ramp(self) -> float:
+        return min(5.0, self.seconds / 10) if self.ramp_s is None else self.ramp_s
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The ``share`` (0..1) percentile, nearest rank (0 for no values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered), max(1, math.ceil(share * len(ordered)))) - 1]
+
+
+def rss_mib(pid: int) -> float | None:
+    """Resident memory of process ``pid``, MiB (None: gone or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# ------------------------------------------------------------------------------ workers
+
+
+def _stream_main(index: int, target: str, semc: Path, begin: float, deadline: float,
+                 fps: float, spool_root: Path) -> dict:  # fmt: skip
+    """One stream: from ``begin``, sessions of the whole bitstream one after the other
+    until ``deadline`` (the last one is finished at once after it); returns its record."""
+    from semcodec.codec.bitstream import read_stream
+    from semcodec.edge.stream.client import StreamClient, StreamError
+    from semcodec.edge.stream.spool import Spool
+
+    class TimedClient(StreamClient):
+        """Records when each unit's last chunk went to gRPC and when it was acknowledged."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.sent_at: dict[int, float] = {}
+            self.lock = threading.Lock()
+
+        def _sent(self, unit) -> None:
+            with self.lock:
+                self.sent_at[unit.seq] = time.monotonic()
+            super()._sent(unit)
+
+        def _acked(self, next_seq, feedback=None) -> None:
+            now = time.monotonic()
+            with self.lock:
+                for seq in [s for s in self.sent_at if s < next_seq]:
+                    sent = self.sent_at.pop(seq)
+                    if sent < deadline:  # the rest of a session, sent at once after: not
+                        record["ack_ms"].append(1000 * (now - sent))
+                    record["units_acked"] += 1
+            super()._acked(next_seq, feedback)
+
+    header, units = read_stream(semc)
+    units = [(u.seq, int(u.kind), u.to_bytes()) for u in units]
+    header_bytes = header.to_bytes()
+    record = {"stream": index, "sessions": 0, "complete": 0, "units_acked": 0, "ack_ms": [],
+              "errors": []}  # fmt: skip
+    session = 0
+    time.sleep(max(0.0, begin - time.monotonic()))
+    while time.monotonic() < deadline:
+        spool = Spool(spool_root / f"stream{index}-{session}", 64 << 20)
+        spool.bind(header_bytes)
+        client = TimedClient(target, spool, chunk_bytes=64 << 10, max_outage_s=60)
+
+        def feed(spool=spool) -> None:
+            at = time.monotonic()
+            for seq, kind, data in units:
+                if time.monotonic() < deadline:  # after it: the rest at once
+                    time.sleep(max(0.0, at - time.monotonic()))
+                spool.put(seq, kind, data)
+                at += 1.0 / fps
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        try:
+            results = client.run()
+            record["complete"] += int(results.complete and results.units_stored == len(units))
+        except (StreamError, OSError) as exc:
+            record["errors"].append(str(exc))
+            spool.fail(exc)
+        feeder.join()
+        record["sessions"] += 1
+        session += 1
+    return record
+
+
+def worker_main(argv: list[str]) -> int:
+    """A client process: runs its streams in threads, writes their records as JSON."""
+    parser = argparse.ArgumentParser(prog="loadtest-worker")
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--semc", type=Path, required=True)
+    parser.add_argument("--first", type=int, required=True)
+    parser.add_argument("--count", type=int, required=True)
+    parser.add_argument("--start", type=float, required=True, help="time.monotonic() to start")
+    parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--ramp", type=float, required=True)
+    parser.add_argument("--streams", type=int, required=True, help="of all workers")
+    parser.add_argument("--fps", type=float, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    records: list[dict] = []
+    time.sleep(max(0.0, args.start - time.monotonic()))
+    deadline = args.start + args.seconds
+    with tempfile.TemporaryDirectory(prefix="semcodec-load-") as spool_root:
+
+        def run(index: int) -> None:
+            try:
+                begin = args.start + args.ramp * index / args.streams
+                records.append(_stream_main(index, args.target, args.semc, begin, deadline,
+                                            args.fps, Path(spool_root)))  # fmt: skip
+            except Exception as exc:  # recorded: the summary counts it as an error
+                records.append({"stream": index, "sessions": 0, "complete": 0,
+                                "units_acked": 0, "ack_ms": [],
+                                "errors": [f"{type(exc).__name__}: {exc}"]})  # fmt: skip
+
+        threads = [threading.Thread(target=run, args=(args.first + i,))
+                   for i in range(args.count)]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    args.out.write_text(json.dumps(records))
+    return 0
+
+
+# ------------------------------------------------------------------------------ the driver
+
+
+class _Probe(threading.Thread):
+    """Health checks every ``HEALTH_EVERY_S``; memory and metrics every ``SAMPLE_EVERY_S``."""
+
+    def __init__(self, target: str, pid: int | None, metrics: str | None, t0: float) -> None:
+        super().__init__(name="probe", daemon=True)
+        self.target, self.pid, self.metrics, self.t0 = target, pid, metrics, t0
+        self.health_ms: list[float] = []
+        self.health_at: list[float] = []  # seconds from t0
+        self.health_failures: list[str] = []
+        self.samples: list[dict] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        import grpc
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        channel = grpc.insecure_channel(self.target)
+        stub = health_pb2_grpc.HealthStub(channel)
+        request = health_pb2.HealthCheckRequest(service="semcodec.v1.SemanticStream")
+        next_sample = 0.0
+        while not self.halt.is_set():
+            now = time.monotonic()
+            if now >= next_sample:
+                self.samples.append(self._sample(now))
+                next_sample = now + SAMPLE_EVERY_S
+            start = time.monotonic()
+            try:
+                status = stub.Check(request, timeout=5).status
+                if status != health_pb2.HealthCheckResponse.SERVING:
+                    self.health_failures.append(f"status {status}")
+            except grpc.RpcError as exc:
+                self.health_failures.append(f"{exc.code().name}: {exc.details()}")
+            self.health_ms.append(1000 * (time.monotonic() - start))
+            self.health_at.append(start - self.t0)
+            self.halt.wait(max(0.0, start + HEALTH_EVERY_S - time.monotonic()))
+        channel.close()
+
+    def _sample(self, now: float) -> dict:
+        row = {"t_s": round(now - self.t0, 2),
+               "rss_mib": rss_mib(self.pid) if self.pid else None,
+               "sessions_active": None, "backlog_units": None, "units_stored": None}  # fmt: skip
+        if self.metrics:
+            try:
+                text = urllib.request.urlopen(f"http://{self.metrics}/metrics", timeout=2).read()
+            except OSError:
+                return row
+            names = {"semcodec_sessions_active": "sessions_active",
+                     "semcodec_backlog_units": "backlog_units",
+                     "semcodec_units_stored_total": "units_stored"}  # fmt: skip
+            for line in text.decode().splitlines():
+                name, _, value = line.partition(" ")
+                if name in names:
+                    row[names[name]] = float(value)
+        return row
+
+
+def _start_server(settings: LoadSettings) -> tuple[subprocess.Popen, str, str, Path]:
+    """A ``cloud-decoder serve`` of the load test's own: (process, target, metrics, log)."""
+    port, metrics_port = _free_port(), _free_port()
+    server_log = settings.out / "server.log"
+    argv = [sys.executable, "-m", "semcodec.cloud.cli", "serve", "--listen",
+            f"127.0.0.1:{port}", "--out", str(settings.out / "server-out"), "--metrics-listen",
+            f"127.0.0.1:{metrics_port}", "--max-sessions", str(max(64, 2 * settings.streams)),
+            "--notice-s", "0", "--grace-s", "10", *settings.serve_args]  # fmt: skip
+    with open(server_log, "w") as fh:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=fh)
+    deadline = time.monotonic() + 120
+    while "serving on" not in server_log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise LoadTestError(f"the server did not start: {server_log.read_text().strip()}")
+        time.sleep(0.05)
+    return proc, f"127.0.0.1:{port}", f"127.0.0.1:{metrics_port}", server_log
+
+
+def _sample_stream(out: Path) -> Path:
+    """The embedded sample encoded at level 1 (``edge-agent encode``)."""
+    from semcodec.edge.sources import sample_path
+
+    semc = out / "sample-level1.semc"
+    if not semc.is_file():
+        done = subprocess.run([sys.executable, "-m", "semcodec.edge.cli", "-q", "encode",
+                               str(sample_path()), "-o", str(semc), "--level", "1"],
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        if done.returncode != 0:
+            raise LoadTestError(f"cannot encode the sample: {done.stderr.strip()}")
+    return semc
+
+
+def run_load(settings: LoadSettings) -> dict:
+    """Runs the load test; writes and returns the summary.
+
+    Raises:
+        LoadTestError: the server or a worker process fails.
+    """
+    from semcodec.codec.bitstream import read_stream
+
+    if settings.streams < 1 or settings.seconds <= 0 or settings.fps <= 0:
+        raise LoadTestError("--streams, --seconds and --fps must be positive")
+    settings.out.mkdir(parents=True, exist_ok=True)
+    semc = settings.semc or _sample_stream(settings.out)
+    units = len(list(read_stream(semc)[1]))
+    server, server_log = None, None
+    target, pid, metrics = settings.server, settings.server_pid, settings.metrics
+    if target is None:
+        server, target, metrics, server_log = _start_server(settings)
+        pid = server.pid
+    workers: list[tuple[subprocess.Popen, Path]] = []
+    t0 = time.monotonic()
+    probe = _Probe(target, pid, metrics, t0)
+    probe.start()
+    try:
+        time.sleep(2 * SAMPLE_EVERY_S)  # the idle server's memory first
+        count = max(1, min(settings.workers, settings.streams))
+        start = time.monotonic() + 3.0  # every worker imported and ready
+        for k in range(count):
+            first = k * settings.streams // count
+            last = (k + 1) * settings.streams // count
+            out = settings.out / f"worker{k}.json"
+            out.unlink(missing_ok=True)
+            argv = [sys.executable, "-m", "semcodec.cloud.service.loadtest", "--target",
+                    target, "--semc", str(semc), "--first", str(first), "--count",
+                    str(last - first), "--start", repr(start), "--seconds",
+                    repr(settings.seconds), "--fps", repr(settings.fps), "--out",
+                    str(out), "--ramp", repr(settings.ramp), "--streams",
+                    str(settings.streams)]  # fmt: skip
+            workers.append((subprocess.Popen(argv, stderr=subprocess.PIPE, text=True), out))
+        records = []
+        for proc, out in workers:
+            _, err = proc.communicate(timeout=settings.seconds + 900)
+            if proc.returncode != 0 or not out.is_file():
+                raise LoadTestError(f"a load worker failed (exit {proc.returncode}): "
+                                    f"{err.strip()[-2000:]}")  # fmt: skip
+            records += json.loads(out.read_text())
+            out.unlink()
+        ended = time.monotonic()
+    finally:
+        probe.halt.set()
+        probe.join(10)
+        for proc, _ in workers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if server is not None:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+    summary = summarize(settings, records, probe, start - t0, start + settings.seconds - t0,
+                        ended - t0, units)  # fmt: skip
+    summary["server"] = {"target": target, "pid": pid,
+                         "log": str(server_log) if server_log else None,
+                         "exit_status": server.returncode if server else None}  # fmt: skip
+    write_outputs(settings.out, summary, probe.samples)
+    return summary
+
+
+def summarize(settings: LoadSettings, records: list[dict], probe: _Probe, start_s: float,
+              deadline_s: float, ended_s: float, units_per_session: int) -> dict:  # fmt: skip
+    """The summary: latencies, per-stream units, memory, and the verdict of each check
+    (times are seconds from the probe's start)."""
+    acks = [ms for r in records for ms in r["ack_ms"]]
+    during = [ms for at, ms in zip(probe.health_at, probe.health_ms, strict=True)
+              if start_s <= at <= deadline_s]  # fmt: skip
+    after = [ms for at, ms in zip(probe.health_at, probe.health_ms, strict=True)
+             if at > deadline_s]  # fmt: skip
+    acked = sorted(r["units_acked"] for r in records)
+    median = statistics.median(acked) if acked else 0
+    errors = [e for r in records for e in r["errors"]]
+    for r in records:
+        r["max_ack_wait_s"] = max(r["ack_ms"], default=0.0) / 1000
+    rss = [(s["t_s"], s["rss_mib"]) for s in probe.samples if s["rss_mib"] is not None]
+    # after the first quarter (sessions opening, decoders loading), in two halves
+    ramp = start_s + 0.25 * (deadline_s - start_s)
+    middle = (ramp + deadline_s) / 2
+    first_half = [m for t, m in rss if ramp <= t < middle] or [m for _, m in rss]
+    second_half = [m for t, m in rss if middle <= t <= deadline_s] or [m for _, m in rss]
+    rss_block = None
+    if rss:
+        before = [m for t, m in rss if t < start_s] or [rss[0][1]]
+        at_end = [m for t, m in rss if t <= deadline_s]
+        rss_block = {"start": round(before[-1], 1), "after_ramp": round(first_half[0], 1),
+                     "max": round(max(m for _, m in rss), 1),
+                     "end": round((at_end or [rss[-1][1]])[-1], 1),
+                     "first_half_max": round(max(first_half), 1),
+                     "second_half_max": round(max(second_half), 1)}  # fmt: skip
+    checks = {
+        "health_p99": percentile(during, 0.99) < LIMITS["health_p99_ms"],
+        "ack_p99": percentile(acks, 0.99) < LIMITS["ack_p99_ms"],
+        "rss_flat": rss_block is None or rss_block["second_half_max"] <= (
+            rss_block["first_half_max"] * (1 + LIMITS["rss_growth_share"])
+            + LIMITS["rss_growth_mib"]),
+        "no_stream_starved": bool(records) and len(records) == settings.streams and all(
+            r["units_acked"] >= LIMITS["starved_share"] * median
+            and r["max_ack_wait_s"] <= LIMITS["ack_wait_s"] for r in records),
+        "no_errors": not errors and not probe.health_failures,
+    }  # fmt: skip
+    return {
+        "settings": {k: (str(v) if isinstance(v, Path) else v)
+                     for k, v in asdict(settings).items()},
+        "units_per_session": units_per_session,
+        "duration_s": round(ended_s - start_s, 1),
+        "health_ms": {"count": len(during), "p50": round(percentile(during, 0.5), 2),
+                      "p99": round(percentile(during, 0.99), 2),
+                      "max": round(max(during, default=0.0), 2),
+                      "after_p99": round(percentile(after, 0.99), 2),
+                      "after_max": round(max(after, default=0.0), 2),
+                      "failures": probe.health_failures[:20]},
+        "ack_ms": {"count": len(acks), "p50": round(percentile(acks, 0.5), 2),
+                   "p99": round(percentile(acks, 0.99), 2),
+                   "max": round(max(acks, default=0.0), 2)},
+        "streams": {"count": len(records), "units_acked_min": acked[0] if acked else 0,
+                    "units_acked_median": median, "units_acked_max": acked[-1] if acked else 0,
+                    "units_acked_total": sum(acked),
+                    "max_ack_wait_s": round(max((r["max_ack_wait_s"] for r in records),
+                                                default=0.0), 2),
+                    "sessions": sum(r["sessions"] for r in records),
+                    "sessions_complete": sum(r["complete"] for r in records),
+                    "errors": errors[:20], "error_count": len(errors)},
+        "rss_mib": rss_block,
+        "limits": LIMITS,
+        "checks": checks,
+        "ok": all(checks.values()),
+    }  # fmt: skip
+
+
+def write_outputs(out: Path, summary: dict, samples: list[dict]) -> None:
+    """``summary.json``, ``rss.csv`` and (when matplotlib is there) ``rss.png``."""
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    fields = ["t_s", "rss_mib", "sessions_active", "backlog_units", "units_stored"]
+    with open(out / "rss.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fields)
+        writer.writeheader()
+        writer.writerows(samples)
+    rows = [s for s in samples if s["rss_mib"] is not None]
+    if not rows:
+        return
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.plot([s["t_s"] for s in rows], [s["rss_mib"] for s in rows], color="tab:blue")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("server RSS, MiB", color="tab:blue")
+    ax.set_ylim(bottom=0)
+    active = [s for s in rows if s["sessions_active"] is not None]
+    if active:
+        twin = ax.twinx()
+        twin.plot([s["t_s"] for s in active], [s["sessions_active"] for s in active],
+                  color="tab:orange", linewidth=0.8)  # fmt: skip
+        twin.set_ylabel("sessions open", color="tab:orange")
+        twin.set_ylim(bottom=0)
+    streams = summary["settings"]["streams"]
+    ax.set_title(f"cloud-decoder serve under {streams} streams")
+    fig.tight_layout()
+    fig.savefig(out / "rss.png", dpi=100)
+    plt.close(fig)
+
+
+def describe(summary: dict) -> str:
+    """One line of the numbers that matter."""
+    h, a, s, r = summary["health_ms"], summary["ack_ms"], summary["streams"], summary["rss_mib"]
+    memory = (f"RSS start {r['start']} / max {r['max']} / end {r['end']} MiB" if r
+              else "RSS not sampled")  # fmt: skip
+    failed = [k for k, v in summary["checks"].items() if not v]
+    return (f"{s['count']} streams: health p99 {h['p99']} ms (max {h['max']}), ack p99 "
+            f"{a['p99']} ms over {a['count']} units, units acked per stream min "
+            f"{s['units_acked_min']} / median {s['units_acked_median']} / max "
+            f"{s['units_acked_max']}, longest ack wait {s['max_ack_wait_s']} s, sessions "
+            f"{s['sessions_complete']}/{s['sessions']} complete, errors {s['error_count']}; "
+            f"{memory}; " + ("all checks pass" if not failed else f"FAILED: {', '.join(failed)}"))
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING)
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(worker_main(sys.argv[1:]))
