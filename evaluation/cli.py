@@ -379,6 +379,17 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--out", type=Path, required=True, metavar="FILE.json",
                        help="JSON file to write")  # fmt: skip
 
+    split = sub.add_parser(
+        "split-points",
+        help="the person detector's edge/cloud split points: feature size and FLOPs of each",
+        description="For each cut after expanded_conv_K of the SSDLite person detector: the "
+        "feature the edge would send (shape, values, bytes at float16) and the FLOPs of the "
+        "edge and cloud parts per 300x300 image (FlopCounterMode; weights do not matter).",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    add_verbosity(split)
+    split.add_argument("--json", type=Path, metavar="FILE", help="also write the rows as JSON")
+
     side = sub.add_parser(
         "sidebyside",
         help="a picture of chosen frames: the original beside codecs' reconstructions",
@@ -696,6 +707,20 @@ def cmd_score_decoder(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_split_points(args: argparse.Namespace) -> int:
+    import json
+
+    from semcodec.evaluation.split_points import format_table, split_costs
+
+    costs = split_costs()
+    print(format_table(costs))
+    if args.json:
+        partial = args.json.with_name(args.json.name + ".partial")
+        partial.write_text(json.dumps([c.to_dict() for c in costs], indent=1) + "\n")
+        partial.replace(args.json)
+    return 0
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     import os
 
@@ -775,6 +800,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         return cmd_train_decoder(args)
     if args.command == "score-decoder":
         return cmd_score_decoder(args)
+    if args.command == "split-points":
+        return cmd_split_points(args)
     parser.print_help()
     return 2
 
