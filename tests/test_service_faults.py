@@ -48,9 +48,10 @@ REPS = int(os.environ.get("SEMCODEC_FAULT_REPS", "20"))
 LANES = max(1, min(int(os.environ.get("SEMCODEC_FAULT_LANES", "4")), REPS))
 LOSS_PERCENT = 5
 CUT_S = 10.0
-# the agent paces to 32 kbit/s: the 11-kB stream's keyframe (7.7 kB) takes about 2 s, the
-# other units come a few hundred ms apart, so a fault lands mid-stream
-AGENT_PACE = ("--bandwidth-kbps", "32")
+# the agent paces to 16 kbit/s: the 11-kB stream's keyframe (7.7 kB) takes about 4 s, the
+# other units come about 300 ms apart, so a fault lands mid-stream even when a loaded
+# machine keeps the test from looking at the spool for a second
+AGENT_PACE = ("--bandwidth-kbps", "16")
 #: where in the stream a repetition strikes, in turn: during the keyframe (0.5 s after the
 #: session opened), after the first acknowledgement, after the second
 STRIKE_POINTS = (0, 1, 2)

@@ -29,10 +29,14 @@ from semcodec.protos import semcodec_v1_pb2_grpc as pb_grpc
 log = logging.getLogger("semcodec.edge.stream")
 
 #: Statuses after which the client reconnects and resumes; any other ends the stream.
+#: ALREADY_EXISTS is among them: after a restart, a unit that the previous connection had
+#: in flight can be stored after OpenSession read the resume point; the cloud then refuses
+#: the resent copy (storing nothing) and the next OpenSession resumes after it.
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                        grpc.StatusCode.ABORTED, grpc.StatusCode.INTERNAL,
                        grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED,
-                       grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DATA_LOSS})  # fmt: skip
+                       grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DATA_LOSS,
+                       grpc.StatusCode.ALREADY_EXISTS})  # fmt: skip
 DEFAULT_CHUNK_BYTES = 256 * 1024
 #: Metadata sent with every call of a stream: its spool's stream key, the same from the
 #: first OpenSession on and after every restart, so a load balancer can keep the stream
