@@ -673,7 +673,6 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
 
 def cmd_score_decoder(args: argparse.Namespace) -> int:
     import dataclasses
-    import json
     import tempfile
 
     from semcodec.codec.reconstruct.diffusion import default_weights, load_denoiser
@@ -700,24 +699,28 @@ def cmd_score_decoder(args: argparse.Namespace) -> int:
             if key != "windows":
                 print(f"{name}  {key:5s}  window ST-LPIPS {value['st_lpips']:.4f}  "
                       f"box MSE {value['box_mse']:.1f}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    partial = args.out.with_name(args.out.name + ".partial")
-    partial.write_text(json.dumps(results, indent=1) + "\n")
-    partial.replace(args.out)
+    _write_json(args.out, results)
     return 0
 
 
-def cmd_split_points(args: argparse.Namespace) -> int:
+def _write_json(path: Path, data) -> None:
+    """Writes ``data`` as indented JSON to ``path`` atomically (never a partial file under
+    the final name)."""
     import json
 
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(data, indent=1) + "\n")
+    partial.replace(path)
+
+
+def cmd_split_points(args: argparse.Namespace) -> int:
     from semcodec.evaluation.split_points import format_table, split_costs
 
     costs = split_costs()
     print(format_table(costs))
     if args.json:
-        partial = args.json.with_name(args.json.name + ".partial")
-        partial.write_text(json.dumps([c.to_dict() for c in costs], indent=1) + "\n")
-        partial.replace(args.json)
+        _write_json(args.json, [c.to_dict() for c in costs])
     return 0
 
 
