@@ -202,3 +202,91 @@ def test_spool_stream_key_is_made_once_and_sent_for_affinity(tmp_path):
     assert again.stream_key == key
     client = StreamClient("127.0.0.1:9", again, ChannelSecurity(token="t"))
     assert client.metadata() == (("authorization", "Bearer t"), (AFFINITY_HEADER, key))
+
+
+# ------------------------------------------------------------------------------ agent restarts
+# (issue 13: a restarted agent that never finished, though the cloud stored every unit)
+
+
+class _Killed(BaseException):
+    """Stands for a SIGKILL at one point of the agent."""
+
+
+def _spool_killed_before_it_recorded_the_end(folder, units: list[tuple[int, bytes]]) -> None:
+    """Leaves ``folder`` as an agent SIGKILLed between spooling the END unit (its file is in
+    place) and recording ``done`` in state.json -- the state a CI run's hang was left in."""
+    spool = Spool(folder, 1 << 20)
+    spool.bind(b"header")
+    for seq, (kind, data) in enumerate(units[:-1]):
+        spool.put(seq, kind, data)
+
+    def killed() -> None:
+        raise _Killed
+
+    spool._save_state = killed
+    with pytest.raises(_Killed):
+        spool.put(len(units) - 1, *units[-1])
+    assert '"done": false' in (folder / "state.json").read_text()
+
+
+def test_spool_of_an_agent_killed_before_it_recorded_the_end_still_finishes(tmp_path):
+    from semcodec.edge.stream.spool import END_KIND
+
+    units = [(1, b"k" * 50), (2, b"a" * 20), (2, b"b" * 20), (END_KIND, b"e" * 5)]
+    _spool_killed_before_it_recorded_the_end(tmp_path / "s", units)
+    again = Spool(tmp_path / "s", 1 << 20)  # the restarted agent
+    again.bind(b"header")
+    assert again.done and again.produced == 4 and again.get(3).data == b"e" * 5
+    # its producer encodes the same units again: all are skipped as already spooled
+    assert [again.put(seq, kind, data) for seq, (kind, data) in enumerate(units)] == [False] * 4
+    again.ack(4)  # the cloud stored every unit
+    assert again.finished(), "the client would wait for a unit after END, for ever"
+    # the END unit's file alone is enough, whichever run reopens the spool
+    assert Spool(tmp_path / "s", 1 << 20).finished()
+
+
+def test_spool_put_of_an_already_spooled_end_records_the_end(tmp_path):
+    from semcodec.edge.stream.spool import END_KIND
+
+    spool = Spool(tmp_path / "s", 1 << 20)
+    spool.put(0, 1, b"k")
+    spool.put(1, END_KIND, b"e")
+    spool.state["done"] = False  # as if the record were lost
+    assert spool.put(1, END_KIND, b"e") is False and spool.done
+
+
+def test_requests_go_on_after_units_acknowledged_before_they_were_sent(tmp_path):
+    """A resumed stream's first ack can be past where it started (the killed connection's
+    last unit was stored after OpenSession read the resume point): the requests go on after
+    it instead of asking the spool for the acknowledged unit for ever (a busy loop that sent
+    nothing while the cloud waited)."""
+    import threading
+
+    from semcodec.edge.stream.client import StreamClient
+
+    spool = Spool(tmp_path / "s", 1 << 20)
+    spool.bind(b"header")
+    for seq in range(4):
+        spool.put(seq, 2, _unit(seq))
+    client = StreamClient("127.0.0.1:9", spool, chunk_bytes=1 << 20)
+    stop = threading.Event()
+    requests = client._requests("0" * 32, 1, 1 << 20, stop)  # resumed at 1 ...
+    assert next(requests).WhichOneof("body") == "start"
+    spool.ack(2)  # ... and the stream's first ack says 2
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(next(requests, None)), daemon=True)
+    reader.start()
+    reader.join(5)
+    stop.set()  # ends a spinning generator (before the fix) at its next turn
+    reader.join(5)
+    assert got and got[0] is not None, "no request: the generator spun on the acked unit"
+    assert got[0].chunk.seq == 2
+
+
+def test_close_waits_a_bounded_time():
+    from semcodec.cloud.service.core import MAX_CLOSE_WAIT_S, close_wait_s
+
+    assert close_wait_s(0, 120) == 120 and close_wait_s(5, 120) == 5
+    for bad in (-1.0, float("nan"), float("inf")):
+        assert close_wait_s(bad, 120) == 120
+    assert close_wait_s(1e9, 120) == MAX_CLOSE_WAIT_S

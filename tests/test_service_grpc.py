@@ -673,6 +673,43 @@ def test_agent_killed_and_restarted_resumes_its_session(server, semc, sample_dir
     assert "units sent 0, acknowledged 4" in third.stderr and session.name in third.stderr
 
 
+def test_agent_killed_before_it_recorded_the_end_finishes_after_a_restart(server, semc, offline,
+                                                                         tmp_path):  # fmt: skip
+    """Issue 13: an agent SIGKILLed between spooling the END unit and recording the end in
+    its state. The restarted agent used to send every unit, have all acknowledged, and then
+    wait for ever for a unit after END (the session was never closed)."""
+
+    class Killed(BaseException):
+        pass
+
+    def killed() -> None:
+        raise Killed
+
+    header, units = read_stream(semc)
+    units = list(units)
+    torn = spool_of(semc, tmp_path / "spool", upto=len(units) - 1)
+    torn._save_state = killed  # SIGKILL once the END unit's file is in place
+    with pytest.raises(Killed):
+        fill(torn, semc, len(units) - 1)
+    spool = Spool(tmp_path / "spool", 256 << 20)  # the restarted agent
+    spool.bind(header.to_bytes())
+    fill(spool, semc, 0)  # its producer encodes the stream again: nothing new is spooled
+    client = StreamClient(f"127.0.0.1:{server.port}", spool, chunk_bytes=1024)
+    got: list = []
+    runner = threading.Thread(target=lambda: got.append(client.run()), daemon=True)
+    runner.start()
+    runner.join(30)  # it takes about 2 s
+    if runner.is_alive():
+        spool.fail(RuntimeError("the test gave up"))  # ends the stuck stream
+        runner.join(10)
+    assert got, f"the client did not finish: {client.stats.summary()}"
+    results = got[0]
+    assert (results.state, results.complete) == (pb.SESSION_STATE_CLOSED, True)
+    log, outputs = session_paths(server.settings.out, "default", results.session_id)
+    assert log.read_bytes() == semc.read_bytes()  # every unit exactly once, in order
+    assert_same_tree(outputs, offline)
+
+
 def test_agent_refused_mid_encode_exits_2_cleanly(tmp_path, sample_dir):
     """A refusal while the encoder thread runs native code: the encoder is stopped before
     the process exits (it used to abort with 'terminate called without an active

@@ -19,6 +19,7 @@ another tenant's session id is simply not found.
 from __future__ import annotations
 
 import collections
+import math
 import re
 import secrets
 import threading
@@ -59,6 +60,8 @@ GOODPUT_WINDOW_S = 5.0
 RECOMMEND_MARGIN = 0.1
 #: The decode backlog (a share of its bound) above which the cloud recommends a rate.
 RECOMMEND_FROM_FILL = 0.25
+#: The longest one CloseSession waits for the decoder, whatever it asks, seconds.
+MAX_CLOSE_WAIT_S = 600.0
 
 
 def recommend_rate(goodput_bps: float, decode_bps: float, backlog: int, max_backlog: int,
@@ -226,6 +229,14 @@ class RateLimiter:
             self._at = now
             self._tokens -= nbytes
             return max(0.0, -self._tokens / self.rate)
+
+
+def close_wait_s(requested: float, default: float) -> float:
+    """How long a CloseSession waits for the decoder, seconds: ``requested`` (0, negative or
+    not a number: ``default``), at most ``MAX_CLOSE_WAIT_S``, so that a close never holds
+    its thread for good (the client closes again to wait longer)."""
+    wait = requested if math.isfinite(requested) and requested > 0 else default
+    return min(wait, MAX_CLOSE_WAIT_S)
 
 
 def check_tenant(tenant: str) -> str:
@@ -693,9 +704,10 @@ class SessionManager:
             session = self._find(tenant, session_id)
         except SessionStateError:
             return self.results(tenant, session_id)
-        if not session.close(timeout_s or self.limits.close_timeout_s):
+        wait = close_wait_s(timeout_s, self.limits.close_timeout_s)
+        if not session.close(wait):
             raise ShuttingDownError(f"session {session_id}: the decoder did not finish in "
-                                    "time; close it again to wait longer")  # fmt: skip
+                                    f"{wait:.0f} s; close it again to wait longer")  # fmt: skip
         results = session.results()
         session.record.update(state=results.state, results=vars(results).copy())
         write_json_atomic(session.state_dir / RECORD_NAME, session.record)

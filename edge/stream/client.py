@@ -286,6 +286,11 @@ class StreamClient:
                   stop: threading.Event) -> Iterator[pb.StreamRequest]:  # fmt: skip
         yield pb.StreamRequest(start=pb.StreamStart(session_id=session_id))
         while not stop.is_set() and self.spool.error is None:
+            # the stream's first ack can be past where it started (the cloud stored a unit
+            # that a killed connection had in flight): those units are gone from the spool,
+            # go on after them (else get() answers None at once, for ever: a busy loop that
+            # sends nothing while the cloud waits for the next unit)
+            seq = max(seq, self.spool.acked)
             unit = self.spool.get(seq)
             if unit is None:
                 if self.spool.done and seq >= self.spool.produced:

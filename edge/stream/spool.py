@@ -104,17 +104,24 @@ class Spool:
         _write_atomic(self.folder / "state.json", json.dumps(self.state).encode("utf-8"))
 
     def _scan(self) -> None:
+        ended = False
         for path in self.units_dir.iterdir():
             m = _UNIT_FILE.match(path.name)
             if m is None:
                 continue  # temporary files of a killed agent
-            seq = int(m.group(1))
+            seq, kind = int(m.group(1)), int(m.group(2))
+            ended = ended or kind == END_KIND
             if seq < self.acked:
                 path.unlink(missing_ok=True)
                 continue
             dropped = m.group(4) == "dropped"
             size = 0 if dropped else path.stat().st_size
-            self._index[seq] = (int(m.group(2)), int(m.group(3)), dropped, size)
+            self._index[seq] = (kind, int(m.group(3)), dropped, size)
+        if ended and not self.done:
+            # an agent killed between spooling the END unit and recording "done": the unit
+            # file is the record (the producer of a restart skips it, as already produced)
+            self.state["done"] = True
+            self._save_state()
 
     def _path(self, seq: int, kind: int, ts: int, dropped: bool) -> Path:
         return self.units_dir / f"{seq:012d}-{kind}-{ts}.{'dropped' if dropped else 'unit'}"
@@ -173,6 +180,10 @@ class Spool:
         ts = int(time.time() * 1e6) if timestamp_us is None else timestamp_us
         with self._cond:
             if seq < self.produced:
+                if kind == END_KIND and not self.done:  # see _scan
+                    self.state["done"] = True
+                    self._save_state()
+                    self._cond.notify_all()
                 return False
             if seq != self.produced:
                 raise SpoolError(f"unit {seq} put after unit {self.produced - 1}")
