@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("--weights", type=Path, metavar="FILE",
                      help="diffusion: denoiser weights (default: the shipped model)")  # fmt: skip
     dec.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
+    dec.add_argument("--bottleneck", type=Path, metavar="FILE",
+                     help="detect-mode streams: the edge's bottleneck file when it is not a "
+                     "shipped one")  # fmt: skip
     dec.add_argument("--no-overview", action="store_true", help="skip overview.mp4")
     dec.add_argument("--flow-prior", type=Path, metavar="FILE",
                      help="the flow prior the edge used, when not the shipped one")  # fmt: skip
@@ -210,13 +213,16 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from semcodec.codec.bitstream import read_stream
     from semcodec.codec.reconstruct import UnknownReconstructorError, create_reconstructor
     from semcodec.codec.scaffold.codec import ScaffoldDecoder
+    from semcodec.codec.task.stream import is_detect_stream
 
     options = {k: getattr(args, k) for k in ("steps", "seed", "weights")
                if getattr(args, k) is not None}  # fmt: skip
     if options and args.decoder != "diffusion":
         raise UnknownReconstructorError(f"--{', --'.join(options)}: only for --decoder diffusion")
-    reconstructor = create_reconstructor(args.decoder, **options)
     header, units = read_stream(args.input)
+    if is_detect_stream(header):
+        return _decode_detections(args, header, units)
+    reconstructor = create_reconstructor(args.decoder, **options)
     decoder = ScaffoldDecoder(header, flow_prior=_load_prior(args.flow_prior))
     start = time.perf_counter()
     with DecodeOutputs(args.output, header, overview=not args.no_overview, force=args.force,
@@ -225,6 +231,22 @@ def cmd_decode(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     log.info("%s: %d frames (%.1f fps with outputs), decoder %s", args.output, outputs.count,
              outputs.count / max(seconds, 1e-9), args.decoder)  # fmt: skip
+    return 0
+
+
+def _decode_detections(args: argparse.Namespace, header, units) -> int:
+    """A detect-mode stream: ``DIR/detections.txt`` (MOTChallenge) and ``detections.json``."""
+    from semcodec.codec.task.stream import decode_detect, open_detect_decoder, write_detections
+
+    out = args.output
+    existing = [p for p in (out / "detections.txt", out / "detections.json") if p.exists()]
+    if existing and not args.force:
+        raise FileExistsError(f"{existing[0]} exists (--force replaces it)")
+    start = time.perf_counter()
+    decoder = open_detect_decoder(header, args.bottleneck, args.models_dir)
+    count = write_detections(out, decode_detect(units, decoder), header)
+    log.info("%s: detections of %d frames (%.1f fps)", out, count,
+             count / max(time.perf_counter() - start, 1e-9))  # fmt: skip
     return 0
 
 
@@ -250,12 +272,16 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.cloud.service.loadtest import LoadTestError
     from semcodec.cloud.service.server import ServerStartError
     from semcodec.codec.bitstream import BitstreamError
+    from semcodec.codec.entropy.rans import EntropyCodingError
     from semcodec.codec.keyframes import KeyframeError
     from semcodec.codec.reconstruct import ReconstructionError
     from semcodec.codec.scaffold.codec import ScaffoldCodecError
+    from semcodec.codec.task.bottleneck import BottleneckFileError
+    from semcodec.codec.task.stream import TaskStreamError
 
-    return (BitstreamError, KeyframeError, ReconstructionError, ScaffoldCodecError, OutputError,
-            ConfigError, TokenFileError, ServerStartError, LoadTestError, OSError)  # fmt: skip
+    return (TaskStreamError, BottleneckFileError, EntropyCodingError, BitstreamError,
+            KeyframeError, ReconstructionError, ScaffoldCodecError, OutputError, ConfigError,
+            TokenFileError, ServerStartError, LoadTestError, OSError)  # fmt: skip
 
 
 def _one_line(exc: BaseException) -> str:

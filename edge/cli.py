@@ -64,6 +64,18 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("input", help=INPUT_HELP)
     enc.add_argument("-o", "--output", required=True, type=Path, help="the .semc file to write")
     _add_encoder_arguments(enc)
+    enc.add_argument("--mode", choices=("scaffold", "detect"), default="scaffold",
+                     help="scaffold: the structure of the video, for reconstruction; detect: "
+                     "task features of the split person detector, for detections only "
+                     "(`cloud-decoder decode` then writes detections.txt/json)")  # fmt: skip
+    enc.add_argument("--beta", type=positive_float, metavar="B",
+                     help="detect mode: the shipped bottleneck of rate weight B (higher: fewer "
+                     "bytes; default 1)")  # fmt: skip
+    enc.add_argument("--bottleneck", type=Path, metavar="FILE",
+                     help="detect mode: a bottleneck file from `semcodec-bench "
+                     "train-bottleneck` instead of a shipped one")  # fmt: skip
+    enc.add_argument("--intra-period", type=int, default=64, metavar="N",
+                     help="detect mode: frames between intra units (0: only the first)")
     enc.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_stream_parser(sub)
     return parser
@@ -251,6 +263,10 @@ def cmd_encode(args: argparse.Namespace) -> int:
     from semcodec.edge.sources import interrupt_ends
 
     _check_output(args.output)
+    if args.mode == "detect":
+        return _encode_detect(args)
+    if args.beta is not None or args.bottleneck is not None:
+        raise UsageError("--beta and --bottleneck are for --mode detect")
     source, total, prior = _open_input(args)
     info = source.info
     start = time.perf_counter()
@@ -266,6 +282,41 @@ def cmd_encode(args: argparse.Namespace) -> int:
     parts = ", ".join(f"{k} {v}" for k, v in sorted(stats.stream_bytes.items()))
     log.info("%s: %d frames (%d keyframes), %d bytes, %.5f bpp [%s], %.1f fps", args.output,
              stats.frames, stats.keyframes, size, bpp, parts,
+             stats.frames / max(seconds, 1e-9))  # fmt: skip
+    return 0
+
+
+def _encode_detect(args: argparse.Namespace) -> int:
+    """``encode --mode detect``: task features of the split detector to ``args.output``."""
+    import torch
+
+    from semcodec.codec.bitstream import write_stream
+    from semcodec.codec.task.bottleneck import load_bottleneck
+    from semcodec.codec.task.split import SplitDetector, load_split_model
+    from semcodec.codec.task.stream import bottleneck_path, encode_detect
+    from semcodec.edge.sources import interrupt_ends
+
+    if args.intra_period < 0:
+        raise UsageError(f"--intra-period must be >= 0, got {args.intra_period}")
+    torch.set_num_threads(args.threads)
+    bottleneck = load_bottleneck(bottleneck_path(args.beta, args.bottleneck))
+    detector = SplitDetector(load_split_model(args.models_dir), bottleneck.split)
+    source, total, _ = _open_input(args)
+    info = source.info
+    start = time.perf_counter()
+    with interrupt_ends(source), frame_progress("encode", total, args.no_progress
+                                                or args.quiet > 0) as bar:  # fmt: skip
+        frames = _counted((f.rgb for f in source.frames(start=args.start, count=args.frames)), bar)
+        header, units, stats = encode_detect(frames, bottleneck, detector, info.fps,
+                                             (info.width, info.height), total or 0,
+                                             args.intra_period)  # fmt: skip
+        write_stream(args.output, header, units)
+    seconds = time.perf_counter() - start
+    size = args.output.stat().st_size
+    log.info("%s: %d frames (%d intra), %d bytes (%.0f feature bytes per frame), %.6f bpp, "
+             "%.1f fps", args.output, stats.frames, stats.intra_units, size,
+             stats.feature_bytes / max(stats.frames, 1),
+             8 * size / (info.width * info.height * max(stats.frames, 1)),
              stats.frames / max(seconds, 1e-9))  # fmt: skip
     return 0
 

@@ -390,6 +390,59 @@ def build_parser() -> argparse.ArgumentParser:
     add_verbosity(split)
     split.add_argument("--json", type=Path, metavar="FILE", help="also write the rows as JSON")
 
+    bneck = sub.add_parser(
+        "train-bottleneck",
+        help="train the task-feature bottlenecks (the split detector's features codec), one per β",
+        description="Distillation from the unsplit person detector on uncompressed frames + "
+        "β x rate (kbit per window), the detector frozen; backbone features and teacher outputs "
+        "are cached under --cache. Writes OUT/bottleneck-beta<β>.pt (pass it to `semcodec-bench "
+        "task --bottlenecks` and `edge-agent encode --mode detect --bottleneck`) and "
+        "OUT/sweep.json. Default data: PETS09-S2L1-full 1-500 and TUD-Stadtmitte 1-90.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    add_verbosity(bneck)
+    bneck.add_argument("--beta", type=positive_float, nargs="+", required=True,
+                       help="rate weights to train (one bottleneck each)")  # fmt: skip
+    bneck.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+    bneck.add_argument("--cache", type=Path, metavar="DIR",
+                       help="feature cache folder (default OUT/cache)")  # fmt: skip
+    bneck.add_argument("--data", nargs="+", metavar="NAME:FIRST:FRAMES",
+                       help="training ranges (default PETS09-S2L1-full:1:500 "
+                       "TUD-Stadtmitte:1:90)")  # fmt: skip
+    bneck.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
+    bneck.add_argument("--epochs", type=positive_int, default=8, help="passes over the windows")
+    bneck.add_argument("--latent", type=positive_int, default=16, help="latent channels")
+    bneck.add_argument("--threads", type=positive_int, help="torch threads (default: all)")
+
+    task = sub.add_parser(
+        "task",
+        help="the task-feature benchmark: bytes per frame against MODA, features vs baselines",
+        description="On one frame range: the unsplit detector on uncompressed frames (best "
+        "tiling and threshold), each baseline (x264/x265 CRF, x265 static-camera and half size, "
+        "JPEG, WebP) decoded and fed to that detector, and each bottleneck's `features` units "
+        "decoded by the cloud half; bytes per frame, BPP, MODA, MODP, the saving factor at equal "
+        "MODA, the temporal model's gain, edge and cloud compute. Writes OUT/rows.json, rows.csv, "
+        "report.md, rate_moda.png.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    add_verbosity(task)
+    task.add_argument("--data", required=True, help="the sequence (name or path)")
+    task.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
+    task.add_argument("--start", type=positive_int, default=1, help="first frame (1-based)")
+    task.add_argument("--frames", type=positive_int, required=True, metavar="N", help="frames")
+    task.add_argument("--bottlenecks", nargs="+", required=True, metavar="FILE",
+                      help="bottleneck files from train-bottleneck")  # fmt: skip
+    task.add_argument("--baselines", nargs="*", metavar="CODEC:SETTING",
+                      help="baseline operating points (default: the built-in sweep; none: "
+                      "--baselines with no value)")  # fmt: skip
+    task.add_argument("--moda-every", type=positive_int, default=1, metavar="K",
+                      help="MODA on every k-th frame")  # fmt: skip
+    task.add_argument("--intra-period", type=non_negative_int, default=64,
+                      help="frames between intra units of the features codec (0: first only)")
+    task.add_argument("--threads", type=positive_int, help="torch/onnxruntime threads")
+    task.add_argument("--models-dir", metavar="DIR", help="searched first for models")
+    task.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+
     side = sub.add_parser(
         "sidebyside",
         help="a picture of chosen frames: the original beside codecs' reconstructions",
@@ -703,6 +756,66 @@ def cmd_score_decoder(args: argparse.Namespace) -> int:
     return 0
 
 
+def _data_range(text: str) -> tuple[str, int, int]:
+    name, _, rest = text.rpartition(":")
+    name, _, first = name.rpartition(":")
+    try:
+        first_n, count = int(first), int(rest)
+    except ValueError:
+        raise UsageError(f"--data {text!r}: expected NAME:FIRST:FRAMES") from None
+    if not name or first_n < 1 or count < 1:
+        raise UsageError(f"--data {text!r}: expected NAME:FIRST:FRAMES with FIRST, FRAMES >= 1")
+    return name, first_n, count
+
+
+def cmd_train_bottleneck(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import torch
+
+    from semcodec.codec.task.bottleneck import BottleneckConfig
+    from semcodec.evaluation.train_bottleneck import BottleneckTrainConfig, run_sweep
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    base = BottleneckTrainConfig(epochs=args.epochs,
+                                 bottleneck=BottleneckConfig(latent=args.latent))  # fmt: skip
+    if args.data:
+        base = dataclasses.replace(base, data=tuple(_data_range(d) for d in args.data))
+    rows = run_sweep(args.beta, args.out, args.cache or args.out / "cache", base, args.data_dir)
+    for row in rows:
+        print(f"beta {row['beta']:g}  {row['file']}  {row['seconds']:.0f} s  "
+              f"distill {row.get('distill', float('nan')):.4f}  "
+              f"kbit/window {row.get('kbit_per_window', float('nan')):.3f}")  # fmt: skip
+    return 0
+
+
+def cmd_task(args: argparse.Namespace) -> int:
+    from semcodec.evaluation.task_bench import (
+        DEFAULT_BASELINES,
+        TaskBenchConfig,
+        format_table,
+        run_task_bench,
+    )
+
+    baselines = DEFAULT_BASELINES
+    if args.baselines is not None:
+        baselines = []
+        for item in args.baselines:
+            codec, sep, setting = item.partition(":")
+            if not sep:
+                raise UsageError(f"--baselines {item!r}: expected CODEC:SETTING")
+            baselines.append((codec, setting))
+    config = TaskBenchConfig(
+        sequence=args.data, start=args.start, frames=args.frames,
+        bottlenecks=tuple(args.bottlenecks), out_dir=args.out, baselines=tuple(baselines),
+        moda_every=args.moda_every, intra_period=args.intra_period, data_dir=args.data_dir,
+        models_dir=args.models_dir, threads=args.threads,
+    )  # fmt: skip
+    print(format_table(run_task_bench(config)))
+    return 0
+
+
 def _write_json(path: Path, data) -> None:
     """Writes ``data`` as indented JSON to ``path`` atomically (never a partial file under
     the final name)."""
@@ -771,8 +884,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    from semcodec.codec.entropy.rans import EntropyCodingError
     from semcodec.codec.models import ModelError
     from semcodec.codec.reconstruct import ReconstructionError
+    from semcodec.codec.task.bottleneck import BottleneckFileError
     from semcodec.edge.sources import SourceError
     from semcodec.evaluation.bench import BenchError
     from semcodec.evaluation.codecs import CodecError, SettingError
@@ -780,8 +895,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.evaluation.recipes import RecipeError
     from semcodec.evaluation.train_decoder import TrainConfigError
 
-    return (ModelError, SourceError, BenchError, CodecError, SettingError, RecipeError,
-            UsageError, ExecutorError, TrainConfigError, ReconstructionError)  # fmt: skip
+    return (EntropyCodingError, BottleneckFileError, ModelError, SourceError, BenchError,
+            CodecError, SettingError, RecipeError, UsageError, ExecutorError, TrainConfigError,
+            ReconstructionError)  # fmt: skip
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
@@ -805,6 +921,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         return cmd_score_decoder(args)
     if args.command == "split-points":
         return cmd_split_points(args)
+    if args.command == "train-bottleneck":
+        return cmd_train_bottleneck(args)
+    if args.command == "task":
+        return cmd_task(args)
     parser.print_help()
     return 2
 

@@ -255,17 +255,22 @@ def _same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
     return total // 2, total - total // 2
 
 
+def _same_conv(x: Tensor, weight: Tensor, stride: int, groups: int) -> Tensor:
+    """Bias-free conv with TensorFlow ``SAME`` padding (the odd pixel at the bottom/right)."""
+    kernel = weight.shape[-1]
+    before, after = _same_padding(x.shape[-1], kernel, stride)
+    top, bottom = _same_padding(x.shape[-2], kernel, stride)
+    x = F.pad(x, (before, after, top, bottom))
+    return F.conv2d(x, weight, None, stride, 0, 1, groups)
+
+
 class _SameConv(torch.autograd.Function):
-    """Bias-free conv with TensorFlow ``SAME`` padding (the odd pixel at the bottom/right),
-    exported as one ONNX ``Conv`` with ``auto_pad="SAME_UPPER"`` (no separate ``Pad``)."""
+    """:func:`_same_conv` exported as one ONNX ``Conv`` with ``auto_pad="SAME_UPPER"`` (no
+    separate ``Pad``); forward only (gradients go through :func:`_same_conv` itself)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, stride: int, groups: int) -> Tensor:
-        kernel = weight.shape[-1]
-        before, after = _same_padding(x.shape[-1], kernel, stride)
-        top, bottom = _same_padding(x.shape[-2], kernel, stride)
-        x = F.pad(x, (before, after, top, bottom))
-        return F.conv2d(x, weight, None, stride, 0, 1, groups)
+        return _same_conv(x, weight, stride, groups)
 
     @staticmethod
     def symbolic(g, x, weight, stride: int, groups: int):
@@ -303,7 +308,12 @@ class ConvBN(nn.Module):
         self.out_size = -(-in_size // stride)
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.asymmetric:
+        if self.asymmetric and torch.is_grad_enabled() and not torch.onnx.is_in_onnx_export():
+            # differentiable (training a bottleneck through the detector): same numbers
+            x = _same_conv(x, self.conv.weight, self.conv.stride[0], self.conv.groups)
+            if self.conv.bias is not None:
+                x = x + self.conv.bias[:, None, None]
+        elif self.asymmetric:
             x = _SameConv.apply(x, self.conv.weight, self.conv.stride[0], self.conv.groups)
             if self.conv.bias is not None:  # after fuse_batchnorm
                 x = x + self.conv.bias[:, None, None]

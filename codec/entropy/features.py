@@ -91,13 +91,15 @@ def _histogram(values: np.ndarray, index: np.ndarray, tables: int) -> np.ndarray
     return counts
 
 
-def fit_tables(sequences: list[list[np.ndarray]], groups: int = 4) -> FeatureTables:
-    """Tables fitted (by counting) to ``sequences``: lists of consecutive ``(C, H, W)``
-    integer frames. The first frame of each sequence trains the per-frame model, every later
-    one both models."""
+def count_symbols(sequences: list[list[np.ndarray]],
+                  groups: int = 4) -> tuple[np.ndarray, np.ndarray, int]:  # fmt: skip
+    """Symbol counts of ``sequences`` (lists of consecutive ``(C, H, W)`` integer frames):
+    ``(factorized (C, 2*SUPPORT+1), temporal (groups*6, 2*SUPPORT+1), groups)`` int64; every
+    frame counts in the per-frame model, every frame after the first of its sequence also in
+    the temporal one. ``groups`` is clipped to 1..C."""
     frames = [f for seq in sequences for f in seq]
     if not frames:
-        raise FeatureCodingError("fit_tables needs at least one frame")
+        raise FeatureCodingError("fitting tables needs at least one frame")
     channels = int(np.asarray(frames[0]).shape[0])
     groups = max(1, min(groups, channels))
     n_temporal = groups * (len(CONTEXT_EDGES) + 1)
@@ -112,13 +114,30 @@ def fit_tables(sequences: list[list[np.ndarray]], groups: int = 4) -> FeatureTab
                 temporal += _histogram((q - previous).ravel(),
                                        _context_index(previous, groups), n_temporal)  # fmt: skip
             previous = q
+    return factorized, temporal, groups
+
+
+def tables_from_counts(factorized: np.ndarray, temporal: np.ndarray, groups: int) -> FeatureTables:
+    """The tables of :func:`count_symbols`' counts (integer arithmetic only: the same tables
+    on every machine; stored models keep the counts and rebuild the tables on loading)."""
+    factorized, temporal = np.asarray(factorized, np.int64), np.asarray(temporal, np.int64)
+    channels, width = factorized.shape
+    if (width != 2 * SUPPORT + 1 or temporal.shape[1:] != (width,) or not 1 <= groups <= channels
+            or temporal.shape[0] != groups * (len(CONTEXT_EDGES) + 1)):
+        raise FeatureCodingError(f"symbol counts of shapes {factorized.shape} and "
+                                 f"{temporal.shape} do not fit {groups} groups")  # fmt: skip
     offsets = lambda n: [-SUPPORT] * n  # noqa: E731
     return FeatureTables(
         channels=channels,
         factorized=CdfTable.from_cdfs(cdfs_from_counts(factorized), offsets(channels)),
-        temporal=CdfTable.from_cdfs(cdfs_from_counts(temporal), offsets(n_temporal)),
+        temporal=CdfTable.from_cdfs(cdfs_from_counts(temporal), offsets(len(temporal))),
         groups=groups,
     )
+
+
+def fit_tables(sequences: list[list[np.ndarray]], groups: int = 4) -> FeatureTables:
+    """Tables fitted (by counting, :func:`count_symbols`) to ``sequences``."""
+    return tables_from_counts(*count_symbols(sequences, groups))
 
 
 def encode_features(q: np.ndarray, tables: FeatureTables,

@@ -1,0 +1,151 @@
+"""Frames -> task-feature units -> detections (the ``features`` codec of issue 14).
+
+A frame's unit is one byte of flags, then one rANS payload of the rounded latents of all its
+windows, stacked as ``(latent, W * S, S)`` (window after window along the height):
+
+* flag bit 0 clear: an *intra* unit, coded with the per-frame (factorized) tables; decodable
+  on its own. The first frame and every ``intra_period``-th frame after it are intra.
+* flag bit 0 set: a *temporal* unit, the change from the previous frame's decoded latents,
+  coded with the temporal tables (context from the previous latents; no side information).
+
+Latents are integers, so the decoder's prediction equals the encoder's exactly: there is no
+drift, and a test decodes in another process. :class:`TaskEncoder` holds the edge's state and
+:class:`TaskDecoder` the cloud's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from semcodec.codec.entropy.features import (
+    FeatureCodingError,
+    decode_features,
+    encode_features,
+)
+from semcodec.codec.scaffold.detector import Detections
+from semcodec.codec.task.bottleneck import TaskBottleneck
+from semcodec.codec.task.split import SplitDetector
+
+TEMPORAL_FLAG = 0x01
+#: Default frames between intra units (the first frame is always intra).
+DEFAULT_INTRA_PERIOD = 64
+
+
+@dataclass(frozen=True)
+class UnitShape:
+    """What the decoder must know of every unit (from the stream header).
+
+    Attributes:
+        windows: windows per frame.
+        latent: latent channels.
+        side: the latents' spatial side (19 after ``expanded_conv_6``).
+    """
+
+    windows: int
+    latent: int
+    side: int
+
+    @property
+    def stacked(self) -> tuple[int, int, int]:
+        """Shape of the coded tensor: ``(latent, windows * side, side)``."""
+        return (self.latent, self.windows * self.side, self.side)
+
+
+def _stack(q: np.ndarray) -> np.ndarray:
+    """``(W, N, S, S)`` -> ``(N, W*S, S)``."""
+    w, n, s, _ = q.shape
+    return np.ascontiguousarray(q.transpose(1, 0, 2, 3).reshape(n, w * s, s))
+
+
+def _unstack(q: np.ndarray, shape: UnitShape) -> np.ndarray:
+    n, ws, s = q.shape
+    return np.ascontiguousarray(q.reshape(n, shape.windows, s, s).transpose(1, 0, 2, 3))
+
+
+class TaskEncoder:
+    """The edge: frames -> units.
+
+    Args:
+        bottleneck: the trained bottleneck (its split config sets the windows).
+        detector: the split detector's edge half (its config must be the bottleneck's).
+        intra_period: frames between intra units; 0: only the first frame.
+    """
+
+    def __init__(self, bottleneck: TaskBottleneck, detector: SplitDetector,
+                 intra_period: int = DEFAULT_INTRA_PERIOD) -> None:  # fmt: skip
+        if detector.config != bottleneck.split:
+            raise ValueError(f"the detector is cut as {detector.config}, the bottleneck was "
+                             f"trained for {bottleneck.split}")  # fmt: skip
+        if intra_period < 0:
+            raise ValueError(f"intra_period must be >= 0, got {intra_period}")
+        self.bottleneck, self.detector, self.intra_period = bottleneck, detector, intra_period
+        self._previous: np.ndarray | None = None
+        self._index = 0
+
+    def latents(self, frame: np.ndarray) -> np.ndarray:
+        """``(H, W, 3)`` uint8 RGB -> ``(latent, windows * side, side)`` int32 latents."""
+        return _stack(self.bottleneck.model.quantize(self.detector.edge_features(frame)))
+
+    def shape(self, height: int, width: int) -> UnitShape:
+        """The unit shape of ``height`` x ``width`` frames."""
+        side = 19 if self.detector.config.after >= 6 else None
+        if side is None:
+            raise ValueError("only cuts at expanded_conv_6..12 (19x19 features) are supported")
+        windows = len(self.detector.config.windows(height, width))
+        return UnitShape(windows, self.bottleneck.model.config.latent, side)
+
+    def encode(self, frame: np.ndarray) -> bytes:
+        """The next frame's unit."""
+        q = self.latents(frame)
+        intra = self._previous is None or (self.intra_period > 0
+                                           and self._index % self.intra_period == 0)  # fmt: skip
+        tables = self.bottleneck.tables
+        if intra:
+            unit = bytes([0]) + encode_features(q, tables)
+        else:
+            unit = bytes([TEMPORAL_FLAG]) + encode_features(q, tables, self._previous)
+        self._previous, self._index = q, self._index + 1
+        return unit
+
+
+class TaskDecoder:
+    """The cloud: units -> detections.
+
+    Args:
+        bottleneck: the bottleneck the stream was coded with.
+        detector: the split detector's cloud half (same cut).
+        shape: the units' shape; ``height``, ``width``: the frames' size in pixels.
+    """
+
+    def __init__(self, bottleneck: TaskBottleneck, detector: SplitDetector, shape: UnitShape,
+                 height: int, width: int) -> None:  # fmt: skip
+        self.bottleneck, self.detector, self.shape = bottleneck, detector, shape
+        self.height, self.width = height, width
+        self._previous: np.ndarray | None = None
+
+    def latents(self, unit: bytes) -> np.ndarray:
+        """The unit's ``(latent, windows * side, side)`` int32 latents.
+
+        Raises:
+            FeatureCodingError: an empty or corrupt unit, unknown flags, or a temporal unit
+                with no decoded frame before it.
+        """
+        if len(unit) < 1 or unit[0] & ~TEMPORAL_FLAG:
+            raise FeatureCodingError("a task-feature unit must start with a flags byte 0 or 1")
+        previous = None
+        if unit[0] & TEMPORAL_FLAG:
+            if self._previous is None:
+                raise FeatureCodingError("a temporal unit needs the previous frame's latents; "
+                                         "the stream must start with an intra unit")  # fmt: skip
+            previous = self._previous
+        q = decode_features(bytes(unit[1:]), self.shape.stacked, self.bottleneck.tables, previous)
+        self._previous = q
+        return q
+
+    def decode(self, unit: bytes) -> Detections:
+        """The next unit's person detections, ``x1, y1, x2, y2`` in frame pixels."""
+        q = _unstack(self.latents(unit), self.shape)
+        features = self.bottleneck.model.reconstruct(q)
+        return self.detector.cloud_detect(features, self.height, self.width)

@@ -1,0 +1,228 @@
+"""``.semc`` streams of task features (``edge-agent encode --mode detect``) and the cloud's
+detection outputs.
+
+The stream header names the mode (setting ``mode=detect``), the two models the cloud needs
+(the detector's PyTorch weights and the bottleneck, each with its sha256), the unit shape and
+the intra period. Each frame is one unit (``KEYFRAME`` for an intra unit, ``FRAME`` for a
+temporal one) with one ``FEATURES`` sub-stream: the unit of :mod:`codec.task.coder`. The cloud
+writes ``detections.txt`` (MOTChallenge: ``frame, -1, x, y, w, h, score, -1, -1, -1``, frames
+from 1) and ``detections.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from semcodec.codec.bitstream import (
+    ModelEntry,
+    StreamHeader,
+    SubStream,
+    SubStreamType,
+    Unit,
+    UnitKind,
+)
+from semcodec.codec.scaffold.detector import Detections
+from semcodec.codec.task.bottleneck import TaskBottleneck, load_bottleneck
+from semcodec.codec.task.coder import TaskDecoder, TaskEncoder, UnitShape
+from semcodec.codec.task.split import WEIGHTS_NAME, SplitDetector, load_split_model
+
+MODE_KEY, DETECT_MODE = "mode", "detect"
+BOTTLENECK_MODEL = "task_bottleneck"
+#: Where the shipped bottlenecks are (package data), ``bottleneck-beta<β>.pt``.
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "weights" / "task"
+#: The β of the bottleneck used when none is named.
+DEFAULT_BETA = 1.0
+
+
+class TaskStreamError(ValueError):
+    """A detect-mode stream that cannot be decoded here (wrong mode, missing bottleneck,
+    inconsistent header)."""
+
+
+def shipped_bottlenecks() -> dict[float, Path]:
+    """β -> path of every shipped bottleneck."""
+    out = {}
+    for path in sorted(SHIPPED_DIR.glob("bottleneck-beta*.pt")):
+        try:
+            out[float(path.stem.removeprefix("bottleneck-beta"))] = path
+        except ValueError:
+            continue
+    return out
+
+
+def bottleneck_path(beta: float | None = None, path: str | os.PathLike | None = None) -> Path:
+    """The bottleneck file: ``path`` if given, else the shipped one of ``beta`` (default
+    :data:`DEFAULT_BETA`).
+
+    Raises:
+        TaskStreamError: no shipped bottleneck has that β (the message lists those that do).
+    """
+    if path is not None:
+        return Path(path)
+    shipped = shipped_bottlenecks()
+    beta = DEFAULT_BETA if beta is None else float(beta)
+    if beta not in shipped:
+        listed = ", ".join(f"{b:g}" for b in shipped) or "none"
+        raise TaskStreamError(f"no shipped bottleneck for beta {beta:g}; shipped: {listed} "
+                              "(or pass a file from `semcodec-bench train-bottleneck`)")
+    return shipped[beta]
+
+
+@dataclass
+class DetectEncodeStats:
+    """What :func:`encode_detect` wrote: frames, intra units and bytes per part."""
+
+    frames: int = 0
+    intra_units: int = 0
+    feature_bytes: int = 0
+    header_bytes: int = 0
+
+
+def detect_header(bottleneck: TaskBottleneck, shape: UnitShape, width: int, height: int,
+                  fps: float, num_frames: int, intra_period: int) -> StreamHeader:  # fmt: skip
+    """The stream header of a detect-mode stream."""
+    from fractions import Fraction
+
+    from semcodec.codec.models import model_spec
+
+    rate = Fraction(fps).limit_denominator(1001)
+    settings = {MODE_KEY: DETECT_MODE, "split_after": str(bottleneck.split.after),
+                "windows": str(shape.windows), "latent": str(shape.latent),
+                "side": str(shape.side), "intra_period": str(intra_period),
+                "beta": f"{bottleneck.metadata.get('beta', 0):g}"}  # fmt: skip
+    models = (ModelEntry(WEIGHTS_NAME, model_spec(WEIGHTS_NAME).sha256),
+              ModelEntry(BOTTLENECK_MODEL, bottleneck.sha256()))  # fmt: skip
+    return StreamHeader(width=width, height=height, fps_num=rate.numerator,
+                        fps_den=rate.denominator, level=0, num_frames=num_frames,
+                        models=models, settings=settings)  # fmt: skip
+
+
+def encode_detect(frames: Iterable[np.ndarray], bottleneck: TaskBottleneck,
+                  detector: SplitDetector, fps: float, frame_size: tuple[int, int],
+                  num_frames: int = 0, intra_period: int = 64,
+                  ) -> tuple[StreamHeader, Iterator[Unit], DetectEncodeStats]:  # fmt: skip
+    """``(header, units, stats)``: units are produced as ``frames`` are read (then ``END``);
+    ``stats`` fills in as they are consumed."""
+    width, height = frame_size
+    encoder = TaskEncoder(bottleneck, detector, intra_period)
+    header = detect_header(bottleneck, encoder.shape(height, width), width, height, fps,
+                           num_frames, intra_period)  # fmt: skip
+    stats = DetectEncodeStats(header_bytes=len(header.to_bytes()))
+
+    def units() -> Iterator[Unit]:
+        for index, frame in enumerate(frames):
+            if frame.shape[:2] != (height, width):
+                raise TaskStreamError(f"frame {index + 1} is {frame.shape[1]}x{frame.shape[0]}, "
+                                      f"the stream is {width}x{height}")  # fmt: skip
+            payload = encoder.encode(frame)
+            intra = payload[0] == 0
+            stats.frames, stats.intra_units = index + 1, stats.intra_units + intra
+            stats.feature_bytes += len(payload)
+            kind = UnitKind.KEYFRAME if intra else UnitKind.FRAME
+            yield Unit(kind, index, (SubStream(SubStreamType.FEATURES, payload),))
+        yield Unit(UnitKind.END, stats.frames)
+
+    return header, units(), stats
+
+
+def is_detect_stream(header: StreamHeader) -> bool:
+    """Whether ``header`` is a detect-mode stream's."""
+    return header.settings.get(MODE_KEY) == DETECT_MODE
+
+
+def open_detect_decoder(header: StreamHeader, bottleneck: str | os.PathLike | None = None,
+                        models_dir: str | os.PathLike | None = None) -> TaskDecoder:  # fmt: skip
+    """The cloud's decoder for a detect-mode stream: the bottleneck named in the header is
+    ``bottleneck`` (a file) or one of the shipped ones.
+
+    Raises:
+        TaskStreamError: not a detect-mode stream, no bottleneck with the header's sha256, or
+            a header whose unit shape does not match the bottleneck.
+    """
+    if not is_detect_stream(header):
+        raise TaskStreamError("not a detect-mode stream (its header has no mode=detect)")
+    wanted = {m.name: m.sha256 for m in header.models}.get(BOTTLENECK_MODEL)
+    candidates = [Path(bottleneck)] if bottleneck else list(shipped_bottlenecks().values())
+    found = None
+    for path in candidates:
+        candidate = load_bottleneck(path)
+        if candidate.sha256() == wanted:
+            found = candidate
+            break
+    if found is None:
+        which = f"not {bottleneck}" if bottleneck else "none of the shipped ones"
+        raise TaskStreamError(f"the stream was coded with bottleneck sha256 {wanted}, which is "
+                              f"{which}; pass the edge's file with --bottleneck")
+    try:
+        shape = UnitShape(int(header.settings["windows"]), int(header.settings["latent"]),
+                          int(header.settings["side"]))  # fmt: skip
+    except (KeyError, ValueError) as exc:
+        raise TaskStreamError(f"detect-mode header without a valid unit shape ({exc})") from None
+    detector = SplitDetector(load_split_model(models_dir), found.split)
+    expected = len(found.split.windows(header.height, header.width))
+    if shape.latent != found.model.config.latent or shape.windows != expected or shape.side != 19:
+        raise TaskStreamError(f"header unit shape {shape} does not fit the bottleneck "
+                              f"({found.model.config.latent} channels, {expected} windows)")
+    return TaskDecoder(found, detector, shape, header.height, header.width)
+
+
+def decode_detect(units: Iterable[Unit], decoder: TaskDecoder) -> Iterator[tuple[int, Detections]]:
+    """``(frame number from 1, detections)`` of each frame unit, up to ``END``.
+
+    Raises:
+        TaskStreamError: a unit out of order or without one ``FEATURES`` sub-stream.
+        codec.entropy.features.FeatureCodingError: a corrupt payload.
+    """
+    for expected, unit in enumerate(units):
+        if unit.kind == UnitKind.END:
+            return
+        if unit.seq != expected:
+            raise TaskStreamError(f"unit {unit.seq} where unit {expected} was expected")
+        payloads = [s.payload for s in unit.substreams if s.type == SubStreamType.FEATURES]
+        if len(payloads) != 1 or len(unit.substreams) != 1:
+            raise TaskStreamError(f"unit {unit.seq}: a detect-mode unit holds one FEATURES "
+                                  "sub-stream")  # fmt: skip
+        yield unit.seq + 1, decoder.decode(payloads[0])
+
+
+def detection_rows(frame: int, detections: Detections) -> list[str]:
+    """MOTChallenge detection lines of one frame: ``frame,-1,x,y,w,h,score,-1,-1,-1``."""
+    rows = []
+    for (x1, y1, x2, y2), score in zip(detections.boxes, detections.scores, strict=True):
+        rows.append(f"{frame},-1,{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},{score:.4f},"
+                    "-1,-1,-1")  # fmt: skip
+    return rows
+
+
+def write_detections(out_dir: str | os.PathLike, frames: Iterable[tuple[int, Detections]],
+                     header: StreamHeader) -> int:  # fmt: skip
+    """Writes ``detections.txt`` and ``detections.json`` under ``out_dir`` as frames come
+    (partial files under hidden names, renamed at the end); returns the number of frames."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    txt, js = out / ".detections.txt.partial", out / ".detections.json.partial"
+    count, per_frame = 0, []
+    try:
+        with open(txt, "w", encoding="utf-8") as fh:
+            for frame, detections in frames:
+                for line in detection_rows(frame, detections):
+                    fh.write(line + "\n")
+                per_frame.append({"frame": frame,
+                                  "boxes": np.round(detections.boxes, 2).tolist(),
+                                  "scores": np.round(detections.scores, 4).tolist()})  # fmt: skip
+                count = frame
+        js.write_text(json.dumps({"width": header.width, "height": header.height,
+                                  "fps": float(header.frame_rate), "format": "x1,y1,x2,y2",
+                                  "frames": per_frame}) + "\n")  # fmt: skip
+        txt.replace(out / "detections.txt")
+        js.replace(out / "detections.json")
+    finally:
+        for partial in (txt, js):
+            partial.unlink(missing_ok=True)
+    return count

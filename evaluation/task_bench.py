@@ -1,0 +1,288 @@
+"""The task-feature benchmark (issue 14): bytes against detection accuracy.
+
+One run, on one frame range of one sequence:
+
+* ``raw``: the unsplit detector on the uncompressed frames, at the configuration (tiles,
+  whole frame or not, score threshold) with the best MODA on them; the reference;
+* baselines: every ``(codec, setting)`` of :data:`DEFAULT_BASELINES` (x264 and x265 CRF,
+  x265 static-camera with a boosted first frame, x265 at half size, JPEG and WebP) decoded and
+  fed to that same detector;
+* ``features``: each trained bottleneck's units (real rANS bytes, intra first frame and every
+  ``intra_period`` frames, temporal units between) decoded by the cloud half.
+
+Every row: bytes per frame, BPP, MODA, MODP; each ``features`` row also its bytes with the
+per-frame model alone (the temporal model's gain) and the saving factor at equal MODA against
+every baseline curve (:func:`evaluation.saving.saving_for`). Compute of the edge and cloud
+halves: FLOPs per frame, frames per second, and the edge process' peak RSS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import resource
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+#: ``(codec, setting)`` pairs of the baselines.
+DEFAULT_BASELINES: tuple[tuple[str, str], ...] = (
+    *(("x264", f"crf={c}") for c in (23, 28, 33, 38, 43)),
+    *(("x265", f"crf={c}") for c in (23, 28, 33, 38, 43)),
+    *(("x265", f"crf={c},ipratio=8") for c in (28, 33, 38, 43)),
+    *(("x265", f"crf={c},scale=0.5") for c in (18, 23, 28, 33)),
+    *(("jpeg", f"q={q}") for q in (10, 30, 50, 70, 90)),
+    *(("webp", f"q={q}") for q in (10, 30, 50, 70, 90)),
+)  # fmt: skip
+#: Codecs whose curves a ``features`` row is compared with.
+TASK_BASELINE_CODECS = ("x264", "x265", "jpeg", "webp")
+
+
+@dataclass(frozen=True)
+class TaskBenchConfig:
+    """One benchmark run.
+
+    Attributes:
+        sequence: a sequence name or path.
+        start: first frame (1-based); frames: how many.
+        bottlenecks: bottleneck files (one ``features`` row each).
+        out_dir: where ``rows.json``, ``rows.csv``, ``report.md`` and the plot go.
+        baselines: ``(codec, setting)`` pairs.
+        moda_every: MODA on every k-th frame.
+        intra_period: frames between intra units of the ``features`` codec (0: first only).
+    """
+
+    sequence: str
+    start: int
+    frames: int
+    bottlenecks: tuple[str, ...]
+    out_dir: Path
+    baselines: tuple[tuple[str, str], ...] = DEFAULT_BASELINES
+    moda_every: int = 1
+    intra_period: int = 64
+    data_dir: str | None = None
+    models_dir: str | None = None
+    threads: int | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _moda_row(detections: dict, gt, frames: list[int]) -> dict:
+    from semcodec.evaluation.moda import clear_mod
+
+    result = clear_mod(detections, gt, frames=frames)
+    return {"moda": result.moda, "modp": result.modp}
+
+
+def best_unsplit_detector(pixels: np.ndarray, gt, frames: list[int], models_dir, threads):
+    """The unsplit detector at its best configuration on the uncompressed ``pixels`` (tiles 1
+    or 2, with or without the whole frame, threshold 0.3-0.6) and its calibration rows."""
+    from semcodec.evaluation.detector import DetectorConfig, PersonDetector, calibrate_detector
+
+    best, table = None, []
+    for whole in (True, False):
+        config, rows = calibrate_detector(
+            pixels[[n - 1 for n in frames]], gt, frames, tilings=(1, 2) if whole else (2,),
+            models_dir=models_dir, threads=threads,
+            base_config=DetectorConfig(include_full_frame=whole))  # fmt: skip
+        table += [dict(r, include_full_frame=whole) for r in rows]
+        score = max(r["moda"] for r in rows)
+        if best is None or score > best[0]:
+            best = (score, config)
+    return PersonDetector(best[1], models_dir, threads), table
+
+
+def baseline_row(codec_name: str, setting: str, pixels: np.ndarray, fps: float, detector,
+                 gt, frames: list[int]) -> dict:  # fmt: skip
+    """Encodes, decodes and detects one baseline operating point."""
+    from semcodec.evaluation.codecs import Setting, create_codec
+
+    codec = create_codec(codec_name)
+    parsed = Setting.parse(setting)
+    encoded = codec.encode(pixels, parsed, fps=fps)
+    decoded = codec.decode(encoded)
+    found = {n: detector.detect(decoded[n - 1]) for n in frames}
+    t, h, w, _ = pixels.shape
+    size = len(encoded.payload)
+    return {"codec": codec_name, "setting": str(parsed), "curve": codec.curve_of(parsed),
+            "bytes_per_frame": size / t, "bpp": 8.0 * size / (t * h * w),
+            **_moda_row(found, gt, frames)}  # fmt: skip
+
+
+def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_period: int,
+                 model, threads) -> dict:  # fmt: skip
+    """Codes the frames with one bottleneck; bytes, MODA and compute of both halves."""
+    import torch
+
+    from semcodec.codec.entropy.features import encode_features
+    from semcodec.codec.task.bottleneck import load_bottleneck
+    from semcodec.codec.task.coder import TaskDecoder, TaskEncoder
+    from semcodec.codec.task.split import SplitDetector
+
+    bottleneck = load_bottleneck(path)
+    detector = SplitDetector(model, bottleneck.split)
+    t, h, w, _ = pixels.shape
+    encoder = TaskEncoder(bottleneck, detector, intra_period)
+    decoder = TaskDecoder(bottleneck, detector, encoder.shape(h, w), h, w)
+    sizes, intra_sizes, found = [], [], {}
+    edge_s = cloud_s = 0.0
+    wanted = set(frames)
+    for i, frame in enumerate(pixels):
+        start = time.perf_counter()
+        unit = encoder.encode(frame)
+        edge_s += time.perf_counter() - start
+        sizes.append(len(unit))
+        start = time.perf_counter()
+        detections = decoder.decode(unit)
+        cloud_s += time.perf_counter() - start
+        intra_sizes.append(1 + len(encode_features(decoder._previous, bottleneck.tables)))
+        if i + 1 in wanted:
+            found[i + 1] = detections
+    edge_flops, cloud_flops = task_flops(bottleneck, detector, h, w)
+    return {
+        "codec": "features", "setting": f"beta={bottleneck.metadata.get('beta', '?')}",
+        "curve": "features", "file": str(path), "sha256": bottleneck.sha256(),
+        "bytes_per_frame": float(np.mean(sizes)), "bpp": 8.0 * sum(sizes) / (t * h * w),
+        "bytes_per_frame_median": float(np.median(sizes)), "first_unit_bytes": sizes[0],
+        "per_frame_model_bytes_per_frame": float(np.mean(intra_sizes)),
+        "temporal_gain": float(np.mean(intra_sizes) / np.mean(sizes)),
+        "edge_mflop_per_frame": edge_flops / 1e6, "cloud_mflop_per_frame": cloud_flops / 1e6,
+        "edge_fps": t / edge_s, "cloud_fps": t / cloud_s,
+        "threads": torch.get_num_threads() if threads is None else threads,
+        **_moda_row(found, gt, frames),
+    }  # fmt: skip
+
+
+def task_flops(bottleneck, detector, height: int, width: int) -> tuple[int, int]:
+    """FLOPs per frame (a multiply-add is 2) of the edge half (backbone to the cut and the
+    analysis transform) and of the cloud half (synthesis and the rest of the detector), over
+    all windows; resizing, entropy coding and NMS are not counted."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    windows = len(detector.config.windows(height, width))
+    x = torch.zeros(windows, 3, 300, 300).contiguous(memory_format=torch.channels_last)
+    model = detector.model
+    with torch.inference_mode(), FlopCounterMode(display=False) as edge:
+        f = model.features(x, upto=detector.config.after)
+        y = bottleneck.model.analysis(f)
+    with torch.inference_mode(), FlopCounterMode(display=False) as cloud:
+        detector.raw_outputs(bottleneck.model.synthesis(y))
+    return int(edge.get_total_flops()), int(cloud.get_total_flops())
+
+
+def run_task_bench(config: TaskBenchConfig) -> list[dict]:
+    """Runs the benchmark; writes ``rows.json``/``rows.csv``/``report.md``/``rate_moda.png``
+    under ``config.out_dir`` and returns the rows."""
+    import torch
+
+    from semcodec.codec.task.split import load_split_model
+    from semcodec.edge.sources import resolve_data_path
+    from semcodec.evaluation.bench import load_sequence
+
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    path = str(resolve_data_path(config.sequence, config.data_dir))
+    pixels, info, gt = load_sequence(path, config.frames, (), config.start)
+    if gt is None:
+        raise ValueError(f"{config.sequence}: MODA needs ground truth (gt/gt.txt)")
+    t, h, w, _ = pixels.shape
+    frames = list(range(1, t + 1, config.moda_every))
+    common = {"sequence": info.name, "start": config.start, "frames": t, "width": w,
+              "height": h}  # fmt: skip
+    detector, calibration = best_unsplit_detector(pixels, gt, frames, config.models_dir,
+                                                  config.threads)  # fmt: skip
+    found = {n: detector.detect(pixels[n - 1]) for n in frames}
+    rows = [{**common, "codec": "raw", "setting": json.dumps(dataclasses.asdict(detector.config)),
+             "curve": "raw", "bytes_per_frame": 3.0 * h * w, "bpp": 24.0,
+             **_moda_row(found, gt, frames)}]  # fmt: skip
+    out = config.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "detector.json").write_text(json.dumps(calibration, indent=1) + "\n")
+    model = load_split_model(config.models_dir)
+    for name in config.bottlenecks:
+        log.info("features %s", name)
+        rows.append({**common, **features_row(name, pixels, gt, frames, config.intra_period,
+                                              model, config.threads)})  # fmt: skip
+        _write(out, rows)
+    for codec_name, setting in config.baselines:
+        log.info("baseline %s %s", codec_name, setting)
+        rows.append({**common, **baseline_row(codec_name, setting, pixels, info.fps, detector,
+                                              gt, frames)})  # fmt: skip
+        _write(out, rows)
+    rows = add_savings(rows)
+    rows[0]["edge_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    _write(out, rows, final=True)
+    return rows
+
+
+def add_savings(rows: list[dict]) -> list[dict]:
+    """Adds ``saving`` (best baseline bytes / row bytes at equal MODA), its ``bound`` and
+    ``baseline`` to every ``features`` row."""
+    from semcodec.evaluation.saving import bpp_for_quality
+
+    curves: dict[str, list] = {}
+    for row in rows:
+        if row["codec"] in TASK_BASELINE_CODECS and np.isfinite(row["moda"]):
+            curves.setdefault(row["curve"], []).append((row["bpp"], row["moda"]))
+    for row in rows:
+        if row["codec"] != "features" or not curves:
+            continue
+        answers = {c: bpp_for_quality(p, row["moda"], True) for c, p in curves.items()}
+        exact = {c: b for c, (b, bound) in answers.items() if bound == "="}
+        at_most = {c: b for c, (b, bound) in answers.items() if bound == "<="}
+        if at_most and (not exact or min(at_most.values()) <= min(exact.values())):
+            name, bound = min(at_most, key=at_most.get), "<="
+        elif exact:
+            name, bound = min(exact, key=exact.get), "="
+        else:
+            name, bound = max(answers, key=lambda c: answers[c][0]), ">="
+        row.update(saving=answers[name][0] / row["bpp"], saving_bound=bound,
+                   saving_baseline=name)  # fmt: skip
+    return rows
+
+
+def format_table(rows: Sequence[dict]) -> str:
+    """A Markdown table of the rows: codec, setting, bytes per frame, BPP, MODA, MODP,
+    saving factor."""
+    lines = ["| codec | setting | bytes/frame | BPP | MODA | MODP | saving at equal MODA |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in sorted(rows, key=lambda r: (r["codec"] != "raw", r["codec"] != "features",
+                                         r.get("curve", ""), r["bpp"])):  # fmt: skip
+        saving = ""
+        if "saving" in r:
+            bound = "" if r["saving_bound"] == "=" else r["saving_bound"] + " "
+            saving = f"{bound}{r['saving']:.2f}x ({r['saving_baseline']})"
+        setting = "best on uncompressed frames" if r["codec"] == "raw" else r["setting"]
+        lines.append(f"| {r['curve'] if r['codec'] != 'raw' else 'raw'} | {setting} | "
+                     f"{r['bytes_per_frame']:,.0f} | {r['bpp']:.4f} | {r['moda']:.3f} | "
+                     f"{r['modp']:.3f} | {saving} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _write(out: Path, rows: list[dict], final: bool = False) -> None:
+    import csv
+
+    def atomic(path: Path, text: str) -> None:
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(text)
+        partial.replace(path)
+
+    atomic(out / "rows.json", json.dumps(rows, indent=1) + "\n")
+    keys = sorted({k for r in rows for k in r})
+    partial = out / "rows.csv.partial"
+    with open(partial, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, keys)
+        writer.writeheader()
+        writer.writerows(rows)
+    partial.replace(out / "rows.csv")
+    if final:
+        from semcodec.evaluation.report import plot_rate_quality
+
+        atomic(out / "report.md", format_table(rows) + "\n")
+        plot_rate_quality(rows, "moda", out / "rate_moda.png")

@@ -1,0 +1,239 @@
+"""Training the task-feature bottleneck (issue 14): the deterministic information bottleneck.
+
+Objective, per window of a frame: distillation from the unsplit detector on uncompressed
+frames + β x rate, where
+
+* distillation = binary cross-entropy of the person logits against the teacher's person
+  probabilities (every anchor) + smooth-L1 of the box encodings weighted by the teacher's
+  person probability + 0.1 x the split features' squared error relative to their power;
+* rate = kbit per window under a factorized entropy model (compressai's
+  ``EntropyBottleneck``, additive uniform noise in training); the decoder's path sees the
+  latents rounded (straight-through).
+
+The detector is frozen. Backbone features and teacher outputs of every training window are
+computed once and cached (``--cache``), so training runs the small bottleneck and the cloud
+half of the detector only. After training, the latents of the training windows are rounded
+and counted: the counts are the entropy tables (per-frame and temporal, see
+:mod:`codec.entropy.features`) stored with the transforms.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from semcodec.codec.entropy.features import count_symbols, tables_from_counts
+from semcodec.codec.task.bottleneck import BottleneckConfig, FeatureBottleneck, TaskBottleneck
+from semcodec.codec.task.split import SplitConfig, SplitDetector
+
+log = logging.getLogger(__name__)
+
+#: The issue's training ranges: PETS09-S2L1-full 1-500 and TUD-Stadtmitte 1-90.
+DEFAULT_DATA = (("PETS09-S2L1-full", 1, 500), ("TUD-Stadtmitte", 1, 90))
+
+
+@dataclass(frozen=True)
+class BottleneckTrainConfig:
+    """One training run.
+
+    Attributes:
+        beta: weight of the rate (kbit per window) against the distillation loss.
+        data: ``(sequence, first frame, frames)`` ranges to learn from.
+        bottleneck: the transforms' shape.
+        split: the detector cut and windows.
+        epochs: passes over the cached windows.
+        batch_size: windows per step.
+        learning_rate: Adam's for the transforms (10x for the density model of the rate),
+            cosine-decayed to 5 % at the end.
+        seed: seeds initialisation, order and noise.
+    """
+
+    beta: float = 0.1
+    data: tuple[tuple[str, int, int], ...] = DEFAULT_DATA
+    bottleneck: BottleneckConfig = BottleneckConfig()
+    split: SplitConfig = SplitConfig()
+    epochs: int = 8
+    batch_size: int = 16
+    learning_rate: float = 1e-3
+    seed: int = 0
+
+
+@dataclass
+class WindowCache:
+    """Cached edge features and teacher outputs of consecutive frames of one range.
+
+    Attributes:
+        name: ``sequence:first:frames``.
+        features: ``(T, W, C, S, S)`` float16 split features (T frames, W windows).
+        encodings: ``(T, W, 1917, 4)`` float16 teacher box encodings.
+        logits: ``(T, W, 1917)`` float16 teacher person logits.
+    """
+
+    name: str
+    features: np.ndarray
+    encodings: np.ndarray
+    logits: np.ndarray
+
+
+def _cache_name(name: str, split: SplitConfig) -> str:
+    key = hashlib.sha256(f"{name}|{dataclasses.astuple(split)}".encode()).hexdigest()[:12]
+    return f"windows-{name.replace('/', '_').replace(':', '-')}-{key}.npz"
+
+
+def cache_windows(detector: SplitDetector, data: Sequence[tuple[str, int, int]],
+                  cache_dir: Path, data_dir: str | None = None) -> list[WindowCache]:  # fmt: skip
+    """The :class:`WindowCache` of each range, computed once and kept in ``cache_dir``."""
+    from semcodec.edge.sources import resolve_data_path
+    from semcodec.evaluation.bench import load_sequence
+
+    caches = []
+    for sequence, first, count in data:
+        name = f"{sequence}:{first}:{count}"
+        path = cache_dir / _cache_name(name, detector.config)
+        if path.exists():
+            with np.load(path) as z:
+                caches.append(WindowCache(name, z["features"], z["encodings"], z["logits"]))
+            continue
+        log.info("caching detector features of %s", name)
+        frames, _, _ = load_sequence(str(resolve_data_path(sequence, data_dir)), count, (), first)
+        feats, encs, logits = [], [], []
+        for frame in frames:
+            f = detector.edge_features(frame)
+            with torch.inference_mode():
+                enc, logit = detector.raw_outputs(f)
+            feats.append(f.numpy().astype(np.float16))
+            encs.append(enc.numpy().astype(np.float16))
+            logits.append(logit[..., 1].numpy().astype(np.float16))
+        cache = WindowCache(name, np.stack(feats), np.stack(encs), np.stack(logits))
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial.npz")
+        np.savez(partial, features=cache.features, encodings=cache.encodings, logits=cache.logits)
+        partial.replace(path)
+        caches.append(cache)
+    return caches
+
+
+def distillation_loss(detector: SplitDetector, reconstructed: torch.Tensor,
+                      features: torch.Tensor, encodings: torch.Tensor,
+                      logits: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """The distillation term of a batch (see the module docstring); all ``(B, ...)``."""
+    enc, out = detector.raw_outputs(reconstructed)
+    target = torch.sigmoid(logits)
+    cls = F.binary_cross_entropy_with_logits(out[..., 1], target)
+    cls = cls - F.binary_cross_entropy_with_logits(logits, target)  # 0 for the teacher
+    box = (F.smooth_l1_loss(enc, encodings, reduction="none").sum(-1) * target).sum()
+    box = box / (target.sum() + 1.0)
+    feat = F.mse_loss(reconstructed, features) / features.pow(2).mean().clamp_min(1e-6)
+    return 10.0 * cls + box + 0.1 * feat
+
+
+def train_bottleneck(config: BottleneckTrainConfig, detector: SplitDetector,
+                     caches: list[WindowCache],
+                     progress: Callable[[int, int, dict], None] | None = None,
+                     ) -> TaskBottleneck:  # fmt: skip
+    """Trains one bottleneck on ``caches`` and fits its entropy tables."""
+    from compressai.entropy_models import EntropyBottleneck
+
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    feats = np.concatenate([c.features.reshape(-1, *c.features.shape[2:]) for c in caches])
+    encs = np.concatenate([c.encodings.reshape(-1, *c.encodings.shape[2:]) for c in caches])
+    logits = np.concatenate([c.logits.reshape(-1, c.logits.shape[-1]) for c in caches])
+    model = FeatureBottleneck(dataclasses.replace(config.bottleneck,
+                                                  channels=int(feats.shape[1])))  # fmt: skip
+    prior = EntropyBottleneck(model.config.latent)
+    density = [p for n, p in prior.named_parameters() if not n.endswith("quantiles")]
+    optimizer = torch.optim.Adam([  # the density model learns 10x faster than the transforms
+        {"params": list(model.parameters()), "lr": config.learning_rate},
+        {"params": density, "lr": 10 * config.learning_rate},
+    ])
+    steps_per_epoch = max(1, len(feats) // config.batch_size)
+    total = steps_per_epoch * config.epochs
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+    step = 0
+    for _ in range(config.epochs):
+        order = rng.permutation(len(feats))
+        for b in range(steps_per_epoch):
+            idx = np.sort(order[b * config.batch_size:(b + 1) * config.batch_size])
+            f = torch.from_numpy(feats[idx].astype(np.float32))
+            f = f.contiguous(memory_format=torch.channels_last)
+            y = model.latents(f)
+            _, likelihoods = prior(y)
+            kbits = -torch.log2(likelihoods).sum() / (1000.0 * len(idx))
+            rounded = y + (torch.round(y) - y).detach()
+            recon = model.synthesize(rounded).contiguous(memory_format=torch.channels_last)
+            distill = distillation_loss(detector, recon, f,
+                                        torch.from_numpy(encs[idx].astype(np.float32)),
+                                        torch.from_numpy(logits[idx].astype(np.float32)))
+            loss = distill + config.beta * kbits
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            step += 1
+            if progress is not None:
+                values = {"loss": loss, "distill": distill, "kbit_per_window": kbits}
+                progress(step, total, {k: float(v.detach()) for k, v in values.items()})
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    counts = count_symbols(_latent_sequences(model, caches), groups=model.config.latent)
+    metadata = {"beta": config.beta, "epochs": config.epochs, "steps": total,
+                "data": [list(d) for d in config.data], "seed": config.seed}  # fmt: skip
+    return TaskBottleneck(model, tables_from_counts(*counts), config.split, counts, metadata)
+
+
+def _latent_sequences(model: FeatureBottleneck, caches: list[WindowCache]) -> list[list]:
+    """Per range and window position, the rounded latents of consecutive frames."""
+    sequences = []
+    for c in caches:
+        t, w = c.features.shape[:2]
+        flat = torch.from_numpy(c.features.reshape(t * w, *c.features.shape[2:]).astype(np.float32))
+        q = np.concatenate([model.quantize(flat[i:i + 256]) for i in range(0, t * w, 256)])
+        q = q.reshape(t, w, *q.shape[1:])
+        sequences += [[q[i, j] for i in range(t)] for j in range(w)]
+    return sequences
+
+
+def run_sweep(betas: Sequence[float], out_dir: Path, cache_dir: Path,
+              base: BottleneckTrainConfig | None = None, data_dir: str | None = None,
+              models_dir: str | None = None) -> list[dict]:  # fmt: skip
+    """Trains one bottleneck per β into ``out_dir/bottleneck-beta<β>.pt``; returns (and
+    writes to ``out_dir/sweep.json``) a row per β: file, sha256, seconds, last losses."""
+    from semcodec.codec.task.split import load_split_model
+
+    base = base or BottleneckTrainConfig()
+    detector = SplitDetector(load_split_model(models_dir), base.split)
+    caches = cache_windows(detector, base.data, cache_dir, data_dir)
+    rows = []
+    for beta in betas:
+        config = dataclasses.replace(base, beta=float(beta))
+        last: dict = {}
+        start = time.perf_counter()
+
+        def progress(step: int, total: int, values: dict, last=last, beta=config.beta) -> None:
+            last.update(values)
+            if step % 50 == 0 or step == total:
+                log.info("beta %g step %d/%d  %s", beta, step, total,
+                         "  ".join(f"{k} {v:.4f}" for k, v in values.items()))  # fmt: skip
+
+        trained = train_bottleneck(config, detector, caches, progress)
+        trained.metadata["train_seconds"] = round(time.perf_counter() - start, 1)
+        path = trained.save(out_dir / f"bottleneck-beta{beta:g}.pt")
+        rows.append({"beta": config.beta, "file": str(path), "sha256": trained.sha256(),
+                     "seconds": trained.metadata["train_seconds"], **last})  # fmt: skip
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "sweep.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return rows

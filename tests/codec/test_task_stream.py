@@ -1,0 +1,119 @@
+"""Detect mode end to end: ``edge-agent encode --mode detect`` -> ``.semc`` ->
+``cloud-decoder decode`` -> detections.txt/json, equal to decoding in process; bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from semcodec.codec.bitstream import read_stream
+from semcodec.codec.entropy.features import count_symbols, tables_from_counts
+from semcodec.codec.task.bottleneck import BottleneckConfig, FeatureBottleneck, TaskBottleneck
+from semcodec.codec.task.split import SplitConfig
+
+
+@pytest.fixture(scope="module")
+def bottleneck_file(tmp_path_factory):
+    """An untrained bottleneck whose tables were counted on real latents of the sample."""
+    from semcodec.codec.models import ModelError
+    from semcodec.codec.task.split import SplitDetector, load_split_model
+    from semcodec.edge.sources import open_source, sample_path
+
+    torch.manual_seed(0)
+    model = FeatureBottleneck(BottleneckConfig(latent=4, hidden=8)).eval()
+    try:
+        detector = SplitDetector(load_split_model())
+    except ModelError as exc:
+        pytest.skip(f"detector model not available: {exc}")
+    frames = open_source(sample_path()).read(start=1, count=3)
+    q = [model.quantize(detector.edge_features(f)) for f in frames]
+    counts = count_symbols([[x[w] for x in q] for w in range(4)], groups=4)
+    bottleneck = TaskBottleneck(model, tables_from_counts(*counts), SplitConfig(), counts,
+                                {"beta": 7.0})  # fmt: skip
+    return bottleneck.save(tmp_path_factory.mktemp("bottleneck") / "b.pt")
+
+
+def test_detect_mode_file_round_trip(bottleneck_file, sample_dir, tmp_path) -> None:
+    from semcodec.cloud.cli import main as cloud_main
+    from semcodec.codec.task.stream import decode_detect, open_detect_decoder
+    from semcodec.edge.cli import main as edge_main
+
+    semc, out = tmp_path / "d.semc", tmp_path / "out"
+    assert edge_main(["encode", str(sample_dir), "-o", str(semc), "--mode", "detect",
+                      "--bottleneck", str(bottleneck_file), "--frames", "4", "-q",
+                      "--intra-period", "3"]) == 0  # fmt: skip
+    header, units = read_stream(semc)
+    units = list(units)
+    assert header.settings["mode"] == "detect" and header.settings["windows"] == "4"
+    assert [u.kind.name for u in units] == ["KEYFRAME", "FRAME", "FRAME", "KEYFRAME", "END"]
+    assert cloud_main(["decode", str(semc), "-o", str(out), "--bottleneck",
+                       str(bottleneck_file), "-q"]) == 0  # fmt: skip
+    expected = list(decode_detect(units, open_detect_decoder(header, bottleneck_file)))
+    lines = (out / "detections.txt").read_text().splitlines()
+    assert len(lines) == sum(len(d) for _, d in expected)
+    for line in lines:
+        fields = line.split(",")
+        assert len(fields) == 10 and 1 <= int(fields[0]) <= 4 and fields[1] == "-1"
+    data = json.loads((out / "detections.json").read_text())
+    assert [f["frame"] for f in data["frames"]] == [1, 2, 3, 4]
+    for got, (_, want) in zip(data["frames"], expected, strict=True):
+        np.testing.assert_allclose(np.array(got["boxes"]).reshape(-1, 4), want.boxes, atol=0.01)
+    # the outputs are not overwritten without --force
+    assert cloud_main(["decode", str(semc), "-o", str(out), "--bottleneck",
+                       str(bottleneck_file), "-q"]) == 2  # fmt: skip
+
+
+def test_detect_mode_bad_input_exits_2(bottleneck_file, sample_dir, tmp_path) -> None:
+    from semcodec.cloud.cli import main as cloud_main
+    from semcodec.edge.cli import main as edge_main
+
+    semc = tmp_path / "d.semc"
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a bottleneck")
+    assert edge_main(["encode", str(sample_dir), "-o", str(semc), "--mode", "detect",
+                      "--bottleneck", str(bad), "--frames", "2", "-q"]) == 2  # fmt: skip
+    assert not semc.exists()
+    assert edge_main(["encode", str(sample_dir), "-o", str(semc), "--beta", "1",
+                      "--frames", "2", "-q"]) == 2  # --beta without --mode detect
+    assert edge_main(["encode", str(sample_dir), "-o", str(semc), "--mode", "detect",
+                      "--bottleneck", str(bottleneck_file), "--frames", "2", "-q"]) == 0
+    # the cloud lacks the edge's bottleneck: a clear error naming what is missing
+    assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "o1"), "--bottleneck",
+                       str(bad), "-q"]) == 2  # fmt: skip
+    other = TaskBottleneck(FeatureBottleneck(BottleneckConfig(latent=4, hidden=8)),
+                           *_tables(), SplitConfig(), *_counts())  # fmt: skip
+    other_file = other.save(tmp_path / "other.pt")
+    assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "o2"), "--bottleneck",
+                       str(other_file), "-q"]) == 2  # fmt: skip
+    assert not (tmp_path / "o2" / "detections.txt").exists()
+    # a corrupt payload (CRC fixed up by rewriting the unit) fails with exit 2, no outputs
+    from semcodec.codec.bitstream import SubStream, SubStreamType, Unit, write_stream
+
+    header, units = read_stream(semc)
+    units = list(units)
+    units[1] = Unit(units[1].kind, 1, (SubStream(SubStreamType.FEATURES, b"\x01\xff\xff"),))
+    broken = tmp_path / "broken.semc"
+    write_stream(broken, header, units)
+    assert cloud_main(["decode", str(broken), "-o", str(tmp_path / "o3"), "--bottleneck",
+                       str(bottleneck_file), "-q"]) == 2  # fmt: skip
+    assert not (tmp_path / "o3" / "detections.txt").exists()
+
+
+def _counts():
+    rng = np.random.default_rng(5)
+    counts = count_symbols([[rng.integers(-2, 3, (4, 19, 19)) for _ in range(2)]], groups=4)
+    return (counts, {})
+
+
+def _tables():
+    return (tables_from_counts(*_counts()[0]),)
+
+
+def test_unknown_beta_names_the_shipped_ones() -> None:
+    from semcodec.codec.task.stream import TaskStreamError, bottleneck_path
+
+    with pytest.raises(TaskStreamError, match="no shipped bottleneck for beta 12345"):
+        bottleneck_path(12345.0)
