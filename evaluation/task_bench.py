@@ -145,7 +145,7 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
             found[i + 1] = detections
     edge_flops, cloud_flops = task_flops(bottleneck, detector, h, w)
     return {
-        "codec": "features", "setting": f"beta={bottleneck.metadata.get('beta', '?')}",
+        "codec": "features", "setting": f"beta={bottleneck.metadata.get('beta', 0):g}",
         "curve": "features", "file": str(path), "sha256": bottleneck.sha256(),
         "bytes_per_frame": float(np.mean(sizes)), "bpp": 8.0 * sum(sizes) / (t * h * w),
         "bytes_per_frame_median": float(np.median(sizes)), "first_unit_bytes": sizes[0],
@@ -216,9 +216,34 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
                                               gt, frames)})  # fmt: skip
         _write(out, rows)
     rows = add_savings(rows)
-    rows[0]["edge_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if config.bottlenecks:
+        rows[0].update(edge_process(config.bottlenecks[0], path, config.start,
+                                    min(config.frames, 60), out, config.models_dir))  # fmt: skip
     _write(out, rows, final=True)
     return rows
+
+
+def edge_process(bottleneck: str, sequence: str, start: int, frames: int, out: Path,
+                 models_dir: str | None = None) -> dict:  # fmt: skip
+    """Runs ``edge-agent encode --mode detect`` (one thread) on ``frames`` frames in a child
+    process: its peak RSS (MiB) and frames per second, wall time including start-up."""
+    import subprocess
+    import sys
+
+    semc = out / "edge-process.semc"
+    command = [sys.executable, "-m", "semcodec.edge.cli", "encode", sequence, "-o", str(semc),
+               "--mode", "detect", "--bottleneck", str(bottleneck), "--start", str(start),
+               "--frames", str(frames), "--threads", "1", "-q", "--no-progress"]  # fmt: skip
+    if models_dir:
+        command += ["--models-dir", str(models_dir)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    subprocess.run(command, check=True, timeout=3600)
+    seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    semc.unlink(missing_ok=True)
+    return {"edge_process_frames": frames, "edge_process_fps": frames / seconds,
+            "edge_process_peak_rss_mib": max(peak, before) / 1024}  # fmt: skip
 
 
 def add_savings(rows: list[dict]) -> list[dict]:
