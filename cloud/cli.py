@@ -126,6 +126,11 @@ def _add_serve_parser(sub) -> None:
                      help="no overview.mp4 per session")  # fmt: skip
     srv.add_argument("--flow-prior", type=Path, metavar="FILE",
                      help="the flow prior the edges use, when not the shipped one")  # fmt: skip
+    srv.add_argument("--bottleneck-dir", type=Path, metavar="DIR",
+                     help="detect-mode streams: a folder of bottleneck files (*.pt from "
+                     "`semcodec-bench train-bottleneck`) looked in beside the shipped ones; a "
+                     "stream whose bottleneck is found nowhere is refused "
+                     "(FAILED_PRECONDITION)")  # fmt: skip
 
 
 def _add_loadtest_parser(sub) -> None:
@@ -253,7 +258,8 @@ def _decode_detections(args: argparse.Namespace, header, units) -> int:
 _SERVE_FLAGS = ("listen", "out", "tls_cert", "tls_key", "client_ca", "tokens", "metrics_listen",
                 "max_sessions", "max_backlog_units", "max_chunk_kib", "max_unit_mib",
                 "max_session_kbps", "session_burst_kib",
-                "grace_s", "notice_s", "workers", "decoder", "overview", "flow_prior")  # fmt: skip
+                "grace_s", "notice_s", "workers", "decoder", "overview", "flow_prior",
+                "bottleneck_dir")  # fmt: skip
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -127,13 +127,34 @@ def _add_stream_parser(sub) -> None:
         "--auto the encoder's target follows the link), kept in an on-disk spool until the "
         "cloud acknowledges it, resent after a broken link (reconnect with backoff, resume "
         "from the cloud's last acknowledgement, no duplicates). Exits 0 once every unit is "
-        "acknowledged, with a summary line.",
+        "acknowledged, with a summary line. With --mode detect it streams task features "
+        "instead (as `encode --mode detect`), the cloud writes detections.txt/json per "
+        "session and sends each frame's detections back (--detections-out); the scaffold "
+        "options (--level, --target-*, --auto, --flow-prior) are refused there, the pacing "
+        "applies.",
         formatter_class=DefaultsHelpFormatter,
     )
     add_verbosity(st)
     st.add_argument("input", help=INPUT_HELP)
     st.add_argument("--server", required=True, metavar="HOST:PORT", help="the cloud-decoder")
     _add_encoder_arguments(st)
+    st.set_defaults(level=None)  # 1 in scaffold mode; None tells that --level was not given
+    st.add_argument("--mode", choices=("scaffold", "detect"), default="scaffold",
+                    help="scaffold (--level default 1): the structure of the video, for "
+                    "reconstruction; detect: task features of the split person detector, "
+                    "for detections only")  # fmt: skip
+    st.add_argument("--beta", type=positive_float, metavar="B",
+                    help="detect mode: the shipped bottleneck of rate weight B (default 1)")
+    st.add_argument("--bottleneck", type=Path, metavar="FILE",
+                    help="detect mode: a bottleneck file from `semcodec-bench "
+                    "train-bottleneck` instead of a shipped one (the server needs it too: "
+                    "`cloud-decoder serve --bottleneck-dir`)")  # fmt: skip
+    st.add_argument("--intra-period", type=int, default=64, metavar="N",
+                    help="detect mode: frames between intra units (0: only the first)")
+    st.add_argument("--detections-out", type=Path, metavar="FILE",
+                    help="detect mode: write the detections the cloud sends back to FILE "
+                    "(MOTChallenge lines, as the cloud's detections.txt; written under a "
+                    "hidden partial name, renamed at the end)")  # fmt: skip
     auth = st.add_mutually_exclusive_group()
     auth.add_argument("--token", metavar="T", help="bearer token (visible in `ps`: prefer "
                       "--token-file)")  # fmt: skip
@@ -406,51 +427,126 @@ def _auto_rate(control, spool, client, info):
     return AutoRate(LinkRateController(control), spool, client.stats, _pixels_per_s(info))
 
 
+def _check_stream_mode(args: argparse.Namespace) -> None:
+    """Refuses options of the other mode (before any model loads)."""
+    if args.mode == "detect":
+        given = [flag for flag, value in (("--level", args.level), ("--auto", args.auto or None),
+                                          ("--target-bpp", args.target_bpp),
+                                          ("--target-kbps", args.target_kbps),
+                                          ("--min-kbps", args.min_kbps),
+                                          ("--max-kbps", args.max_kbps),
+                                          ("--flow-prior", args.flow_prior))
+                 if value is not None]  # fmt: skip
+        if given:
+            raise UsageError(f"{', '.join(given)}: scaffold-mode options; --mode detect codes "
+                             "task features at the bottleneck's rate (pace the link with "
+                             "--bandwidth-kbps or --trace)")  # fmt: skip
+        if args.intra_period < 0:
+            raise UsageError(f"--intra-period must be >= 0, got {args.intra_period}")
+        if args.detections_out is not None:
+            _check_output(args.detections_out)
+        return
+    for flag, value in (("--beta", args.beta), ("--bottleneck", args.bottleneck),
+                        ("--detections-out", args.detections_out)):  # fmt: skip
+        if value is not None:
+            raise UsageError(f"{flag} is for --mode detect")
+    if args.level is None:
+        args.level = 1
+
+
+def _detect_stream_units(args: argparse.Namespace):
+    """``(header, units, source info)`` of ``stream --mode detect`` (units made as read)."""
+    import torch
+
+    from semcodec.codec.task.bottleneck import load_bottleneck
+    from semcodec.codec.task.split import SplitDetector, load_split_model
+    from semcodec.codec.task.stream import bottleneck_path, encode_detect
+
+    torch.set_num_threads(args.threads)
+    bottleneck = load_bottleneck(bottleneck_path(args.beta, args.bottleneck))
+    detector = SplitDetector(load_split_model(args.models_dir), bottleneck.split)
+    source, total, _ = _open_input(args)
+    info = source.info
+    frames = (f.rgb for f in source.frames(start=args.start, count=args.frames))
+    header, units, _ = encode_detect(frames, bottleneck, detector, info.fps,
+                                     (info.width, info.height), total or 0,
+                                     args.intra_period)  # fmt: skip
+    return header, units, info
+
+
 def cmd_stream(args: argparse.Namespace) -> int:
     """Encodes ``args.input`` and streams it to ``args.server``; returns the exit status."""
     import shutil
     import tempfile
 
-    from semcodec.codec.scaffold.codec import ScaffoldEncoder
-    from semcodec.edge.stream.agent import Producer, ProgressLog
+    from semcodec.edge.stream.agent import Producer, ProgressLog, UnitProducer
     from semcodec.edge.stream.client import StreamClient
+    from semcodec.edge.stream.detections import DetectionRecorder
     from semcodec.edge.stream.spool import Spool
 
+    _check_stream_mode(args)
     security, pacer = _stream_security(args), _pacer(args)
-    source, total, prior = _open_input(args)
-    info = source.info
-    control = _rate_control(args, info, pacer)
-    config = _level_config(args, info, control.start_bps if control else None)
-    encoder = ScaffoldEncoder(config, (info.width, info.height), info.fps,
-                              models_dir=args.models_dir, threads=args.threads,
-                              flow_prior=prior, expected_frames=total)  # fmt: skip
-    header = encoder.header(total).to_bytes()
+    detect = args.mode == "detect"
+    control = None
+    if detect:
+        header, units, info = _detect_stream_units(args)
+        header = header.to_bytes()
+    else:
+        from semcodec.codec.scaffold.codec import ScaffoldEncoder
+
+        source, total, prior = _open_input(args)
+        info = source.info
+        control = _rate_control(args, info, pacer)
+        config = _level_config(args, info, control.start_bps if control else None)
+        encoder = ScaffoldEncoder(config, (info.width, info.height), info.fps,
+                                  models_dir=args.models_dir, threads=args.threads,
+                                  flow_prior=prior, expected_frames=total)  # fmt: skip
+        header = encoder.header(total).to_bytes()
+        frames = (f.rgb for f in source.frames(start=args.start, count=args.frames))
     folder = args.spool or Path(tempfile.mkdtemp(prefix="semcodec-spool-"))
     spool = Spool(folder, int(args.spool_max_mb * (1 << 20)), args.spool_policy)
     spool.bind(header)
-    frames = (f.rgb for f in source.frames(start=args.start, count=args.frames))
     chunk_kib = _chunk_kib(args, getattr(pacer, "mean_bps", None) or _kbps(args.bandwidth_kbps))
+    recorder = DetectionRecorder(args.detections_out) if detect else None
     client = StreamClient(args.server, spool, security, pacer, chunk_kib * 1024,
-                          max_outage_s=args.max_outage_s, keepalive_s=args.keepalive_s)  # fmt: skip
+                          max_outage_s=args.max_outage_s, keepalive_s=args.keepalive_s,
+                          detections=recorder)  # fmt: skip
     auto = _auto_rate(control, spool, client, info)
     client.progress = ProgressLog(spool, auto=auto)
-    # --auto holds bits per second of video: a file is read at its frame rate, as a camera
-    producer = Producer(encoder, frames, spool, auto, info.fps if auto else None)
+    if detect:
+        producer = UnitProducer(units, spool)
+    else:  # --auto holds bits per second of video: a file is read at its frame rate
+        producer = Producer(encoder, frames, spool, auto, info.fps if auto else None)
     producer.start()
     try:
         results = client.run()
     except BaseException:
         producer.stop()
+        if recorder is not None:
+            recorder.discard()
         if not spool.finished():
             log.warning("the unacknowledged units are kept in %s: run again with --spool %s "
                         "to resume", folder, folder)  # fmt: skip
         raise
     producer.join()
     if producer.error is not None:
+        if recorder is not None:
+            recorder.discard()
         raise producer.error
-    log.info("%s: session %s, %s; cloud: %d frames decoded%s, outputs in %s", args.server,
+    detections = ""
+    if recorder is not None:
+        if recorder.frames or not results.frames_decoded:
+            recorder.finish()
+        else:  # an earlier run closed the session and got them: keep what it wrote
+            recorder.discard()
+            if args.detections_out is not None:
+                log.warning("no detections came back (the session was closed before); %s is "
+                            "left as it was", args.detections_out)  # fmt: skip
+        detections = f", {recorder.summary(results.frames_decoded)}"
+    incomplete = results.error or ("see detections.json" if detect else "see stream.json")
+    log.info("%s: session %s, %s; cloud: %d frames decoded%s%s, outputs in %s", args.server,
              results.session_id, client.stats.summary(), results.frames_decoded,
-             "" if results.complete else f" (incomplete: {results.error or 'see stream.json'})",
+             "" if results.complete else f" (incomplete: {incomplete})", detections,
              results.output_dir)  # fmt: skip
     if auto is not None:
         log.info("rate: final target %.1f kbit/s, %d change(s) (%s)",

@@ -50,6 +50,8 @@ class ServeSettings:
         decoder: reconstructor name.
         overview: write overview.mp4 per session.
         flow_prior: the flow prior file the edges use, when not the shipped one.
+        bottleneck_dir: a folder of bottleneck files (``*.pt``, from ``semcodec-bench
+            train-bottleneck``) for detect-mode streams, beside the shipped ones.
     """
 
     out: Path
@@ -71,6 +73,7 @@ class ServeSettings:
     decoder: str = "warp"
     overview: bool = True
     flow_prior: Path | None = None
+    bottleneck_dir: Path | None = None
 
     def check(self) -> ServeSettings:
         """Raises :class:`ConfigError` for inconsistent settings; returns self."""
@@ -89,6 +92,8 @@ class ServeSettings:
         for name in ("max_session_kbps", "session_burst_kib"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} {getattr(self, name)}: must be 0 (none) or more")
+        if self.bottleneck_dir is not None and not self.bottleneck_dir.is_dir():
+            raise ConfigError(f"bottleneck_dir {self.bottleneck_dir}: no such folder")
         split_host_port(self.listen, "listen")
         if self.metrics_listen:
             split_host_port(self.metrics_listen, "metrics_listen")

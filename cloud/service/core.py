@@ -14,11 +14,17 @@ Layout under the server's ``out`` folder::
 
 Tenants are isolated by construction: a session is looked up under its tenant only, so
 another tenant's session id is simply not found.
+
+A detect-mode stream (mode ``task``, codec ``features``; :mod:`cloud.service.detect`) is
+decoded to detections; each frame's detections go to the edge in the feedback of its stream
+(from the frame the edge asks for when it attaches) and the rest with CloseSession. A session
+keeps the last ``DETECTIONS_KEPT`` frames' detections for that (bounded memory).
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 import re
 import secrets
@@ -29,6 +35,14 @@ from pathlib import Path
 
 from semcodec.cloud.service.assembler import AssembledUnit, Chunk, ChunkAssembler
 from semcodec.cloud.service.decode import DecodeSettings, DecodeWorker, load_flow_prior
+from semcodec.cloud.service.detect import (
+    BOTTLENECK_MODEL,
+    FrameDetections,
+    check_unit_shape,
+    committed_frames,
+    find_bottleneck,
+    is_detect,
+)
 from semcodec.cloud.service.errors import (
     CapacityError,
     InvalidRequestError,
@@ -62,6 +76,11 @@ RECOMMEND_MARGIN = 0.1
 RECOMMEND_FROM_FILL = 0.25
 #: The longest one CloseSession waits for the decoder, whatever it asks, seconds.
 MAX_CLOSE_WAIT_S = 600.0
+#: Frames whose detections a detect-mode session keeps for the edge (the last ones decoded):
+#: what a reconnecting edge, or its CloseSession, can still get.
+DETECTIONS_KEPT = 256
+#: The served (codec, mode) pairs: scaffold streams are generative, detect streams task.
+SERVED = {"scaffold": "generative", "features": "task"}
 
 
 def recommend_rate(goodput_bps: float, decode_bps: float, backlog: int, max_backlog: int,
@@ -162,6 +181,7 @@ class Feedback:
             see :func:`recommend_rate`).
         frames_decoded: frames (units) decoded so far.
         decode_error: why decoding failed, if it did.
+        detections: detect mode: the frames decoded since the stream's previous feedback.
     """
 
     next_seq: int
@@ -171,11 +191,13 @@ class Feedback:
     recommended_rate_bps: float = 0.0
     frames_decoded: int = 0
     decode_error: str = ""
+    detections: tuple[FrameDetections, ...] = ()
 
 
 @dataclass
 class Results:
-    """A session's results (see the ``SessionResults`` message)."""
+    """A session's results (see the ``SessionResults`` message); ``detections`` only in
+    the answer to a CloseSession (never recorded)."""
 
     session_id: str
     state: str  # "open", "closed" or "failed"
@@ -186,6 +208,11 @@ class Results:
     error: str
     output_dir: str
     dropped: list[int] = field(default_factory=list)
+    detections: list[FrameDetections] = field(default_factory=list)
+
+    def record(self) -> dict:
+        """What the session record keeps (no detections)."""
+        return {k: v for k, v in vars(self).items() if k != "detections"}
 
 
 class Metrics:
@@ -260,14 +287,23 @@ def parse_open(request: OpenRequest) -> StreamHeader:
     if request.protocol_version != PROTOCOL_VERSION:
         raise UnsupportedError(f"protocol version {request.protocol_version} is not supported "
                                f"(this server speaks {PROTOCOL_VERSION})")  # fmt: skip
-    if request.codec != "scaffold":
-        raise UnsupportedError(f"codec {request.codec!r} is not served (served: scaffold)")
-    if request.mode != "generative":
-        raise UnsupportedError(f"mode {request.mode!r} is not served yet (served: generative)")
+    if request.codec not in SERVED:
+        raise UnsupportedError(f"codec {request.codec!r} is not served (served: "
+                               f"{', '.join(SERVED)})")  # fmt: skip
+    if request.mode not in SERVED.values():
+        raise UnsupportedError(f"mode {request.mode!r} is not served (served: "
+                               f"{', '.join(SERVED.values())})")  # fmt: skip
+    if SERVED[request.codec] != request.mode:
+        raise InvalidRequestError(f"codec {request.codec!r} goes with mode "
+                                  f"{SERVED[request.codec]!r}, not {request.mode!r}")  # fmt: skip
     try:
         header = StreamHeader.from_bytes(request.header)
     except BitstreamError as exc:
         raise InvalidRequestError(f"the stream header is not valid: {exc}") from exc
+    kind = "task" if is_detect(header) else "generative"
+    if request.mode != kind:
+        raise InvalidRequestError(f"mode {request.mode!r}, but the stream header is a {kind} "
+                                  "stream (mode=detect: task)")  # fmt: skip
     _check_fields(request, header)
     return header
 
@@ -286,17 +322,24 @@ def _check_fields(request: OpenRequest, header: StreamHeader) -> None:
 def missing_models(header: StreamHeader, decode: DecodeSettings) -> list[str]:
     """The header's models this server does not have at the stream's sha256, described.
 
-    The flow prior is compared with the decoder's; every other model must be known to the
-    model registry, at the same sha256 where both pin one (the edge's models are named so a
-    stream says what made it).
+    The flow prior is compared with the decoder's; a detect-mode stream's bottleneck must be
+    among the shipped ones or the files of ``decode.bottleneck_dir``; every other model must
+    be known to the model registry, at the same sha256 where both pin one (the edge's models
+    are named so a stream says what made it).
     """
     from semcodec.codec.models import ModelError, model_spec, pinned_sha256
     from semcodec.codec.scaffold.codec import default_flow_prior
     from semcodec.codec.scaffold.levels import LevelConfig
 
     missing = []
+    detect = is_detect(header)
     for entry in header.models:
         known, have = True, None
+        if detect and entry.name == BOTTLENECK_MODEL:
+            if find_bottleneck(entry.sha256, decode.bottleneck_dir) is None:
+                missing.append(f"{entry.name} (sha256 {entry.sha256 or 'unknown'}; looked for "
+                               "among the shipped bottlenecks and --bottleneck-dir)")  # fmt: skip
+            continue
         try:
             if entry.name == "flow_prior":
                 config = LevelConfig.from_dict(dict(header.settings))
@@ -316,9 +359,20 @@ def check_decodable(header: StreamHeader, decode: DecodeSettings) -> None:
     from semcodec.codec.scaffold.codec import ScaffoldCodecError, ScaffoldDecoder
 
     missing = missing_models(header, decode)
+    if is_detect(header) and BOTTLENECK_MODEL not in {m.name for m in header.models}:
+        missing.append(f"{BOTTLENECK_MODEL} (the detect-mode header names none)")
     if missing:
         raise MissingModelsError("this server lacks the model(s) the stream needs: "
                                  + ", ".join(missing))  # fmt: skip
+    if is_detect(header):
+        from semcodec.codec.task.bottleneck import BottleneckFileError
+
+        sha = {m.name: m.sha256 for m in header.models}[BOTTLENECK_MODEL]
+        try:
+            check_unit_shape(header, find_bottleneck(sha, decode.bottleneck_dir))
+        except (BottleneckFileError, ValueError) as exc:
+            raise InvalidRequestError(f"this server cannot decode the stream: {exc}") from exc
+        return
     try:
         ScaffoldDecoder(header, flow_prior=load_flow_prior(decode.flow_prior))
     except (ScaffoldCodecError, ValueError) as exc:
@@ -349,6 +403,8 @@ class Session:
         self._cond = threading.Condition()
         self._window: collections.deque[tuple[float, int]] = collections.deque()
         self._decoded_at: collections.deque[float] = collections.deque()
+        self._detections: collections.deque[FrameDetections] = collections.deque(
+            maxlen=DETECTIONS_KEPT)
         self._worker = DecodeWorker(log.path, out_dir, decode, self)
         self._limiter = None  # kept across streams: reconnecting does not refill it
         if limits.max_session_bytes_per_s > 0:
@@ -367,6 +423,13 @@ class Session:
             self.decoded = self.log.units
             self.decode_state = {"frames": len(done.get("frames", [])),
                                  "complete": bool(done.get("complete")), "error": None}  # fmt: skip
+            return
+        frames = committed_frames(self.out_dir)  # a detect-mode session's
+        if frames is not None:
+            declared = StreamHeader.from_bytes(self.log.header_bytes()).num_frames
+            self.decoded = self.log.units
+            self.decode_state = {"frames": frames, "error": None,
+                                 "complete": self.ended and declared in (0, frames)}  # fmt: skip
             return
         self._worker.start()
 
@@ -507,15 +570,23 @@ class Session:
                     return "finish"
                 self._cond.wait()
 
-    def frame_decoded(self, decoded: int, seconds: float) -> None:
+    def frame_decoded(self, decoded: int, seconds: float,
+                      detections: FrameDetections | None = None) -> None:  # fmt: skip
         with self._cond:
             self.decoded = decoded
+            if detections is not None:
+                self._detections.append(detections)
             now = time.monotonic()
             self._decoded_at.append(now)
             while self._decoded_at[0] < now - GOODPUT_WINDOW_S:
                 self._decoded_at.popleft()
             self._cond.notify_all()
         self.metrics.frame_decoded(seconds)
+
+    def detections_since(self, frame: int) -> tuple[FrameDetections, ...]:
+        """The kept detections of frames ``frame``, ``frame + 1``, ... (in order)."""
+        with self._cond:
+            return tuple(d for d in self._detections if d.frame >= frame)
 
     def decode_done(self, frames: int, complete: bool, error: str | None) -> None:
         with self._cond:
@@ -555,15 +626,25 @@ class Session:
 
 
 class StreamReceiver:
-    """One stream of chunks into a session (what the servicer drives)."""
+    """One stream of chunks into a session (what the servicer drives).
+
+    Its feedback carries the detections of the frames decoded since its previous feedback,
+    from frame ``detections_from`` on (detect mode).
+    """
 
     def __init__(self, session: Session, generation: int, limits: ServiceLimits,
-                 metrics: Metrics) -> None:  # fmt: skip
+                 metrics: Metrics, detections_from: int = 1) -> None:  # fmt: skip
         self.session, self.generation, self.metrics = session, generation, metrics
         self._assembler = ChunkAssembler(limits.max_chunk_bytes, limits.max_unit_bytes)
+        self._next_detection = max(1, detections_from)
 
     def feedback(self) -> Feedback:
-        return self.session.feedback()
+        feedback = self.session.feedback()
+        detections = self.session.detections_since(self._next_detection)
+        if not detections:
+            return feedback
+        self._next_detection = detections[-1].frame + 1
+        return dataclasses.replace(feedback, detections=detections)
 
     def add(self, chunk: Chunk) -> Feedback | None:
         """Takes one chunk; returns the acknowledgement once a unit is stored, else None.
@@ -577,12 +658,12 @@ class StreamReceiver:
             self.session.check_seq(chunk.seq, self.generation)
             if chunk.dropped:
                 self.session.store_dropped(chunk.seq, self.generation)
-                return self.session.feedback()
+                return self.feedback()
         unit = self._assembler.add(chunk)
         if unit is None:
             return None
         self.session.store(unit, self.generation)
-        return self.session.feedback()
+        return self.feedback()
 
 
 # ------------------------------------------------------------------------------ manager
@@ -688,15 +769,19 @@ class SessionManager:
         session.start()
         return session
 
-    def attach(self, tenant: str, session_id: str) -> StreamReceiver:
-        """A stream for the session (a newer stream supersedes an older one)."""
+    def attach(self, tenant: str, session_id: str, detections_from: int = 0) -> StreamReceiver:
+        """A stream for the session (a newer stream supersedes an older one); its feedback
+        carries detections from frame ``detections_from`` on (0: from the first)."""
         if self._draining:
             raise ShuttingDownError("the server is stopping; resume the session later")
         session = self._find(tenant, session_id)
-        return StreamReceiver(session, session.attach(), self.limits, self.metrics)
+        return StreamReceiver(session, session.attach(), self.limits, self.metrics,
+                              detections_from)  # fmt: skip
 
-    def close(self, tenant: str, session_id: str, timeout_s: float = 0.0) -> Results:
-        """Ends a session: the decoder finishes what is stored; returns the results.
+    def close(self, tenant: str, session_id: str, timeout_s: float = 0.0,
+              detections_from: int = 0) -> Results:  # fmt: skip
+        """Ends a session: the decoder finishes what is stored; returns the results, with
+        the kept detections from frame ``detections_from`` on (detect mode; 0: the first).
 
         A closed session is final: its results stay readable, it cannot be resumed.
         """
@@ -709,11 +794,12 @@ class SessionManager:
             raise ShuttingDownError(f"session {session_id}: the decoder did not finish in "
                                     f"{wait:.0f} s; close it again to wait longer")  # fmt: skip
         results = session.results()
-        session.record.update(state=results.state, results=vars(results).copy())
+        session.record.update(state=results.state, results=results.record())
         write_json_atomic(session.state_dir / RECORD_NAME, session.record)
         with self._lock:
             self._sessions.pop((tenant, session_id), None)
         self.metrics.session_closed(results.state)
+        results.detections = list(session.detections_since(max(1, detections_from)))
         return results
 
     def results(self, tenant: str, session_id: str) -> Results:

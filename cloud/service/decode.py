@@ -4,6 +4,10 @@ It runs in its own thread and follows the log as units are stored, with the same
 reconstructor and :class:`~cloud.outputs.DecodeOutputs` as ``cloud-decoder decode``, so
 the files are the same. Memory is bounded: units are read from the log one at a time (the
 backlog waits on disk, not in memory) and the outputs go to their files frame by frame.
+
+A detect-mode stream (:mod:`cloud.service.detect`) is decoded to ``detections.txt`` and
+``detections.json`` instead, as ``cloud-decoder decode`` writes them, and each frame's
+detections are handed to the session for the edge's feedback.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ log = logging.getLogger("semcodec.cloud.service")
 
 @dataclass(frozen=True)
 class DecodeSettings:
-    """How sessions are decoded: reconstructor name, overview video, flow prior file."""
+    """How sessions are decoded: reconstructor name, overview video, flow prior file, and
+    a folder of extra bottleneck files for detect-mode streams (beside the shipped ones)."""
 
     decoder: str = "warp"
     overview: bool = True
     flow_prior: Path | None = None
+    bottleneck_dir: Path | None = None
 
 
 class Abandoned(Exception):
@@ -39,7 +45,7 @@ class WorkSource(Protocol):
 
     def next_work(self, decoded: int) -> str: ...
 
-    def frame_decoded(self, decoded: int, seconds: float) -> None: ...
+    def frame_decoded(self, decoded: int, seconds: float, detections=None) -> None: ...
 
     def decode_done(self, frames: int, complete: bool, error: str | None) -> None: ...
 
@@ -92,14 +98,17 @@ class DecodeWorker(threading.Thread):
 
     def _decode(self) -> tuple[int, bool]:
         from semcodec.cloud.outputs import DecodeOutputs
+        from semcodec.cloud.service.detect import is_detect
         from semcodec.codec.bitstream import read_stream
         from semcodec.codec.reconstruct import create_reconstructor
         from semcodec.codec.scaffold.codec import ScaffoldDecoder
 
         remove_own_partials(self.out_dir)
-        reconstructor = create_reconstructor(self.settings.decoder)
         with open(self.log_path, "rb") as fh:
             header, units = read_stream(fh)
+            if is_detect(header):
+                return self._decode_detect(header, units)
+            reconstructor = create_reconstructor(self.settings.decoder)
             decoder = ScaffoldDecoder(header, flow_prior=load_flow_prior(self.settings.flow_prior))
             # what `cloud-decoder decode` records about its reconstructor, recorded alike
             described = ({"decoder": reconstructor.describe()}
@@ -131,6 +140,61 @@ class DecodeWorker(threading.Thread):
             self.source.frame_decoded(decoded, time.perf_counter() - start)
             if frame is None:  # END: nothing may follow
                 return
+
+    def _decode_detect(self, header, units) -> tuple[int, bool]:
+        """A detect-mode stream: detections files, and each frame's detections to the
+        session; returns ``(frames, complete)``."""
+        from semcodec.cloud.service.detect import (
+            DetectionFiles,
+            FrameDetections,
+            find_bottleneck,
+            header_bottleneck,
+        )
+        from semcodec.codec.task.stream import TaskStreamError, decode_detect, open_detect_decoder
+
+        path = find_bottleneck(header_bottleneck(header), self.settings.bottleneck_dir)
+        if path is None:  # OpenSession checked it: the file went away since
+            raise TaskStreamError(f"no bottleneck with sha256 {header_bottleneck(header)}")
+        decoder = open_detect_decoder(header, path)
+        files = DetectionFiles(self.out_dir, header)
+        state = {"decoded": 0, "ended": False, "gap": False, "start": 0.0}
+        try:
+            for frame, detections in decode_detect(self._units(units, state), decoder):
+                files.add(frame, detections)
+                self.source.frame_decoded(frame, time.perf_counter() - state["start"],
+                                          FrameDetections.of(frame, detections))  # fmt: skip
+            if state["ended"]:  # END counts as a decoded unit, as in the scaffold loop
+                self.source.frame_decoded(state["decoded"], 0.0)
+            files.commit()
+        except BaseException:
+            files.discard()
+            raise
+        declared = header.num_frames
+        complete = state["ended"] and declared in (0, files.count)
+        return files.count, complete
+
+    def _units(self, units, state: dict):
+        """The stored units, as the session says they are there (see :meth:`_loop`)."""
+        from semcodec.codec.bitstream import UnitKind
+
+        while True:
+            work = self.source.next_work(state["decoded"])
+            if work == "abandon":
+                raise Abandoned
+            if work == "finish":
+                return
+            if work == "dropped":  # a temporal unit needs the one before: stop at a gap
+                state["gap"] = True
+                self._wait_for_finish()
+                return
+            unit = next(units)
+            state["start"] = time.perf_counter()
+            state["decoded"] += 1
+            if unit.kind == UnitKind.END:
+                state["ended"] = True
+                yield unit
+                return
+            yield unit
 
     def _wait_for_finish(self) -> None:
         while (work := self.source.next_work(-1)) != "finish":

@@ -78,7 +78,8 @@ class DecoderServer:
             raise ConfigError(f"decoder {settings.decoder!r}: expected one of "
                               f"{', '.join(available_reconstructors())}")  # fmt: skip
         self.metrics = PrometheusMetrics()
-        decode = DecodeSettings(settings.decoder, settings.overview, settings.flow_prior)
+        decode = DecodeSettings(settings.decoder, settings.overview, settings.flow_prior,
+                                settings.bottleneck_dir)  # fmt: skip
         self.manager = SessionManager(settings.out, limits_of(settings), decode, self.metrics)
         self.metrics.bind(self.manager)
         self.health = health.HealthServicer()

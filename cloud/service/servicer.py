@@ -42,12 +42,20 @@ def chunk_of(msg: pb.UnitChunk) -> Chunk:
                  timestamp_us=msg.timestamp_us, dropped=msg.dropped)  # fmt: skip
 
 
+def detections_of(frames) -> list[pb.FrameDetections]:
+    """FrameDetections messages of the core's :class:`~cloud.service.detect.FrameDetections`."""
+    return [pb.FrameDetections(frame=f.frame, boxes=[
+        pb.Detection(x1=x1, y1=y1, x2=x2, y2=y2, score=score)
+        for x1, y1, x2, y2, score in f.boxes]) for f in frames]  # fmt: skip
+
+
 def reply_of(fb: Feedback) -> pb.StreamReply:
     feedback = pb.Feedback(goodput_bps=fb.goodput_bps, backlog_units=fb.backlog_units,
                            max_backlog_units=fb.max_backlog_units,
                            recommended_rate_bps=fb.recommended_rate_bps,
                            frames_decoded=fb.frames_decoded,
-                           decode_error=fb.decode_error)  # fmt: skip
+                           decode_error=fb.decode_error,
+                           detections=detections_of(fb.detections))  # fmt: skip
     return pb.StreamReply(ack=pb.Ack(next_seq=fb.next_seq, feedback=feedback))
 
 
@@ -56,7 +64,8 @@ def results_of(r: Results) -> pb.SessionResults:
                              units_stored=r.units_stored, bytes_stored=r.bytes_stored,
                              frames_decoded=r.frames_decoded, complete=r.complete,
                              error=r.error, output_dir=r.output_dir,
-                             dropped_seqs=r.dropped)  # fmt: skip
+                             dropped_seqs=r.dropped,
+                             detections=detections_of(r.detections))  # fmt: skip
 
 
 class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
@@ -87,7 +96,8 @@ class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
             first = next(request_iterator, None)
             if first is None or first.WhichOneof("body") != "start":
                 raise InvalidRequestError("the first message of a stream must be StreamStart")
-            receiver = self.manager.attach(tenant_of(context), first.start.session_id)
+            receiver = self.manager.attach(tenant_of(context), first.start.session_id,
+                                           first.start.detections_from)  # fmt: skip
             yield reply_of(receiver.feedback())
             for message in request_iterator:
                 if message.WhichOneof("body") != "chunk":
@@ -101,7 +111,7 @@ class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
     def CloseSession(self, request, context):
         try:
             results = self.manager.close(tenant_of(context), request.session_id,
-                                         request.timeout_s)  # fmt: skip
+                                         request.timeout_s, request.detections_from)  # fmt: skip
         except ServiceError as exc:
             self._abort(context, exc)
         return results_of(results)

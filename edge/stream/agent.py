@@ -6,7 +6,8 @@ ScaffoldEncoder` with the same look-ahead), so a streamed session stores exactly
 drains it; a restarted agent encodes from the start again (the encoder is deterministic) and
 the spool skips the units it already holds. With closed-loop rate control (:class:`AutoRate`)
 the encoder's target follows the link, and the targets are kept in the spool so that a
-restart re-encodes the same way.
+restart re-encodes the same way. In detect mode the units come from
+:func:`codec.task.stream.encode_detect` (:class:`UnitProducer`), with no rate control.
 """
 
 from __future__ import annotations
@@ -113,6 +114,19 @@ def produce_units(encoder, frames: Iterable[np.ndarray], spool: Spool,
     return seq + 1
 
 
+def spool_units(units: Iterable, spool: Spool, stop: threading.Event | None = None) -> int:
+    """Puts ready-made units (``Unit`` objects, END last) into the spool as they come;
+    returns how many. Units an earlier run spooled are skipped by the spool; once ``stop`` is
+    set nothing more is put (no END either)."""
+    count = 0
+    for unit in units:
+        if stop is not None and stop.is_set():
+            return count
+        spool.put(count, int(unit.kind), unit.to_bytes())
+        count += 1
+    return count
+
+
 class Producer(threading.Thread):
     """Runs :func:`produce_units` in a thread; a failure is handed to the spool (and so to
     the client, which stops) and kept in ``error``."""
@@ -135,11 +149,26 @@ class Producer(threading.Thread):
 
     def run(self) -> None:
         try:
-            produce_units(self.encoder, self.frames, self.spool, self.auto, self.realtime_fps,
-                          self._halt)  # fmt: skip
+            self._produce()
         except BaseException as exc:  # handed over to the main thread
             self.error = exc
             self.spool.fail(exc)
+
+    def _produce(self) -> None:
+        produce_units(self.encoder, self.frames, self.spool, self.auto, self.realtime_fps,
+                      self._halt)  # fmt: skip
+
+
+class UnitProducer(Producer):
+    """A :class:`Producer` of ready-made units (detect mode: ``encode_detect``'s, which
+    encode each frame as it is asked for)."""
+
+    def __init__(self, units: Iterable, spool: Spool) -> None:
+        super().__init__(None, (), spool)
+        self.units = units
+
+    def _produce(self) -> None:
+        spool_units(self.units, self.spool, self._halt)
 
 
 class ProgressLog:

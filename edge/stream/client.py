@@ -4,6 +4,11 @@ is acknowledged, reconnecting with exponential backoff and resuming from the clo
 Exactly once: the cloud stores units strictly in sequence and refuses any other; after a
 reconnect it says which unit it needs next (``OpenSession`` with the session id), and the
 client resends from there out of its spool. A unit whose ack was lost is never stored twice.
+
+A detect-mode stream (header setting ``mode=detect``) is opened as codec ``features``, mode
+``TASK``; the detections the cloud sends back (in its feedback, and the rest with
+CloseSession) go to a :class:`~edge.stream.detections.DetectionRecorder`, which tells the
+cloud from which frame on it still needs them after a reconnect.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 import grpc
 
 from semcodec.codec.bitstream import StreamHeader
+from semcodec.edge.stream.detections import DetectionRecorder
 from semcodec.edge.stream.pacer import Pacer, Unpaced
 from semcodec.edge.stream.spool import Spool, SpooledUnit
 from semcodec.protos import semcodec_v1_pb2 as pb
@@ -42,6 +48,9 @@ DEFAULT_CHUNK_BYTES = 256 * 1024
 #: first OpenSession on and after every restart, so a load balancer can keep the stream
 #: (and so its session) on one replica (hash the header; docs/deployment.md).
 AFFINITY_HEADER = "x-semcodec-stream"
+#: The header setting of a detect-mode stream (``codec.task.stream.MODE_KEY`` /
+#: ``DETECT_MODE``, repeated so that a scaffold stream's client does not import torch).
+MODE_KEY, DETECT_MODE = "mode", "detect"
 
 
 class StreamError(RuntimeError):
@@ -130,10 +139,13 @@ class LinkStats:
 
 
 def open_request(header: bytes, session_id: str = "") -> pb.OpenSessionRequest:
-    """The OpenSessionRequest of a stream header (every field taken from it)."""
+    """The OpenSessionRequest of a stream header (every field taken from it; a detect-mode
+    header is codec ``features``, mode ``TASK``)."""
     h = StreamHeader.from_bytes(header)
+    detect = h.settings.get(MODE_KEY) == DETECT_MODE
     return pb.OpenSessionRequest(
-        protocol_version=1, session_id=session_id, codec="scaffold", mode=pb.MODE_GENERATIVE,
+        protocol_version=1, session_id=session_id, codec="features" if detect else "scaffold",
+        mode=pb.MODE_TASK if detect else pb.MODE_GENERATIVE,
         level=h.level, width=h.width, height=h.height, fps_num=h.fps_num, fps_den=h.fps_den,
         num_frames=h.num_frames, stream_header=header,
         models=[pb.ModelRef(name=m.name, sha256=m.sha256 or "") for m in h.models],
@@ -173,6 +185,7 @@ class StreamClient:
             ping is not answered within as long is dead (a cut link is noticed in about
             twice this), seconds.
         open_timeout_s: how long opening (or resuming) a session may take, seconds.
+        detections: where the detections the cloud sends back go (detect mode).
     """
 
     def __init__(self, target: str, spool: Spool, security: ChannelSecurity | None = None,
@@ -180,8 +193,10 @@ class StreamClient:
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  backoff_s: tuple[float, float] = (0.2, 5.0), max_outage_s: float = 300.0,
                  progress: Callable[[LinkStats], None] | None = None,
-                 keepalive_s: float = 10.0, open_timeout_s: float = 10.0) -> None:  # fmt: skip
+                 keepalive_s: float = 10.0, open_timeout_s: float = 10.0,
+                 detections: DetectionRecorder | None = None) -> None:  # fmt: skip
         self.target, self.spool = target, spool
+        self.detections = detections
         self.keepalive_s, self.open_timeout_s = keepalive_s, open_timeout_s
         self.security = security or ChannelSecurity()
         self.pacer = pacer or Unpaced()
@@ -238,8 +253,16 @@ class StreamClient:
                 raise self.spool.error
             if not self.spool.finished():
                 raise _retry("the stream ended before every unit was acknowledged")
-            return stub.CloseSession(pb.CloseSessionRequest(session_id=opened.session_id),
-                                     metadata=metadata, timeout=600)  # fmt: skip
+            results = stub.CloseSession(pb.CloseSessionRequest(
+                session_id=opened.session_id, detections_from=self._detections_from()),
+                metadata=metadata, timeout=600)  # fmt: skip
+            if self.detections is not None:
+                self.detections.add(results.detections)
+            return results
+
+    def _detections_from(self) -> int:
+        """The first frame whose detections this client still needs (0: none wanted)."""
+        return self.detections.next_frame if self.detections is not None else 0
 
     def metadata(self) -> tuple[tuple[str, str], ...]:
         """The metadata of every call: the token, and the stream key for affinity."""
@@ -284,7 +307,8 @@ class StreamClient:
 
     def _requests(self, session_id: str, seq: int, chunk: int,
                   stop: threading.Event) -> Iterator[pb.StreamRequest]:  # fmt: skip
-        yield pb.StreamRequest(start=pb.StreamStart(session_id=session_id))
+        yield pb.StreamRequest(start=pb.StreamStart(session_id=session_id,
+                                                    detections_from=self._detections_from()))
         while not stop.is_set() and self.spool.error is None:
             # the stream's first ack can be past where it started (the cloud stored a unit
             # that a killed connection had in flight): those units are gone from the spool,
@@ -323,6 +347,8 @@ class StreamClient:
             self.stats.backlog_units = feedback.backlog_units
             self.stats.max_backlog_units = feedback.max_backlog_units
             self.stats.recommended_bps = feedback.recommended_rate_bps
+            if self.detections is not None and feedback.detections:
+                self.detections.add(feedback.detections)
         if self.progress is not None:
             self.progress(self.stats)
 
