@@ -178,7 +178,9 @@ def task_flops(bottleneck, detector, height: int, width: int) -> tuple[int, int]
 
 def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     """Runs the benchmark; writes ``rows.json``/``rows.csv``/``report.md``/``rate_moda.png``
-    under ``config.out_dir`` and returns the rows."""
+    under ``config.out_dir`` and returns the rows. Baseline rows are kept in
+    ``out_dir/baselines/`` and reused by a later run of the same range and detector (running
+    the same command again resumes; other bottlenecks can be added then)."""
     import torch
 
     from semcodec.codec.task.split import load_split_model
@@ -204,16 +206,22 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     out = config.out_dir
     out.mkdir(parents=True, exist_ok=True)
     (out / "detector.json").write_text(json.dumps(calibration, indent=1) + "\n")
+    key = {**common, "moda_every": config.moda_every,
+           "detector": dataclasses.asdict(detector.config)}  # fmt: skip
+    for codec_name, setting in config.baselines:
+        cell = out / "baselines" / f"{codec_name}-{setting.replace(',', '_')}.json"
+        row = _cached_row(cell, key)
+        if row is None:
+            log.info("baseline %s %s", codec_name, setting)
+            row = {**common, **baseline_row(codec_name, setting, pixels, info.fps, detector,
+                                            gt, frames)}  # fmt: skip
+            _atomic_text(cell, json.dumps({"key": key, "row": row}) + "\n")
+        rows.append(row)
     model = load_split_model(config.models_dir)
     for name in config.bottlenecks:
         log.info("features %s", name)
         rows.append({**common, **features_row(name, pixels, gt, frames, config.intra_period,
                                               model, config.threads)})  # fmt: skip
-        _write(out, rows)
-    for codec_name, setting in config.baselines:
-        log.info("baseline %s %s", codec_name, setting)
-        rows.append({**common, **baseline_row(codec_name, setting, pixels, info.fps, detector,
-                                              gt, frames)})  # fmt: skip
         _write(out, rows)
     rows = add_savings(rows)
     if config.bottlenecks:
@@ -290,14 +298,29 @@ def format_table(rows: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
+def _atomic_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+def _cached_row(path: Path, key: dict) -> dict | None:
+    """A baseline row measured by an earlier run of the same range and detector (a run
+    stopped half-way resumes), else None."""
+    try:
+        cached = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(cached, dict) or cached.get("key") != json.loads(json.dumps(key)):
+        return None
+    return cached.get("row")
+
+
 def _write(out: Path, rows: list[dict], final: bool = False) -> None:
     import csv
 
-    def atomic(path: Path, text: str) -> None:
-        partial = path.with_name(path.name + ".partial")
-        partial.write_text(text)
-        partial.replace(path)
-
+    atomic = _atomic_text
     atomic(out / "rows.json", json.dumps(rows, indent=1) + "\n")
     keys = sorted({k for r in rows for k in r})
     partial = out / "rows.csv.partial"

@@ -70,14 +70,22 @@ def test_task_command_on_the_sample(tmp_path, sample_dir) -> None:
                  "--baselines", "jpeg:q=50", "--threads", "1", "--out", str(out), "-q"])
     assert code == 0
     rows = json.loads((out / "rows.json").read_text())
-    assert [r["codec"] for r in rows] == ["raw", "features", "jpeg"]
-    features = rows[1]
+    assert [r["codec"] for r in rows] == ["raw", "jpeg", "features"]
+    features = rows[2]
     assert features["setting"] == "beta=2" and features["frames"] == 4
-    assert features["bytes_per_frame"] > 0 and 0 < features["bpp"] < rows[2]["bpp"]
+    assert features["bytes_per_frame"] > 0 and 0 < features["bpp"] < rows[1]["bpp"]
     assert features["temporal_gain"] > 0 and features["edge_mflop_per_frame"] > 1000
     assert rows[0]["edge_process_peak_rss_mib"] > 50 and rows[0]["edge_process_frames"] == 4
     assert (out / "report.md").is_file() and (out / "rows.csv").is_file()
     assert not list(out.glob("*.partial"))
+    # a second run reuses the baseline row (resumes) and gives the same table
+    cell = out / "baselines" / "jpeg-q=50.json"
+    stamp = cell.stat().st_mtime_ns
+    assert main(["task", "--data", str(sample_dir), "--frames", "4", "--bottlenecks", str(path),
+                 "--baselines", "jpeg:q=50", "--threads", "1", "--out", str(out), "-q"]) == 0
+    assert cell.stat().st_mtime_ns == stamp
+    again = json.loads((out / "rows.json").read_text())
+    assert again[1]["moda"] == rows[1]["moda"] and again[2]["bpp"] == rows[2]["bpp"]
     # a bad bottleneck file: exit 2
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"x")
