@@ -5,8 +5,9 @@ One run, on one frame range of one sequence:
 * ``raw``: the unsplit detector on the uncompressed frames, at the configuration (tiles,
   whole frame or not, score threshold) with the best MODA on them; the reference;
 * baselines: every ``(codec, setting)`` of :data:`DEFAULT_BASELINES` (x264 and x265 CRF,
-  x265 static-camera with a boosted first frame, x265 at half size, JPEG and WebP) decoded and
-  fed to that same detector;
+  x265 static-camera with a boosted first frame -- constant QP with ``ipratio=8``: x265's CRF
+  mode ignores ``ipratio`` --, x265 at half size, JPEG and WebP) decoded and fed to that same
+  detector;
 * ``features``: each trained bottleneck's units (real rANS bytes, intra first frame and every
   ``intra_period`` frames, temporal units between) decoded by the cloud half.
 
@@ -33,9 +34,9 @@ log = logging.getLogger(__name__)
 
 #: ``(codec, setting)`` pairs of the baselines.
 DEFAULT_BASELINES: tuple[tuple[str, str], ...] = (
-    *(("x264", f"crf={c}") for c in (23, 28, 33, 38, 43)),
-    *(("x265", f"crf={c}") for c in (23, 28, 33, 38, 43)),
-    *(("x265", f"crf={c},ipratio=8") for c in (28, 33, 38, 43)),
+    *(("x264", f"crf={c}") for c in (23, 28, 33, 38, 43, 48, 51)),
+    *(("x265", f"crf={c}") for c in (23, 28, 33, 38, 43, 48, 51)),
+    *(("x265", f"qp={q},ipratio=8") for q in (36, 40, 44, 48, 51)),
     *(("x265", f"crf={c},scale=0.5") for c in (18, 23, 28, 33)),
     *(("jpeg", f"q={q}") for q in (10, 30, 50, 70, 90)),
     *(("webp", f"q={q}") for q in (10, 30, 50, 70, 90)),

@@ -37,7 +37,7 @@ BOTTLENECK_MODEL = "task_bottleneck"
 #: Where the shipped bottlenecks are (package data), ``bottleneck-beta<β>.pt``.
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "weights" / "task"
 #: The β of the bottleneck used when none is named.
-DEFAULT_BETA = 1.0
+DEFAULT_BETA = 0.01
 
 
 class TaskStreamError(ValueError):
@@ -45,15 +45,42 @@ class TaskStreamError(ValueError):
     inconsistent header)."""
 
 
+def _shipped_sums() -> dict[str, str]:
+    """File name -> sha256 from ``SHIPPED_DIR/SHA256SUMS`` (``sha256  name`` lines)."""
+    try:
+        text = (SHIPPED_DIR / "SHA256SUMS").read_text(encoding="ascii")
+    except FileNotFoundError:
+        return {}
+    return {name: digest for digest, name in (line.split() for line in text.splitlines()
+                                              if line.strip())}  # fmt: skip
+
+
 def shipped_bottlenecks() -> dict[float, Path]:
-    """β -> path of every shipped bottleneck."""
+    """β -> path of every shipped bottleneck (those listed in ``SHA256SUMS``)."""
     out = {}
-    for path in sorted(SHIPPED_DIR.glob("bottleneck-beta*.pt")):
+    for name in sorted(_shipped_sums()):
         try:
-            out[float(path.stem.removeprefix("bottleneck-beta"))] = path
+            out[float(Path(name).stem.removeprefix("bottleneck-beta"))] = SHIPPED_DIR / name
         except ValueError:
             continue
     return out
+
+
+def verify_shipped(path: Path) -> Path:
+    """``path`` after checking its sha256 against ``SHA256SUMS``.
+
+    Raises:
+        TaskStreamError: the file is missing or differs from the one shipped.
+    """
+    from semcodec.codec.packages import file_sha256
+
+    expected = _shipped_sums().get(path.name)
+    if not path.is_file():
+        raise TaskStreamError(f"shipped bottleneck {path} is missing (reinstall semcodec)")
+    if expected is not None and file_sha256(path) != expected:
+        raise TaskStreamError(f"shipped bottleneck {path} has the wrong sha256 (expected "
+                              f"{expected}); reinstall semcodec")  # fmt: skip
+    return path
 
 
 def bottleneck_path(beta: float | None = None, path: str | os.PathLike | None = None) -> Path:
@@ -71,7 +98,7 @@ def bottleneck_path(beta: float | None = None, path: str | os.PathLike | None = 
         listed = ", ".join(f"{b:g}" for b in shipped) or "none"
         raise TaskStreamError(f"no shipped bottleneck for beta {beta:g}; shipped: {listed} "
                               "(or pass a file from `semcodec-bench train-bottleneck`)")
-    return shipped[beta]
+    return verify_shipped(shipped[beta])
 
 
 @dataclass
@@ -148,7 +175,8 @@ def open_detect_decoder(header: StreamHeader, bottleneck: str | os.PathLike | No
     if not is_detect_stream(header):
         raise TaskStreamError("not a detect-mode stream (its header has no mode=detect)")
     wanted = {m.name: m.sha256 for m in header.models}.get(BOTTLENECK_MODEL)
-    candidates = [Path(bottleneck)] if bottleneck else list(shipped_bottlenecks().values())
+    candidates = ([Path(bottleneck)] if bottleneck
+                  else [verify_shipped(p) for p in shipped_bottlenecks().values()])  # fmt: skip
     found = None
     for path in candidates:
         candidate = load_bottleneck(path)

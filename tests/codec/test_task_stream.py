@@ -117,3 +117,64 @@ def test_unknown_beta_names_the_shipped_ones() -> None:
 
     with pytest.raises(TaskStreamError, match="no shipped bottleneck for beta 12345"):
         bottleneck_path(12345.0)
+
+
+def test_shipped_bottlenecks_match_their_checksums_and_load() -> None:
+    from semcodec.codec.packages import file_sha256
+    from semcodec.codec.task.bottleneck import load_bottleneck
+    from semcodec.codec.task.stream import (
+        DEFAULT_BETA,
+        SHIPPED_DIR,
+        bottleneck_path,
+        shipped_bottlenecks,
+    )
+
+    shipped = shipped_bottlenecks()
+    assert DEFAULT_BETA in shipped and len(shipped) >= 4
+    sums = dict(reversed(line.split()) for line in
+                (SHIPPED_DIR / "SHA256SUMS").read_text().splitlines())  # fmt: skip
+    for beta, path in shipped.items():
+        assert file_sha256(path) == sums[path.name]
+        loaded = load_bottleneck(path)
+        assert loaded.metadata["beta"] == beta and loaded.split == SplitConfig()
+        assert path.stat().st_size < 10_000_000
+    assert bottleneck_path() == shipped[DEFAULT_BETA]
+
+
+def test_a_tampered_shipped_bottleneck_is_refused(tmp_path, monkeypatch) -> None:
+    import shutil
+
+    from semcodec.codec.task import stream
+
+    folder = tmp_path / "task"
+    shutil.copytree(stream.SHIPPED_DIR, folder)
+    name = stream.shipped_bottlenecks()[stream.DEFAULT_BETA].name
+    with open(folder / name, "r+b") as fh:
+        fh.seek(-1, 2)
+        last = fh.read(1)
+        fh.seek(-1, 2)
+        fh.write(bytes([last[0] ^ 1]))
+    monkeypatch.setattr(stream, "SHIPPED_DIR", folder)
+    with pytest.raises(stream.TaskStreamError, match="wrong sha256"):
+        stream.bottleneck_path()
+
+
+def test_detect_mode_with_the_shipped_bottleneck_finds_people(sample_dir, tmp_path) -> None:
+    """The default bottleneck, no files named: the cloud finds it by the header's sha256 and
+    detects the sample's pedestrians."""
+    from semcodec.cloud.cli import main as cloud_main
+    from semcodec.codec.models import ModelError
+    from semcodec.codec.task.split import load_split_model
+    from semcodec.edge.cli import main as edge_main
+
+    try:
+        load_split_model()
+    except ModelError as exc:
+        pytest.skip(f"detector model not available: {exc}")
+    semc, out = tmp_path / "d.semc", tmp_path / "out"
+    assert edge_main(["encode", str(sample_dir), "-o", str(semc), "--mode", "detect",
+                      "--frames", "3", "-q"]) == 0  # fmt: skip
+    assert cloud_main(["decode", str(semc), "-o", str(out), "-q"]) == 0
+    frames = json.loads((out / "detections.json").read_text())["frames"]
+    assert [f["frame"] for f in frames] == [1, 2, 3]
+    assert all(len(f["boxes"]) >= 2 for f in frames)  # the sample has 4-6 people per frame
