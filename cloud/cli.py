@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("--bottleneck", type=Path, metavar="FILE",
                      help="detect-mode streams: the edge's bottleneck file when it is not a "
                      "shipped one")  # fmt: skip
+    dec.add_argument("--score-threshold", type=float, metavar="T",
+                     help="detect-mode streams: keep detections scoring at least T (default: "
+                     "the bottleneck's, 0.3)")  # fmt: skip
     dec.add_argument("--no-overview", action="store_true", help="skip overview.mp4")
     dec.add_argument("--flow-prior", type=Path, metavar="FILE",
                      help="the flow prior the edge used, when not the shipped one")  # fmt: skip
@@ -248,7 +251,8 @@ def _decode_detections(args: argparse.Namespace, header, units) -> int:
     if existing and not args.force:
         raise FileExistsError(f"{existing[0]} exists (--force replaces it)")
     start = time.perf_counter()
-    decoder = open_detect_decoder(header, args.bottleneck, args.models_dir)
+    decoder = open_detect_decoder(header, args.bottleneck, args.models_dir,
+                                  args.score_threshold)  # fmt: skip
     count = write_detections(out, decode_detect(units, decoder), header)
     log.info("%s: detections of %d frames (%.1f fps)", out, count,
              count / max(time.perf_counter() - start, 1e-9))  # fmt: skip

@@ -439,6 +439,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="MODA on every k-th frame")  # fmt: skip
     task.add_argument("--intra-period", type=non_negative_int, default=64,
                       help="frames between intra units of the features codec (0: first only)")
+    task.add_argument("--features-threshold", type=float, metavar="T",
+                      help="the features codec's cloud-side score threshold (default: the "
+                      "bottleneck's, 0.3); choose it on the camera's training frames")
     task.add_argument("--threads", type=positive_int, help="torch/onnxruntime threads")
     task.add_argument("--models-dir", metavar="DIR", help="searched first for models")
     task.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
@@ -809,7 +812,8 @@ def cmd_task(args: argparse.Namespace) -> int:
     config = TaskBenchConfig(
         sequence=args.data, start=args.start, frames=args.frames,
         bottlenecks=tuple(args.bottlenecks), out_dir=args.out, baselines=tuple(baselines),
-        moda_every=args.moda_every, intra_period=args.intra_period, data_dir=args.data_dir,
+        moda_every=args.moda_every, intra_period=args.intra_period,
+        features_threshold=args.features_threshold, data_dir=args.data_dir,
         models_dir=args.models_dir, threads=args.threads,
     )  # fmt: skip
     print(format_table(run_task_bench(config)))

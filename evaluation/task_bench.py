@@ -57,6 +57,8 @@ class TaskBenchConfig:
         baselines: ``(codec, setting)`` pairs.
         moda_every: MODA on every k-th frame.
         intra_period: frames between intra units of the ``features`` codec (0: first only).
+        features_threshold: the cloud half's score threshold for ``features`` rows (default:
+            the bottleneck's, 0.3); choose it on the camera's training frames.
     """
 
     sequence: str
@@ -67,6 +69,7 @@ class TaskBenchConfig:
     baselines: tuple[tuple[str, str], ...] = DEFAULT_BASELINES
     moda_every: int = 1
     intra_period: int = 64
+    features_threshold: float | None = None
     data_dir: str | None = None
     models_dir: str | None = None
     threads: int | None = None
@@ -116,7 +119,7 @@ def baseline_row(codec_name: str, setting: str, pixels: np.ndarray, fps: float, 
 
 
 def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_period: int,
-                 model, threads) -> dict:  # fmt: skip
+                 model, threads, threshold: float | None = None) -> dict:  # fmt: skip
     """Codes the frames with one bottleneck; bytes, MODA and compute of both halves."""
     import torch
 
@@ -129,7 +132,11 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
     detector = SplitDetector(model, bottleneck.split)
     t, h, w, _ = pixels.shape
     encoder = TaskEncoder(bottleneck, detector, intra_period)
-    decoder = TaskDecoder(bottleneck, detector, encoder.shape(h, w), h, w)
+    cloud = detector
+    if threshold is not None:
+        cloud = SplitDetector(model, dataclasses.replace(bottleneck.split,
+                                                         score_threshold=threshold))  # fmt: skip
+    decoder = TaskDecoder(bottleneck, cloud, encoder.shape(h, w), h, w)
     sizes, intra_sizes, found = [], [], {}
     edge_s = cloud_s = 0.0
     wanted = set(frames)
@@ -147,6 +154,7 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
     edge_flops, cloud_flops = task_flops(bottleneck, detector, h, w)
     return {
         "codec": "features", "setting": f"beta={bottleneck.metadata.get('beta', 0):g}",
+        "score_threshold": cloud.config.score_threshold,
         "curve": "features", "file": str(path), "sha256": bottleneck.sha256(),
         "bytes_per_frame": float(np.mean(sizes)), "bpp": 8.0 * sum(sizes) / (t * h * w),
         "bytes_per_frame_median": float(np.median(sizes)), "first_unit_bytes": sizes[0],
@@ -222,7 +230,8 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     for name in config.bottlenecks:
         log.info("features %s", name)
         rows.append({**common, **features_row(name, pixels, gt, frames, config.intra_period,
-                                              model, config.threads)})  # fmt: skip
+                                              model, config.threads,
+                                              config.features_threshold)})  # fmt: skip
         _write(out, rows)
     rows = add_savings(rows)
     if config.bottlenecks:

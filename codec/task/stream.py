@@ -11,6 +11,7 @@ from 1) and ``detections.json``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -164,9 +165,11 @@ def is_detect_stream(header: StreamHeader) -> bool:
 
 
 def open_detect_decoder(header: StreamHeader, bottleneck: str | os.PathLike | None = None,
-                        models_dir: str | os.PathLike | None = None) -> TaskDecoder:  # fmt: skip
+                        models_dir: str | os.PathLike | None = None,
+                        score_threshold: float | None = None) -> TaskDecoder:  # fmt: skip
     """The cloud's decoder for a detect-mode stream: the bottleneck named in the header is
-    ``bottleneck`` (a file) or one of the shipped ones.
+    ``bottleneck`` (a file) or one of the shipped ones; ``score_threshold`` replaces the
+    bottleneck's (0.3) for the detections (a cloud-side choice, per camera).
 
     Raises:
         TaskStreamError: not a detect-mode stream, no bottleneck with the header's sha256, or
@@ -192,7 +195,12 @@ def open_detect_decoder(header: StreamHeader, bottleneck: str | os.PathLike | No
                           int(header.settings["side"]))  # fmt: skip
     except (KeyError, ValueError) as exc:
         raise TaskStreamError(f"detect-mode header without a valid unit shape ({exc})") from None
-    detector = SplitDetector(load_split_model(models_dir), found.split)
+    split = found.split
+    if score_threshold is not None:
+        if not 0.0 <= score_threshold <= 1.0:
+            raise TaskStreamError(f"score threshold must be in [0, 1], got {score_threshold}")
+        split = dataclasses.replace(split, score_threshold=float(score_threshold))
+    detector = SplitDetector(load_split_model(models_dir), split)
     expected = len(found.split.windows(header.height, header.width))
     if shape.latent != found.model.config.latent or shape.windows != expected or shape.side != 19:
         raise TaskStreamError(f"header unit shape {shape} does not fit the bottleneck "

@@ -178,3 +178,11 @@ def test_detect_mode_with_the_shipped_bottleneck_finds_people(sample_dir, tmp_pa
     frames = json.loads((out / "detections.json").read_text())["frames"]
     assert [f["frame"] for f in frames] == [1, 2, 3]
     assert all(len(f["boxes"]) >= 2 for f in frames)  # the sample has 4-6 people per frame
+    # a higher cloud-side threshold keeps a subset; an impossible one is refused
+    assert cloud_main(["decode", str(semc), "-o", str(out), "--force", "-q",
+                       "--score-threshold", "0.9"]) == 0  # fmt: skip
+    strict = json.loads((out / "detections.json").read_text())["frames"]
+    assert all(min(f["scores"], default=1) >= 0.9 for f in strict)
+    assert sum(len(f["boxes"]) for f in strict) <= sum(len(f["boxes"]) for f in frames)
+    assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "o2"), "-q",
+                       "--score-threshold", "2"]) == 2  # fmt: skip
