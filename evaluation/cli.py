@@ -825,10 +825,9 @@ def _write_json(path: Path, data) -> None:
     the final name)."""
     import json
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(data, indent=1) + "\n")
-    partial.replace(path)
+    from semcodec.evaluation.report import write_text_atomic
+
+    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
 
 
 def cmd_split_points(args: argparse.Namespace) -> int:

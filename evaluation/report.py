@@ -34,6 +34,17 @@ MIN_OVERLAP = 0.75
 MARKERS = "os^Dv<>pPX*h"
 
 
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Writes ``text`` to ``path`` through ``path.partial`` and a rename: a reader never sees
+    a partial file under the final name. Creates the parent folders."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)
+    return path
+
+
 def _number(value) -> float | None:
     try:
         number = float(value)

@@ -147,7 +147,7 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
         start = time.perf_counter()
         detections = decoder.decode(unit)
         cloud_s += time.perf_counter() - start
-        intra_sizes.append(1 + len(encode_features(decoder._previous, bottleneck.tables)))
+        intra_sizes.append(1 + len(encode_features(decoder.previous, bottleneck.tables)))
         if i + 1 in wanted:
             found[i + 1] = detections
     edge_flops, cloud_flops = task_flops(bottleneck, detector, h, w)
@@ -194,6 +194,7 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     from semcodec.codec.task.split import load_split_model
     from semcodec.edge.sources import resolve_data_path
     from semcodec.evaluation.bench import load_sequence
+    from semcodec.evaluation.report import write_text_atomic
 
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -223,7 +224,7 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
             log.info("baseline %s %s", codec_name, setting)
             row = {**common, **baseline_row(codec_name, setting, pixels, info.fps, detector,
                                             gt, frames)}  # fmt: skip
-            _atomic_text(cell, json.dumps({"key": key, "row": row}) + "\n")
+            write_text_atomic(cell, json.dumps({"key": key, "row": row}) + "\n")
         rows.append(row)
     model = load_split_model(config.models_dir)
     for name in config.bottlenecks:
@@ -326,13 +327,6 @@ def format_table(rows: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
-def _atomic_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text)
-    partial.replace(path)
-
-
 def _cached_row(path: Path, key: dict) -> dict | None:
     """A baseline row measured by an earlier run of the same range and detector (a run
     stopped half-way resumes), else None."""
@@ -347,18 +341,16 @@ def _cached_row(path: Path, key: dict) -> dict | None:
 
 def _write(out: Path, rows: list[dict], final: bool = False) -> None:
     import csv
+    import io
 
-    atomic = _atomic_text
-    atomic(out / "rows.json", json.dumps(rows, indent=1) + "\n")
-    keys = sorted({k for r in rows for k in r})
-    partial = out / "rows.csv.partial"
-    with open(partial, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, keys)
-        writer.writeheader()
-        writer.writerows(rows)
-    partial.replace(out / "rows.csv")
+    from semcodec.evaluation.report import plot_rate_quality, write_text_atomic
+
+    write_text_atomic(out / "rows.json", json.dumps(rows, indent=1) + "\n")
+    table = io.StringIO()
+    writer = csv.DictWriter(table, sorted({k for r in rows for k in r}))
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text_atomic(out / "rows.csv", table.getvalue())
     if final:
-        from semcodec.evaluation.report import plot_rate_quality
-
-        atomic(out / "report.md", format_table(rows) + "\n")
+        write_text_atomic(out / "report.md", format_table(rows) + "\n")
         plot_rate_quality(rows, "moda", out / "rate_moda.png")

@@ -119,20 +119,11 @@ def header_bottleneck(header: StreamHeader) -> str | None:
 
 def check_unit_shape(header: StreamHeader, path: Path) -> None:
     """Raises ``ValueError`` when the header's unit shape does not fit the bottleneck at
-    ``path`` (the check :func:`codec.task.stream.open_detect_decoder` makes, without
-    loading the detector)."""
+    ``path`` (:func:`codec.task.stream.unit_shape`, without loading the detector)."""
     from semcodec.codec.task.bottleneck import load_bottleneck
+    from semcodec.codec.task.stream import unit_shape
 
-    bottleneck = load_bottleneck(path)
-    try:
-        windows, latent, side = (int(header.settings[k]) for k in ("windows", "latent", "side"))
-    except (KeyError, ValueError) as exc:
-        raise ValueError(f"detect-mode header without a valid unit shape ({exc})") from None
-    expected = len(bottleneck.split.windows(header.height, header.width))
-    if latent != bottleneck.model.config.latent or windows != expected or side != 19:
-        raise ValueError(f"the header's unit shape (windows {windows}, latent {latent}, side "
-                         f"{side}) does not fit the bottleneck ({bottleneck.model.config.latent} "
-                         f"channels, {expected} windows)")  # fmt: skip
+    unit_shape(header, load_bottleneck(path))
 
 
 # ------------------------------------------------------------------------------ outputs
@@ -180,16 +171,13 @@ class DetectionFiles:
 
     def add(self, frame: int, detections) -> None:
         """Appends the frame's lines and its JSON entry."""
-        import numpy as np
-
-        from semcodec.codec.task.stream import detection_rows
+        from semcodec.codec.task.stream import detection_entry, detection_rows
 
         rows = detection_rows(frame, detections)
         if rows:
             self._write(self._txt, "".join(line + "\n" for line in rows))
-        entry = {"frame": frame, "boxes": np.round(detections.boxes, 2).tolist(),
-                 "scores": np.round(detections.scores, 4).tolist()}  # fmt: skip
-        self._write(self._json, (", " if self.count else "") + json.dumps(entry))
+        entry = json.dumps(detection_entry(frame, detections))
+        self._write(self._json, (", " if self.count else "") + entry)
         self.count += 1
 
     def commit(self) -> None:

@@ -125,6 +125,11 @@ class TaskDecoder:
         self.height, self.width = height, width
         self._previous: np.ndarray | None = None
 
+    @property
+    def previous(self) -> np.ndarray | None:
+        """The last decoded unit's latents (what the next temporal unit is coded against)."""
+        return self._previous
+
     def latents(self, unit: bytes) -> np.ndarray:
         """The unit's ``(latent, windows * side, side)`` int32 latents.
 

@@ -190,22 +190,34 @@ def open_detect_decoder(header: StreamHeader, bottleneck: str | os.PathLike | No
         which = f"not {bottleneck}" if bottleneck else "none of the shipped ones"
         raise TaskStreamError(f"the stream was coded with bottleneck sha256 {wanted}, which is "
                               f"{which}; pass the edge's file with --bottleneck")
-    try:
-        shape = UnitShape(int(header.settings["windows"]), int(header.settings["latent"]),
-                          int(header.settings["side"]))  # fmt: skip
-    except (KeyError, ValueError) as exc:
-        raise TaskStreamError(f"detect-mode header without a valid unit shape ({exc})") from None
+    shape = unit_shape(header, found)
     split = found.split
     if score_threshold is not None:
         if not 0.0 <= score_threshold <= 1.0:
             raise TaskStreamError(f"score threshold must be in [0, 1], got {score_threshold}")
         split = dataclasses.replace(split, score_threshold=float(score_threshold))
     detector = SplitDetector(load_split_model(models_dir), split)
-    expected = len(found.split.windows(header.height, header.width))
-    if shape.latent != found.model.config.latent or shape.windows != expected or shape.side != 19:
-        raise TaskStreamError(f"header unit shape {shape} does not fit the bottleneck "
-                              f"({found.model.config.latent} channels, {expected} windows)")
     return TaskDecoder(found, detector, shape, header.height, header.width)
+
+
+def unit_shape(header: StreamHeader, bottleneck: TaskBottleneck) -> UnitShape:
+    """The unit shape a detect-mode header declares, checked against ``bottleneck``.
+
+    Raises:
+        TaskStreamError: a header without a valid shape, or one the bottleneck cannot code.
+    """
+    try:
+        shape = UnitShape(int(header.settings["windows"]), int(header.settings["latent"]),
+                          int(header.settings["side"]))  # fmt: skip
+    except (KeyError, ValueError) as exc:
+        raise TaskStreamError(f"detect-mode header without a valid unit shape ({exc})") from None
+    expected = len(bottleneck.split.windows(header.height, header.width))
+    latent = bottleneck.model.config.latent
+    if shape.latent != latent or shape.windows != expected or shape.side != 19:
+        raise TaskStreamError(f"the header's unit shape (windows {shape.windows}, latent "
+                              f"{shape.latent}, side {shape.side}) does not fit the bottleneck "
+                              f"({latent} channels, {expected} windows)")  # fmt: skip
+    return shape
 
 
 def decode_detect(units: Iterable[Unit], decoder: TaskDecoder) -> Iterator[tuple[int, Detections]]:
@@ -236,6 +248,12 @@ def detection_rows(frame: int, detections: Detections) -> list[str]:
     return rows
 
 
+def detection_entry(frame: int, detections: Detections) -> dict:
+    """One frame's entry in ``detections.json``: frame, boxes (2 decimals), scores (4)."""
+    return {"frame": frame, "boxes": np.round(detections.boxes, 2).tolist(),
+            "scores": np.round(detections.scores, 4).tolist()}  # fmt: skip
+
+
 def write_detections(out_dir: str | os.PathLike, frames: Iterable[tuple[int, Detections]],
                      header: StreamHeader) -> int:  # fmt: skip
     """Writes ``detections.txt`` and ``detections.json`` under ``out_dir`` as frames come
@@ -249,9 +267,7 @@ def write_detections(out_dir: str | os.PathLike, frames: Iterable[tuple[int, Det
             for frame, detections in frames:
                 for line in detection_rows(frame, detections):
                     fh.write(line + "\n")
-                per_frame.append({"frame": frame,
-                                  "boxes": np.round(detections.boxes, 2).tolist(),
-                                  "scores": np.round(detections.scores, 4).tolist()})  # fmt: skip
+                per_frame.append(detection_entry(frame, detections))
                 count = frame
         js.write_text(json.dumps({"width": header.width, "height": header.height,
                                   "fps": float(header.frame_rate), "format": "x1,y1,x2,y2",
