@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "train-bottleneck` instead of a shipped one")  # fmt: skip
     enc.add_argument("--intra-period", type=int, default=64, metavar="N",
                      help="detect mode: frames between intra units (0: only the first)")
+    enc.add_argument("--skip-threshold", type=int, metavar="T",
+                     help="detect mode: positions whose latents change by at most T (L1) keep "
+                     "their previous values (default: the bottleneck's; 0: lossless)")
     enc.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_stream_parser(sub)
     return parser
@@ -151,6 +154,9 @@ def _add_stream_parser(sub) -> None:
                     "`cloud-decoder serve --bottleneck-dir`)")  # fmt: skip
     st.add_argument("--intra-period", type=int, default=64, metavar="N",
                     help="detect mode: frames between intra units (0: only the first)")
+    st.add_argument("--skip-threshold", type=int, metavar="T",
+                    help="detect mode: positions whose latents change by at most T (L1) keep "
+                    "their previous values (default: the bottleneck's; 0: lossless)")
     st.add_argument("--detections-out", type=Path, metavar="FILE",
                     help="detect mode: write the detections the cloud sends back to FILE "
                     "(MOTChallenge lines, as the cloud's detections.txt; written under a "
@@ -286,8 +292,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
     _check_output(args.output)
     if args.mode == "detect":
         return _encode_detect(args)
-    if args.beta is not None or args.bottleneck is not None:
-        raise UsageError("--beta and --bottleneck are for --mode detect")
+    if args.beta is not None or args.bottleneck is not None or args.skip_threshold is not None:
+        raise UsageError("--beta, --bottleneck and --skip-threshold are for --mode detect")
     source, total, prior = _open_input(args)
     info = source.info
     start = time.perf_counter()
@@ -307,6 +313,14 @@ def cmd_encode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_detect_numbers(args: argparse.Namespace) -> None:
+    """``--intra-period`` and ``--skip-threshold`` of detect mode, or :class:`UsageError`."""
+    for flag, value in (("--intra-period", args.intra_period),
+                        ("--skip-threshold", args.skip_threshold)):  # fmt: skip
+        if value is not None and value < 0:
+            raise UsageError(f"{flag} must be >= 0, got {value}")
+
+
 def _encode_detect(args: argparse.Namespace) -> int:
     """``encode --mode detect``: task features of the split detector to ``args.output``."""
     import torch
@@ -317,8 +331,7 @@ def _encode_detect(args: argparse.Namespace) -> int:
     from semcodec.codec.task.stream import bottleneck_path, encode_detect
     from semcodec.edge.sources import interrupt_ends
 
-    if args.intra_period < 0:
-        raise UsageError(f"--intra-period must be >= 0, got {args.intra_period}")
+    _check_detect_numbers(args)
     torch.set_num_threads(args.threads)
     bottleneck = load_bottleneck(bottleneck_path(args.beta, args.bottleneck))
     detector = SplitDetector(load_split_model(args.models_dir), bottleneck.split)
@@ -330,7 +343,7 @@ def _encode_detect(args: argparse.Namespace) -> int:
         frames = _counted((f.rgb for f in source.frames(start=args.start, count=args.frames)), bar)
         header, units, stats = encode_detect(frames, bottleneck, detector, info.fps,
                                              (info.width, info.height), total or 0,
-                                             args.intra_period)  # fmt: skip
+                                             args.intra_period, args.skip_threshold)  # fmt: skip
         write_stream(args.output, header, units)
     seconds = time.perf_counter() - start
     size = args.output.stat().st_size
@@ -441,13 +454,13 @@ def _check_stream_mode(args: argparse.Namespace) -> None:
             raise UsageError(f"{', '.join(given)}: scaffold-mode options; --mode detect codes "
                              "task features at the bottleneck's rate (pace the link with "
                              "--bandwidth-kbps or --trace)")  # fmt: skip
-        if args.intra_period < 0:
-            raise UsageError(f"--intra-period must be >= 0, got {args.intra_period}")
+        _check_detect_numbers(args)
         if args.detections_out is not None:
             _check_output(args.detections_out)
         return
     for flag, value in (("--beta", args.beta), ("--bottleneck", args.bottleneck),
-                        ("--detections-out", args.detections_out)):  # fmt: skip
+                        ("--detections-out", args.detections_out),
+                        ("--skip-threshold", args.skip_threshold)):  # fmt: skip
         if value is not None:
             raise UsageError(f"{flag} is for --mode detect")
     if args.level is None:
@@ -470,7 +483,7 @@ def _detect_stream_units(args: argparse.Namespace):
     frames = (f.rgb for f in source.frames(start=args.start, count=args.frames))
     header, units, _ = encode_detect(frames, bottleneck, detector, info.fps,
                                      (info.width, info.height), total or 0,
-                                     args.intra_period)  # fmt: skip
+                                     args.intra_period, args.skip_threshold)  # fmt: skip
     return header, units, info
 
 

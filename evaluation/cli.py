@@ -401,8 +401,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=DefaultsHelpFormatter,
     )
     add_verbosity(bneck)
-    bneck.add_argument("--beta", type=positive_float, nargs="+", required=True,
-                       help="rate weights to train (one bottleneck each)")  # fmt: skip
+    what = bneck.add_mutually_exclusive_group(required=True)
+    what.add_argument("--beta", type=positive_float, nargs="+",
+                      help="rate weights to train (one bottleneck each)")  # fmt: skip
+    what.add_argument("--refit", type=Path, nargs="+", metavar="FILE",
+                      help="instead of training: recount the entropy tables of these trained "
+                      "bottlenecks (any format version) for --skip-threshold, into OUT/")
+    bneck.add_argument("--skip-threshold", type=non_negative_int, nargs="+", default=[0],
+                       metavar="T", help="the encoder's default skip threshold the tables are "
+                       "counted for (L1 change of a position's latents; one value, or one per "
+                       "--refit file)")  # fmt: skip
     bneck.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
     bneck.add_argument("--cache", type=Path, metavar="DIR",
                        help="feature cache folder (default OUT/cache)")  # fmt: skip
@@ -442,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     task.add_argument("--features-threshold", type=float, metavar="T",
                       help="the features codec's cloud-side score threshold (default: the "
                       "bottleneck's, 0.3); choose it on the camera's training frames")
+    task.add_argument("--skip-threshold", type=non_negative_int, metavar="T",
+                      help="the features encoder's skip threshold (default: each bottleneck's, "
+                      "chosen on its training frames; 0: lossless)")  # fmt: skip
     task.add_argument("--threads", type=positive_int, help="torch/onnxruntime threads")
     task.add_argument("--models-dir", metavar="DIR", help="searched first for models")
     task.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
@@ -777,15 +788,26 @@ def cmd_train_bottleneck(args: argparse.Namespace) -> int:
     import torch
 
     from semcodec.codec.task.bottleneck import BottleneckConfig
-    from semcodec.evaluation.train_bottleneck import BottleneckTrainConfig, run_sweep
+    from semcodec.evaluation.train_bottleneck import BottleneckTrainConfig, run_refit, run_sweep
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    base = BottleneckTrainConfig(epochs=args.epochs,
+    cache = args.cache or args.out / "cache"
+    if args.refit:
+        try:
+            refitted = run_refit(args.refit, args.skip_threshold, args.out, cache, args.data_dir)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        for row in refitted:
+            print(f"{row['file']}  skip threshold {row['skip_threshold']}  sha256 {row['sha256']}")
+        return 0
+    if len(args.skip_threshold) != 1:
+        raise UsageError("training takes one --skip-threshold")
+    base = BottleneckTrainConfig(epochs=args.epochs, skip_threshold=args.skip_threshold[0],
                                  bottleneck=BottleneckConfig(latent=args.latent))  # fmt: skip
     if args.data:
         base = dataclasses.replace(base, data=tuple(_data_range(d) for d in args.data))
-    rows = run_sweep(args.beta, args.out, args.cache or args.out / "cache", base, args.data_dir)
+    rows = run_sweep(args.beta, args.out, cache, base, args.data_dir)
     for row in rows:
         print(f"beta {row['beta']:g}  {row['file']}  {row['seconds']:.0f} s  "
               f"distill {row.get('distill', float('nan')):.4f}  "
@@ -813,7 +835,8 @@ def cmd_task(args: argparse.Namespace) -> int:
         sequence=args.data, start=args.start, frames=args.frames,
         bottlenecks=tuple(args.bottlenecks), out_dir=args.out, baselines=tuple(baselines),
         moda_every=args.moda_every, intra_period=args.intra_period,
-        features_threshold=args.features_threshold, data_dir=args.data_dir,
+        features_threshold=args.features_threshold, skip_threshold=args.skip_threshold,
+        data_dir=args.data_dir,
         models_dir=args.models_dir, threads=args.threads,
     )  # fmt: skip
     print(format_table(run_task_bench(config)))

@@ -58,6 +58,8 @@ class TaskBenchConfig:
         intra_period: frames between intra units of the ``features`` codec (0: first only).
         features_threshold: the cloud half's score threshold for ``features`` rows (default:
             the bottleneck's, 0.3); choose it on the camera's training frames.
+        skip_threshold: the ``features`` encoder's skip threshold (default: each
+            bottleneck's own).
     """
 
     sequence: str
@@ -69,6 +71,7 @@ class TaskBenchConfig:
     moda_every: int = 1
     intra_period: int = 64
     features_threshold: float | None = None
+    skip_threshold: int | None = None
     data_dir: str | None = None
     models_dir: str | None = None
     threads: int | None = None
@@ -118,7 +121,8 @@ def baseline_row(codec_name: str, setting: str, pixels: np.ndarray, fps: float, 
 
 
 def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_period: int,
-                 model, threads, threshold: float | None = None) -> dict:  # fmt: skip
+                 model, threads, threshold: float | None = None,
+                 skip_threshold: int | None = None) -> dict:  # fmt: skip
     """Codes the frames with one bottleneck; bytes, MODA and compute of both halves."""
     import torch
 
@@ -130,7 +134,7 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
     bottleneck = load_bottleneck(path)
     detector = SplitDetector(model, bottleneck.split)
     t, h, w, _ = pixels.shape
-    encoder = TaskEncoder(bottleneck, detector, intra_period)
+    encoder = TaskEncoder(bottleneck, detector, intra_period, skip_threshold)
     cloud = detector
     if threshold is not None:
         cloud = SplitDetector(model, dataclasses.replace(bottleneck.split,
@@ -152,7 +156,9 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
             found[i + 1] = detections
     edge_flops, cloud_flops = task_flops(bottleneck, detector, h, w)
     return {
-        "codec": "features", "setting": f"beta={bottleneck.metadata.get('beta', 0):g}",
+        "codec": "features",
+        "setting": f"beta={bottleneck.metadata.get('beta', 0):g},skip={encoder.skip_threshold}",
+        "skip_threshold": encoder.skip_threshold,
         "score_threshold": cloud.config.score_threshold,
         "curve": "features", "file": str(path), "sha256": bottleneck.sha256(),
         "bytes_per_frame": float(np.mean(sizes)), "bpp": 8.0 * sum(sizes) / (t * h * w),
@@ -231,7 +237,8 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
         log.info("features %s", name)
         rows.append({**common, **features_row(name, pixels, gt, frames, config.intra_period,
                                               model, config.threads,
-                                              config.features_threshold)})  # fmt: skip
+                                              config.features_threshold,
+                                              config.skip_threshold)})  # fmt: skip
         _write(out, rows)
     rows = add_savings(rows)
     if config.bottlenecks:

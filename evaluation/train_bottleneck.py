@@ -6,9 +6,15 @@ frames + β x rate, where
 * distillation = binary cross-entropy of the person logits against the teacher's person
   probabilities (every anchor) + smooth-L1 of the box encodings weighted by the teacher's
   person probability + 0.1 x the split features' squared error relative to their power;
-* rate = kbit per window under a factorized entropy model (compressai's
-  ``EntropyBottleneck``, additive uniform noise in training); the decoder's path sees the
-  latents rounded (straight-through).
+* rate = kbit per window under compressai's ``EntropyBottleneck`` densities (additive
+  uniform noise in training); the decoder's path sees the latents rounded (straight-through).
+  With ``rate_model="temporal"`` a window is trained with the same window of
+  the frame before it, and the rate is what the codec mostly sends: the change of its
+  rounded latents from the previous frame's (straight-through rounding, the mass of each
+  integer change under a per-channel density), plus ``intra_weight`` x the per-frame rate
+  (intra units are rare). This teaches the transform to keep a still scene's latents still.
+  ``rate_model="factorized"`` (the default; it gave the better rate-MODA trade-off on the
+  training frames) trains on the per-frame rate alone.
 
 The detector is frozen. Backbone features and teacher outputs of every training window are
 computed once and cached (``--cache``), so training runs the small bottleneck and the cloud
@@ -41,6 +47,8 @@ log = logging.getLogger(__name__)
 
 #: The issue's training ranges: PETS09-S2L1-full 1-500 and TUD-Stadtmitte 1-90.
 DEFAULT_DATA = (("PETS09-S2L1-full", 1, 500), ("TUD-Stadtmitte", 1, 90))
+#: The training objectives' rate terms (see :class:`BottleneckTrainConfig`).
+RATE_MODELS = ("temporal", "factorized")
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,11 @@ class BottleneckTrainConfig:
         learning_rate: Adam's for the transforms (10x for the density model of the rate),
             cosine-decayed to 5 % at the end.
         seed: seeds initialisation, order and noise.
+        rate_model: ``"temporal"`` (the rate of the change from the previous frame, plus
+            ``intra_weight`` x the per-frame rate) or ``"factorized"`` (per-frame rate).
+        intra_weight: weight of the per-frame rate in the temporal objective.
+        skip_threshold: the encoder's skip threshold the tables are counted for (see
+            :func:`codec.entropy.features.skip_small_changes`).
     """
 
     beta: float = 0.1
@@ -67,6 +80,13 @@ class BottleneckTrainConfig:
     batch_size: int = 16
     learning_rate: float = 1e-3
     seed: int = 0
+    rate_model: str = "factorized"
+    intra_weight: float = 1 / 32
+    skip_threshold: int = 0
+
+    def __post_init__(self) -> None:
+        if self.rate_model not in RATE_MODELS:
+            raise ValueError(f"rate_model must be one of {RATE_MODELS}, got {self.rate_model!r}")
 
 
 @dataclass
@@ -150,28 +170,37 @@ def train_bottleneck(config: BottleneckTrainConfig, detector: SplitDetector,
     feats = np.concatenate([c.features.reshape(-1, *c.features.shape[2:]) for c in caches])
     encs = np.concatenate([c.encodings.reshape(-1, *c.encodings.shape[2:]) for c in caches])
     logits = np.concatenate([c.logits.reshape(-1, c.logits.shape[-1]) for c in caches])
+    previous = _previous_windows(caches)
+    temporal = config.rate_model == "temporal"
+    samples = np.flatnonzero(previous >= 0) if temporal else np.arange(len(feats))
     model = FeatureBottleneck(dataclasses.replace(config.bottleneck,
                                                   channels=int(feats.shape[1])))  # fmt: skip
-    prior = EntropyBottleneck(model.config.latent)
-    density = [p for n, p in prior.named_parameters() if not n.endswith("quantiles")]
-    optimizer = torch.optim.Adam([  # the density model learns 10x faster than the transforms
+    priors = {"intra": EntropyBottleneck(model.config.latent)}
+    if temporal:
+        priors["change"] = EntropyBottleneck(model.config.latent)
+    density = [p for prior in priors.values() for n, p in prior.named_parameters()
+               if not n.endswith("quantiles")]  # fmt: skip
+    optimizer = torch.optim.Adam([  # the density models learn 10x faster than the transforms
         {"params": list(model.parameters()), "lr": config.learning_rate},
         {"params": density, "lr": 10 * config.learning_rate},
     ])
-    steps_per_epoch = max(1, len(feats) // config.batch_size)
+    steps_per_epoch = max(1, len(samples) // config.batch_size)
     total = steps_per_epoch * config.epochs
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
     step = 0
     for _ in range(config.epochs):
-        order = rng.permutation(len(feats))
+        order = rng.permutation(samples)
         for b in range(steps_per_epoch):
             idx = np.sort(order[b * config.batch_size:(b + 1) * config.batch_size])
-            f = torch.from_numpy(feats[idx].astype(np.float32))
-            f = f.contiguous(memory_format=torch.channels_last)
+            f = _batch(feats, idx)
             y = model.latents(f)
-            _, likelihoods = prior(y)
-            kbits = -torch.log2(likelihoods).sum() / (1000.0 * len(idx))
+            kbits = _kbits(priors["intra"], y)
+            if temporal:
+                with torch.no_grad():
+                    reference = torch.round(model.latents(_batch(feats, previous[idx])))
+                change = y + (torch.round(y) - y).detach() - reference
+                kbits = _kbits_at(priors["change"], change) + config.intra_weight * kbits
             rounded = y + (torch.round(y) - y).detach()
             recon = model.synthesize(rounded).contiguous(memory_format=torch.channels_last)
             distill = distillation_loss(detector, recon, f,
@@ -189,10 +218,57 @@ def train_bottleneck(config: BottleneckTrainConfig, detector: SplitDetector,
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
-    counts = count_symbols(_latent_sequences(model, caches), groups=model.config.latent)
     metadata = {"beta": config.beta, "epochs": config.epochs, "steps": total,
-                "data": [list(d) for d in config.data], "seed": config.seed}  # fmt: skip
-    return TaskBottleneck(model, tables_from_counts(*counts), config.split, counts, metadata)
+                "data": [list(d) for d in config.data], "seed": config.seed,
+                "rate_model": config.rate_model, "intra_weight": config.intra_weight}  # fmt: skip
+    return refit_tables(model, config.split, metadata, caches, config.skip_threshold)
+
+
+def refit_tables(model: FeatureBottleneck, split: SplitConfig, metadata: dict,
+                 caches: list[WindowCache], skip_threshold: int) -> TaskBottleneck:  # fmt: skip
+    """The bottleneck of trained transforms with tables counted on the training windows'
+    latents as an encoder with ``skip_threshold`` codes them (recorded in the metadata as
+    the encoder's default)."""
+    counts = count_symbols(_latent_sequences(model, caches), groups=model.config.latent,
+                           skip_threshold=skip_threshold)  # fmt: skip
+    metadata = {**metadata, "skip_threshold": int(skip_threshold)}
+    return TaskBottleneck(model, tables_from_counts(counts), split, counts, metadata)
+
+
+def _previous_windows(caches: list[WindowCache]) -> np.ndarray:
+    """For each window of the concatenated caches (frame-major, window-minor), the index of
+    the same window in the frame before it, or -1 for a range's first frame."""
+    out, offset = [], 0
+    for c in caches:
+        t, w = c.features.shape[:2]
+        index = np.arange(offset, offset + t * w) - w
+        index[:w] = -1
+        out.append(index)
+        offset += t * w
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _batch(feats: np.ndarray, idx: np.ndarray) -> torch.Tensor:
+    """Cached float16 windows ``idx`` -> float32 ``(B, C, S, S)`` channels-last."""
+    f = torch.from_numpy(feats[idx].astype(np.float32))
+    return f.contiguous(memory_format=torch.channels_last)
+
+
+def _kbits(prior: torch.nn.Module, y: torch.Tensor) -> torch.Tensor:
+    """kbit per window of ``y`` ``(B, latent, S, S)`` under ``prior`` (uniform noise added
+    in training mode)."""
+    _, likelihoods = prior(y)
+    return -torch.log2(likelihoods).sum() / (1000.0 * y.shape[0])
+
+
+def _kbits_at(prior: torch.nn.Module, q: torch.Tensor) -> torch.Tensor:
+    """kbit per window of integer-valued ``q`` ``(B, latent, S, S)``: the mass ``prior`` gives
+    ``[q - 1/2, q + 1/2]``, no noise; gradients reach ``q`` (straight-through rounding) and
+    the density."""
+    values = q.transpose(0, 1).reshape(q.shape[1], 1, -1)
+    likelihood, _, _ = prior._likelihood(values)  # noqa: SLF001 - compressai's mass function
+    likelihood = prior.likelihood_lower_bound(likelihood)
+    return -torch.log2(likelihood).sum() / (1000.0 * q.shape[0])
 
 
 def _latent_sequences(model: FeatureBottleneck, caches: list[WindowCache]) -> list[list]:
@@ -236,4 +312,30 @@ def run_sweep(betas: Sequence[float], out_dir: Path, cache_dir: Path,
                      "seconds": trained.metadata["train_seconds"], **last})  # fmt: skip
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "sweep.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return rows
+
+
+def run_refit(paths: Sequence[Path], skip_thresholds: Sequence[int], out_dir: Path,
+              cache_dir: Path, data_dir: str | None = None,
+              models_dir: str | None = None) -> list[dict]:  # fmt: skip
+    """Recounts the tables of trained bottleneck files (any format) on their own training
+    ranges for the encoder's ``skip_thresholds`` (one for all files or one per file); writes
+    ``out_dir/<file name>`` and returns a row per file: file, sha256, skip threshold."""
+    from semcodec.codec.task.bottleneck import load_transforms
+    from semcodec.codec.task.split import load_split_model
+
+    if len(skip_thresholds) not in (1, len(paths)):
+        raise ValueError(f"{len(skip_thresholds)} skip thresholds for {len(paths)} files: "
+                         "give one, or one per file")  # fmt: skip
+    thresholds = list(skip_thresholds) * (len(paths) if len(skip_thresholds) == 1 else 1)
+    weights = load_split_model(models_dir)
+    rows = []
+    for path, threshold in zip(paths, thresholds, strict=True):
+        model, split, metadata = load_transforms(path)
+        data = tuple(tuple(d) for d in metadata.get("data", DEFAULT_DATA))
+        caches = cache_windows(SplitDetector(weights, split), data, cache_dir, data_dir)
+        refitted = refit_tables(model, split, metadata, caches, threshold)
+        saved = refitted.save(out_dir / Path(path).name)
+        rows.append({"file": str(saved), "sha256": refitted.sha256(),
+                     "skip_threshold": int(threshold)})  # fmt: skip
     return rows

@@ -71,7 +71,7 @@ def bottleneck_file(tmp_path_factory) -> Path:
     frames = open_source(sample_path()).read(start=1, count=2)
     q = [model.quantize(detector.edge_features(f)) for f in frames]
     counts = count_symbols([[x[w] for x in q] for w in range(4)], groups=4)
-    bottleneck = TaskBottleneck(model, tables_from_counts(*counts), SplitConfig(), counts,
+    bottleneck = TaskBottleneck(model, tables_from_counts(counts), SplitConfig(), counts,
                                 {"beta": 0.0})  # fmt: skip
     return bottleneck.save(tmp_path_factory.mktemp("bottlenecks") / "identity.pt")
 
@@ -239,6 +239,8 @@ def test_unknown_bottleneck_is_refused_and_nothing_is_written(bottleneck_file, s
     (["--mode", "detect", "--level", "2"], "--level: scaffold-mode options"),
     (["--mode", "detect", "--target-kbps", "20"], "--target-kbps: scaffold-mode options"),
     (["--mode", "detect", "--intra-period", "-1"], "--intra-period must be >= 0"),
+    (["--mode", "detect", "--skip-threshold", "-1"], "--skip-threshold must be >= 0"),
+    (["--skip-threshold", "2"], "--skip-threshold is for --mode detect"),
     (["--detections-out", "d.txt"], "--detections-out is for --mode detect"),
     (["--bottleneck", "b.pt"], "--bottleneck is for --mode detect"),
 ])  # fmt: skip

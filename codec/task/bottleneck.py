@@ -24,9 +24,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from semcodec.codec.entropy.features import FeatureTables, tables_from_counts
+from semcodec.codec.entropy.features import FeatureTables, SymbolCounts, tables_from_counts
 from semcodec.codec.task.split import SplitConfig
 
+#: The file format this version reads and writes (2: with the update map's counts).
+FORMAT = "semcodec-task-bottleneck/2"
+#: Formats whose transforms can be read (version 1 had no update-map counts).
+TRANSFORM_FORMATS = ("semcodec-task-bottleneck/1", FORMAT)
 #: The most latent channels a bottleneck file may declare (a bound for untrusted files).
 MAX_LATENT = 256
 
@@ -98,26 +102,32 @@ class TaskBottleneck:
         model: the transforms (eval mode).
         tables: the entropy tables of its integers.
         split: the detector cut and windows it was trained for.
-        metadata: ``beta``, training data and steps, measured rates (JSON-able).
-        counts: the symbol counts ``(factorized, temporal, groups)`` the tables come from.
+        metadata: ``beta``, training data and steps, ``skip_threshold`` (JSON-able).
+        counts: the symbol counts the tables come from.
     """
 
     model: FeatureBottleneck
     tables: FeatureTables
     split: SplitConfig
-    counts: tuple[np.ndarray, np.ndarray, int]
+    counts: SymbolCounts
     metadata: dict = field(default_factory=dict)
+
+    @property
+    def skip_threshold(self) -> int:
+        """The encoder's default skip threshold: the one the tables were counted with."""
+        return int(self.metadata.get("skip_threshold", 0))
 
     def to_bytes(self) -> bytes:
         """The file's bytes (``torch.save`` of plain tensors, numbers and strings)."""
         blob = {
-            "format": "semcodec-task-bottleneck/1",
+            "format": FORMAT,
             "config": dataclasses.asdict(self.model.config),
             "split": dataclasses.asdict(self.split),
             "state_dict": self.model.state_dict(),
-            "factorized_counts": torch.from_numpy(self.counts[0]),
-            "temporal_counts": torch.from_numpy(self.counts[1]),
-            "groups": int(self.counts[2]),
+            "factorized_counts": torch.from_numpy(self.counts.factorized),
+            "temporal_counts": torch.from_numpy(self.counts.temporal),
+            "groups": int(self.counts.groups),
+            "update_counts": torch.from_numpy(self.counts.updates),
             "metadata": self.metadata,
         }
         buffer = io.BytesIO()
@@ -144,6 +154,49 @@ class TaskBottleneck:
         return h.hexdigest()
 
 
+def _read_blob(path: Path, formats: tuple[str, ...]) -> dict:
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise BottleneckFileError(f"{path}: no such bottleneck file") from None
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds on garbage
+        raise BottleneckFileError(f"{path}: not a bottleneck file ({exc})") from None
+    found = blob.get("format") if isinstance(blob, dict) else None
+    if found not in formats:
+        hint = (f" ({found}: refit its tables with `semcodec-bench train-bottleneck --refit`)"
+                if found in TRANSFORM_FORMATS else "")  # fmt: skip
+        raise BottleneckFileError(f"{path}: not a {FORMAT} file{hint}")
+    return blob
+
+
+def _transforms(blob: dict) -> tuple[FeatureBottleneck, SplitConfig]:
+    config = BottleneckConfig(**blob["config"])
+    if not 1 <= config.latent <= MAX_LATENT:
+        raise ValueError(f"latent channels {config.latent} not in 1..{MAX_LATENT}")
+    model = FeatureBottleneck(config)
+    model.load_state_dict(blob["state_dict"])
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model, SplitConfig(**blob["split"])
+
+
+def load_transforms(path: str | os.PathLike) -> tuple[FeatureBottleneck, SplitConfig, dict]:
+    """The transforms, split and metadata of a bottleneck file of any format (to refit its
+    tables: :func:`evaluation.train_bottleneck.refit_tables`).
+
+    Raises:
+        BottleneckFileError: not a bottleneck file, or inconsistent transforms.
+    """
+    path = Path(path)
+    blob = _read_blob(path, TRANSFORM_FORMATS)
+    try:
+        model, split = _transforms(blob)
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise BottleneckFileError(f"{path}: inconsistent bottleneck file ({exc})") from None
+    return model, split, dict(blob.get("metadata", {}))
+
+
 def load_bottleneck(path: str | os.PathLike) -> TaskBottleneck:
     """Reads a file written by :meth:`TaskBottleneck.save`.
 
@@ -151,29 +204,15 @@ def load_bottleneck(path: str | os.PathLike) -> TaskBottleneck:
         BottleneckFileError: not a bottleneck file, or one whose parts do not fit together.
     """
     path = Path(path)
+    blob = _read_blob(path, (FORMAT,))
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise BottleneckFileError(f"{path}: no such bottleneck file") from None
-    except Exception as exc:  # noqa: BLE001 - torch raises many kinds on garbage
-        raise BottleneckFileError(f"{path}: not a bottleneck file ({exc})") from None
-    if not isinstance(blob, dict) or blob.get("format") != "semcodec-task-bottleneck/1":
-        raise BottleneckFileError(f"{path}: not a semcodec task bottleneck file")
-    try:
-        config = BottleneckConfig(**blob["config"])
-        if not 1 <= config.latent <= MAX_LATENT:
-            raise ValueError(f"latent channels {config.latent} not in 1..{MAX_LATENT}")
-        model = FeatureBottleneck(config)
-        model.load_state_dict(blob["state_dict"])
-        counts = (blob["factorized_counts"].numpy(), blob["temporal_counts"].numpy(),
-                  int(blob["groups"]))  # fmt: skip
-        tables = tables_from_counts(*counts)
-        if tables.channels != config.latent:
-            raise ValueError(f"tables for {tables.channels} channels, latent {config.latent}")
-        split = SplitConfig(**blob["split"])
+        model, split = _transforms(blob)
+        counts = SymbolCounts(blob["factorized_counts"].numpy(), blob["temporal_counts"].numpy(),
+                              int(blob["groups"]), blob["update_counts"].numpy())  # fmt: skip
+        tables = tables_from_counts(counts)
+        if tables.channels != model.config.latent:
+            raise ValueError(f"tables for {tables.channels} channels, latent "
+                             f"{model.config.latent}")  # fmt: skip
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise BottleneckFileError(f"{path}: inconsistent bottleneck file ({exc})") from None
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
     return TaskBottleneck(model, tables, split, counts, dict(blob.get("metadata", {})))

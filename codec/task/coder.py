@@ -5,8 +5,11 @@ windows, stacked as ``(latent, W * S, S)`` (window after window along the height
 
 * flag bit 0 clear: an *intra* unit, coded with the per-frame (factorized) tables; decodable
   on its own. The first frame and every ``intra_period``-th frame after it are intra.
-* flag bit 0 set: a *temporal* unit, the change from the previous frame's decoded latents,
-  coded with the temporal tables (context from the previous latents; no side information).
+* flag bit 0 set: a *temporal* unit, the change from the previous frame's decoded latents:
+  the update map, then the changes at updated positions (contexts from the previous latents
+  and the previous update map; no side information). The encoder skips positions whose
+  change is at most ``skip_threshold`` (L1 over the latent channels): the cloud keeps their
+  previous latents.
 
 Latents are integers, so the decoder's prediction equals the encoder's exactly: there is no
 drift, and a test decodes in another process. :class:`TaskEncoder` holds the edge's state and
@@ -23,6 +26,8 @@ from semcodec.codec.entropy.features import (
     FeatureCodingError,
     decode_features,
     encode_features,
+    skip_small_changes,
+    update_map,
 )
 from semcodec.codec.scaffold.detector import Detections
 from semcodec.codec.task.bottleneck import TaskBottleneck
@@ -71,17 +76,27 @@ class TaskEncoder:
         bottleneck: the trained bottleneck (its split config sets the windows).
         detector: the split detector's edge half (its config must be the bottleneck's).
         intra_period: frames between intra units; 0: only the first frame.
+        skip_threshold: positions whose latents change by at most this much (L1 over the
+            channels) are not updated; default: the bottleneck's (the threshold its tables
+            were fitted for, chosen on its training frames).
     """
 
     def __init__(self, bottleneck: TaskBottleneck, detector: SplitDetector,
-                 intra_period: int = DEFAULT_INTRA_PERIOD) -> None:  # fmt: skip
+                 intra_period: int = DEFAULT_INTRA_PERIOD,
+                 skip_threshold: int | None = None) -> None:  # fmt: skip
         if detector.config != bottleneck.split:
             raise ValueError(f"the detector is cut as {detector.config}, the bottleneck was "
                              f"trained for {bottleneck.split}")  # fmt: skip
         if intra_period < 0:
             raise ValueError(f"intra_period must be >= 0, got {intra_period}")
+        if skip_threshold is None:
+            skip_threshold = bottleneck.skip_threshold
+        if skip_threshold < 0:
+            raise ValueError(f"skip_threshold must be >= 0, got {skip_threshold}")
         self.bottleneck, self.detector, self.intra_period = bottleneck, detector, intra_period
+        self.skip_threshold = int(skip_threshold)
         self._previous: np.ndarray | None = None
+        self._map: np.ndarray | None = None
         self._index = 0
 
     def latents(self, frame: np.ndarray) -> np.ndarray:
@@ -104,8 +119,11 @@ class TaskEncoder:
         tables = self.bottleneck.tables
         if intra:
             unit = bytes([0]) + encode_features(q, tables)
+            self._map = None
         else:
-            unit = bytes([TEMPORAL_FLAG]) + encode_features(q, tables, self._previous)
+            q = skip_small_changes(q, self._previous, self.skip_threshold)
+            unit = bytes([TEMPORAL_FLAG]) + encode_features(q, tables, self._previous, self._map)
+            self._map = update_map(q, self._previous)
         self._previous, self._index = q, self._index + 1
         return unit
 
@@ -124,6 +142,7 @@ class TaskDecoder:
         self.bottleneck, self.detector, self.shape = bottleneck, detector, shape
         self.height, self.width = height, width
         self._previous: np.ndarray | None = None
+        self._map: np.ndarray | None = None
 
     @property
     def previous(self) -> np.ndarray | None:
@@ -139,14 +158,16 @@ class TaskDecoder:
         """
         if len(unit) < 1 or unit[0] & ~TEMPORAL_FLAG:
             raise FeatureCodingError("a task-feature unit must start with a flags byte 0 or 1")
-        previous = None
-        if unit[0] & TEMPORAL_FLAG:
-            if self._previous is None:
-                raise FeatureCodingError("a temporal unit needs the previous frame's latents; "
-                                         "the stream must start with an intra unit")  # fmt: skip
-            previous = self._previous
-        q = decode_features(bytes(unit[1:]), self.shape.stacked, self.bottleneck.tables, previous)
-        self._previous = q
+        tables, data = self.bottleneck.tables, bytes(unit[1:])
+        if not unit[0] & TEMPORAL_FLAG:
+            q, updated = decode_features(data, self.shape.stacked, tables), None
+        elif self._previous is None:
+            raise FeatureCodingError("a temporal unit needs the previous frame's latents; "
+                                     "the stream must start with an intra unit")
+        else:
+            q = decode_features(data, self.shape.stacked, tables, self._previous, self._map)
+            updated = update_map(q, self._previous)
+        self._previous, self._map = q, updated
         return q
 
     def decode(self, unit: bytes) -> Detections:

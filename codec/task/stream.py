@@ -113,8 +113,10 @@ class DetectEncodeStats:
 
 
 def detect_header(bottleneck: TaskBottleneck, shape: UnitShape, width: int, height: int,
-                  fps: float, num_frames: int, intra_period: int) -> StreamHeader:  # fmt: skip
-    """The stream header of a detect-mode stream."""
+                  fps: float, num_frames: int, intra_period: int,
+                  skip_threshold: int = 0) -> StreamHeader:  # fmt: skip
+    """The stream header of a detect-mode stream (``skip_threshold`` is recorded for the
+    reader; the decoder does not need it)."""
     from fractions import Fraction
 
     from semcodec.codec.models import model_spec
@@ -123,6 +125,7 @@ def detect_header(bottleneck: TaskBottleneck, shape: UnitShape, width: int, heig
     settings = {MODE_KEY: DETECT_MODE, "split_after": str(bottleneck.split.after),
                 "windows": str(shape.windows), "latent": str(shape.latent),
                 "side": str(shape.side), "intra_period": str(intra_period),
+                "skip_threshold": str(skip_threshold),
                 "beta": f"{bottleneck.metadata.get('beta', 0):g}"}  # fmt: skip
     models = (ModelEntry(WEIGHTS_NAME, model_spec(WEIGHTS_NAME).sha256),
               ModelEntry(BOTTLENECK_MODEL, bottleneck.sha256()))  # fmt: skip
@@ -134,13 +137,15 @@ def detect_header(bottleneck: TaskBottleneck, shape: UnitShape, width: int, heig
 def encode_detect(frames: Iterable[np.ndarray], bottleneck: TaskBottleneck,
                   detector: SplitDetector, fps: float, frame_size: tuple[int, int],
                   num_frames: int = 0, intra_period: int = 64,
+                  skip_threshold: int | None = None,
                   ) -> tuple[StreamHeader, Iterator[Unit], DetectEncodeStats]:  # fmt: skip
     """``(header, units, stats)``: units are produced as ``frames`` are read (then ``END``);
-    ``stats`` fills in as they are consumed."""
+    ``stats`` fills in as they are consumed. ``skip_threshold``: see
+    :class:`~codec.task.coder.TaskEncoder` (default: the bottleneck's)."""
     width, height = frame_size
-    encoder = TaskEncoder(bottleneck, detector, intra_period)
+    encoder = TaskEncoder(bottleneck, detector, intra_period, skip_threshold)
     header = detect_header(bottleneck, encoder.shape(height, width), width, height, fps,
-                           num_frames, intra_period)  # fmt: skip
+                           num_frames, intra_period, encoder.skip_threshold)  # fmt: skip
     stats = DetectEncodeStats(header_bytes=len(header.to_bytes()))
 
     def units() -> Iterator[Unit]:

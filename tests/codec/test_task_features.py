@@ -49,7 +49,7 @@ def _bottleneck(latent: int = 4, seed: int = 0) -> TaskBottleneck:
     rng = np.random.default_rng(seed)
     frames = [[rng.integers(-3, 4, (latent, 19, 19)) for _ in range(3)]]
     counts = count_symbols(frames, groups=latent)
-    return TaskBottleneck(model, tables_from_counts(*counts), SplitConfig(), counts,
+    return TaskBottleneck(model, tables_from_counts(counts), SplitConfig(), counts,
                           {"beta": 0.5})  # fmt: skip
 
 
@@ -90,6 +90,41 @@ def test_units_round_trip_intra_and_temporal(random_detector, sample_frames) -> 
         expected = encoder.latents(frame)
         assert np.array_equal(decoder.latents(unit), expected)
     assert encoder.shape(h, w).stacked == (4, 4 * 19, 19)
+
+
+def test_skipped_positions_keep_their_previous_latents(random_detector, sample_frames) -> None:
+    bottleneck = _bottleneck()
+    h, w = sample_frames.shape[1:3]
+    skipping = TaskEncoder(bottleneck, random_detector, intra_period=0, skip_threshold=10**6)
+    decoder = TaskDecoder(bottleneck, random_detector, skipping.shape(h, w), h, w)
+    first = decoder.latents(skipping.encode(sample_frames[0]))
+    for frame in sample_frames[1:4]:
+        assert np.array_equal(decoder.latents(skipping.encode(frame)), first)  # all skipped
+    with pytest.raises(ValueError, match="skip_threshold"):
+        TaskEncoder(bottleneck, random_detector, skip_threshold=-1)
+
+
+def test_the_encoder_defaults_to_the_bottlenecks_skip_threshold(random_detector) -> None:
+    bottleneck = _bottleneck()
+    assert TaskEncoder(bottleneck, random_detector).skip_threshold == 0
+    bottleneck.metadata["skip_threshold"] = 3
+    assert TaskEncoder(bottleneck, random_detector).skip_threshold == 3
+
+
+def test_version_1_files_need_their_tables_refitted(tmp_path) -> None:
+    from semcodec.codec.task.bottleneck import load_transforms
+
+    original = _bottleneck()
+    blob = torch.load(__import__("io").BytesIO(original.to_bytes()), weights_only=True)
+    blob["format"] = "semcodec-task-bottleneck/1"
+    del blob["update_counts"]
+    torch.save(blob, tmp_path / "v1.pt")
+    with pytest.raises(BottleneckFileError, match="--refit"):
+        load_bottleneck(tmp_path / "v1.pt")
+    model, split, metadata = load_transforms(tmp_path / "v1.pt")
+    x = torch.randn(1, 64, 19, 19)
+    assert np.array_equal(model.quantize(x), original.model.quantize(x))
+    assert split == SplitConfig() and metadata == {"beta": 0.5}
 
 
 def test_decoding_in_another_process_gives_the_same_latents(random_detector, sample_frames,
@@ -146,7 +181,8 @@ def test_gradients_pass_the_detector_with_the_same_numbers(random_detector) -> N
     assert x.grad is not None and torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
 
 
-def test_training_steps_lower_the_loss_and_fit_tables(random_detector) -> None:
+@pytest.mark.parametrize("rate_model", ["temporal", "factorized"])
+def test_training_steps_lower_the_loss_and_fit_tables(random_detector, rate_model) -> None:
     from semcodec.evaluation.train_bottleneck import (
         BottleneckTrainConfig,
         WindowCache,
@@ -162,21 +198,49 @@ def test_training_steps_lower_the_loss_and_fit_tables(random_detector) -> None:
                         logits[..., 1].reshape(3, 2, 1917).numpy().astype(np.float16))  # fmt: skip
     losses = []
     config = BottleneckTrainConfig(beta=0.01, epochs=6, batch_size=6, learning_rate=3e-3,
-                                   bottleneck=BottleneckConfig(latent=4, hidden=16))  # fmt: skip
+                                   bottleneck=BottleneckConfig(latent=4, hidden=16),
+                                   rate_model=rate_model)  # fmt: skip
     trained = train_bottleneck(config, random_detector, [cache],
                                lambda step, total, v: losses.append(v["distill"]))  # fmt: skip
     assert len(losses) == 6 and losses[-1] < losses[0]
     assert trained.tables.channels == 4 and trained.metadata["beta"] == 0.01
+    assert trained.metadata["rate_model"] == rate_model
+    assert trained.metadata["skip_threshold"] == 0
     # the tables count every training window: 2 sequences of 3 frames, 2 temporal steps each
-    assert trained.counts[1].sum() == 2 * 2 * 4 * 19 * 19 - _escaped(trained, cache)
+    assert trained.counts.updates.sum() == 2 * 2 * 19 * 19
+    assert trained.counts.temporal.sum() == _coded_changes(trained, cache)
 
 
-def _escaped(trained, cache) -> int:
+def test_temporal_training_pairs_each_window_with_the_same_window_a_frame_before() -> None:
+    from semcodec.evaluation.train_bottleneck import WindowCache, _previous_windows
+
+    def cache(frames: int, windows: int) -> WindowCache:
+        empty = np.zeros((frames, windows, 1, 1, 1), np.float16)
+        return WindowCache("t", empty, empty, empty)
+
+    # two ranges, frame-major and window-minor: (3 frames x 2 windows), (2 frames x 1 window)
+    assert _previous_windows([cache(3, 2), cache(2, 1)]).tolist() == [-1, -1, 0, 1, 2, 3, -1, 6]
+
+
+def test_unknown_rate_model_is_refused() -> None:
+    from semcodec.evaluation.train_bottleneck import BottleneckTrainConfig
+
+    with pytest.raises(ValueError, match="rate_model"):
+        BottleneckTrainConfig(rate_model="gaussian-mixture")
+
+
+def _coded_changes(trained, cache) -> int:
+    """Values at updated positions of the training windows, less those outside the tables."""
     from semcodec.codec.entropy.features import SUPPORT
     from semcodec.evaluation.train_bottleneck import _latent_sequences
 
-    seqs = _latent_sequences(trained.model, [cache])
-    return sum(int((np.abs(s[i] - s[i - 1]) > SUPPORT).sum()) for s in seqs for i in (1, 2))
+    total = 0
+    for s in _latent_sequences(trained.model, [cache]):
+        for i in (1, 2):
+            change = s[i] - s[i - 1]
+            values = change[:, (change != 0).any(axis=0)]
+            total += int((np.abs(values) <= SUPPORT).sum())
+    return total
 
 
 def test_split_detector_reproduces_the_unsplit_onnx_detector(sample_frames) -> None:

@@ -31,7 +31,7 @@ def bottleneck_file(tmp_path_factory):
     frames = open_source(sample_path()).read(start=1, count=3)
     q = [model.quantize(detector.edge_features(f)) for f in frames]
     counts = count_symbols([[x[w] for x in q] for w in range(4)], groups=4)
-    bottleneck = TaskBottleneck(model, tables_from_counts(*counts), SplitConfig(), counts,
+    bottleneck = TaskBottleneck(model, tables_from_counts(counts), SplitConfig(), counts,
                                 {"beta": 7.0})  # fmt: skip
     return bottleneck.save(tmp_path_factory.mktemp("bottleneck") / "b.pt")
 
@@ -109,7 +109,7 @@ def _counts():
 
 
 def _tables():
-    return (tables_from_counts(*_counts()[0]),)
+    return (tables_from_counts(_counts()[0]),)
 
 
 def test_unknown_beta_names_the_shipped_ones() -> None:

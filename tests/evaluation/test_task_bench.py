@@ -57,7 +57,7 @@ def test_task_command_on_the_sample(tmp_path, sample_dir) -> None:
     model = FeatureBottleneck(BottleneckConfig(latent=4, hidden=8)).eval()
     rng = np.random.default_rng(0)
     counts = count_symbols([[rng.integers(-2, 3, (4, 19, 19)) for _ in range(2)]], groups=4)
-    path = TaskBottleneck(model, tables_from_counts(*counts), SplitConfig(), counts,
+    path = TaskBottleneck(model, tables_from_counts(counts), SplitConfig(), counts,
                           {"beta": 2.0}).save(tmp_path / "b.pt")  # fmt: skip
     out = tmp_path / "out"
     try:
@@ -72,7 +72,7 @@ def test_task_command_on_the_sample(tmp_path, sample_dir) -> None:
     rows = json.loads((out / "rows.json").read_text())
     assert [r["codec"] for r in rows] == ["raw", "jpeg", "features"]
     features = rows[2]
-    assert features["setting"] == "beta=2" and features["frames"] == 4
+    assert features["setting"] == "beta=2,skip=0" and features["frames"] == 4
     assert features["bytes_per_frame"] > 0 and 0 < features["bpp"] < rows[1]["bpp"]
     assert features["temporal_gain"] > 0 and features["edge_mflop_per_frame"] > 1000
     assert rows[0]["edge_process_peak_rss_mib"] > 50 and rows[0]["edge_process_frames"] == 4
