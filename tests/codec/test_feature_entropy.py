@@ -171,3 +171,20 @@ def test_an_update_flag_without_a_change_is_refused():
         decode_features(writer.getvalue(), SHAPE, tables, q)
     with pytest.raises(FeatureCodingError, match="update map"):
         encode_features(q, tables, q, np.zeros((2, 2), bool))
+
+
+def test_random_temporal_payloads_decode_or_raise_a_typed_error():
+    tables = fit_tables([_sequence(0), _sequence(1)])
+    previous = _sequence(2)[0]
+    previous_map = np.zeros(SHAPE[1:], bool)
+    rng = np.random.default_rng(11)
+    decoded = 0
+    for _ in range(300):
+        data = rng.integers(0, 256, int(rng.integers(1, 200)), dtype=np.uint8).tobytes()
+        try:
+            q = decode_features(data, SHAPE, tables, previous, previous_map)
+        except FeatureCodingError:
+            continue
+        decoded += 1  # a payload that decodes is the exact encoding of what it decodes to
+        assert encode_features(q, tables, previous, previous_map) == data
+    assert decoded < 300
