@@ -420,6 +420,9 @@ def build_parser() -> argparse.ArgumentParser:
     bneck.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
     bneck.add_argument("--epochs", type=positive_int, default=8, help="passes over the windows")
     bneck.add_argument("--latent", type=positive_int, default=16, help="latent channels")
+    bneck.add_argument("--ground-truth", action="store_true",
+                       help="correct the teacher's person targets with the training ranges' "
+                       "MOT ground truth (false positives taught away, misses taught in)")
     bneck.add_argument("--threads", type=positive_int, help="torch threads (default: all)")
 
     task = sub.add_parser(
@@ -804,6 +807,7 @@ def cmd_train_bottleneck(args: argparse.Namespace) -> int:
     if len(args.skip_threshold) != 1:
         raise UsageError("training takes one --skip-threshold")
     base = BottleneckTrainConfig(epochs=args.epochs, skip_threshold=args.skip_threshold[0],
+                                 ground_truth=args.ground_truth,
                                  bottleneck=BottleneckConfig(latent=args.latent))  # fmt: skip
     if args.data:
         base = dataclasses.replace(base, data=tuple(_data_range(d) for d in args.data))

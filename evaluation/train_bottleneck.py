@@ -16,6 +16,13 @@ frames + β x rate, where
   ``rate_model="factorized"`` (the default; it gave the better rate-MODA trade-off on the
   training frames) trains on the per-frame rate alone.
 
+With ``ground_truth`` (where a range has MOT ground truth), the person targets of the
+distillation are corrected by it: an anchor of a window with IoU >= 0.5 with a person box
+(at least half inside the window), or the best anchor of such a box, gets at least logit
++6; an anchor with IoU < 0.3 with every such box gets at most logit -6; anchors near an
+ignore region or a person mostly outside the window keep the teacher's target. The teacher's
+false positives are taught away and its misses taught in, for the camera it is trained on.
+
 The detector is frozen. Backbone features and teacher outputs of every training window are
 computed once and cached (``--cache``), so training runs the small bottleneck and the cloud
 half of the detector only. After training, the latents of the training windows are rounded
@@ -70,6 +77,8 @@ class BottleneckTrainConfig:
         intra_weight: weight of the per-frame rate in the temporal objective.
         skip_threshold: the encoder's skip threshold the tables are counted for (see
             :func:`codec.entropy.features.skip_small_changes`).
+        ground_truth: correct the teacher's person targets with the ranges' ground truth
+            (see the module docstring).
     """
 
     beta: float = 0.1
@@ -83,6 +92,7 @@ class BottleneckTrainConfig:
     rate_model: str = "factorized"
     intra_weight: float = 1 / 32
     skip_threshold: int = 0
+    ground_truth: bool = False
 
     def __post_init__(self) -> None:
         if self.rate_model not in RATE_MODELS:
@@ -142,6 +152,77 @@ def cache_windows(detector: SplitDetector, data: Sequence[tuple[str, int, int]],
         partial.replace(path)
         caches.append(cache)
     return caches
+
+
+#: Logits the ground truth sets: at least POSITIVE_LOGIT on person anchors, at most
+#: NEGATIVE_LOGIT on background anchors.
+POSITIVE_LOGIT, NEGATIVE_LOGIT = 6.0, -6.0
+
+
+def _window_boxes(boxes: np.ndarray, window: tuple[int, int, int, int]
+                  ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``(N, 4)`` pixel ``x1, y1, x2, y2`` boxes -> their parts inside ``window`` in the
+    window's 0..1 units, ``x1, y1, x2, y2``, and the share of each box inside."""
+    x0, y0, x1, y1 = window
+    if len(boxes) == 0:
+        return np.zeros((0, 4)), np.zeros(0)
+    scale = np.array([x1 - x0, y1 - y0, x1 - x0, y1 - y0], np.float64)
+    inside = (np.asarray(boxes, np.float64) - [x0, y0, x0, y0]) / scale
+    clipped = np.clip(inside, 0.0, 1.0)
+    area = (inside[:, 2] - inside[:, 0]) * (inside[:, 3] - inside[:, 1])
+    kept = (clipped[:, 2] - clipped[:, 0]) * (clipped[:, 3] - clipped[:, 1])
+    return clipped, kept / np.maximum(area, 1e-9)
+
+
+def ground_truth_logits(logits: np.ndarray, people: np.ndarray, ignore: np.ndarray,
+                        window: tuple[int, int, int, int]) -> np.ndarray:  # fmt: skip
+    """One window's teacher person logits ``(1917,)`` corrected by the frame's ground truth
+    (``people``, ``ignore``: ``(N, 4)`` pixel ``x1, y1, x2, y2``); see the module docstring."""
+    from semcodec.codec.detection.ssdlite import ssd_anchors
+    from semcodec.codec.scaffold.detector import box_iou
+
+    anchors = ssd_anchors()[:, [1, 0, 3, 2]]  # ymin, xmin, ymax, xmax -> x1, y1, x2, y2
+    boxes, share = _window_boxes(people, window)
+    regions, region_share = _window_boxes(ignore, window)
+    unsure = np.concatenate([boxes[(share > 0) & (share < 0.5)], regions[region_share > 0]])
+    boxes = boxes[share >= 0.5]
+    out = np.asarray(logits, np.float32).copy()
+    iou = box_iou(anchors, boxes) if len(boxes) else np.zeros((len(anchors), 0))
+    best = iou.max(axis=1) if len(boxes) else np.zeros(len(anchors))
+    positive = best >= 0.5
+    positive[iou.argmax(axis=0)] = True
+    near_unsure = np.zeros(len(anchors), bool)
+    if len(unsure):
+        near_unsure = box_iou(anchors, unsure).max(axis=1) > 0.2
+    negative = (best < 0.3) & ~near_unsure
+    out[positive] = np.maximum(out[positive], POSITIVE_LOGIT)
+    out[negative] = np.minimum(out[negative], NEGATIVE_LOGIT)
+    return out
+
+
+def with_ground_truth(cache: WindowCache, split: SplitConfig,
+                      data_dir: str | None = None) -> WindowCache:  # fmt: skip
+    """``cache`` with its person logits corrected by its range's MOT ground truth (the
+    cache unchanged when the sequence has none)."""
+    from semcodec.edge.sources import open_source, resolve_data_path
+    from semcodec.evaluation.groundtruth import load_mot_groundtruth
+
+    sequence, first, count = cache.name.rsplit(":", 2)
+    first, count = int(first), int(count)
+    info = open_source(resolve_data_path(sequence, data_dir)).info
+    if info.groundtruth is None:
+        log.warning("%s has no ground truth: teacher targets only", sequence)
+        return cache
+    gt = load_mot_groundtruth(info.groundtruth).restrict(first, first + count - 1)
+    gt = gt.renumbered(first)
+    windows = split.windows(info.height, info.width)
+    logits = np.stack([
+        np.stack([ground_truth_logits(cache.logits[t, w], gt.boxes_xyxy(t + 1),
+                                      gt.ignore_xyxy(t + 1), window)
+                  for w, window in enumerate(windows)])
+        for t in range(cache.logits.shape[0])
+    ])  # fmt: skip
+    return dataclasses.replace(cache, logits=logits.astype(np.float16))
 
 
 def distillation_loss(detector: SplitDetector, reconstructed: torch.Tensor,
@@ -220,7 +301,8 @@ def train_bottleneck(config: BottleneckTrainConfig, detector: SplitDetector,
         p.requires_grad_(False)
     metadata = {"beta": config.beta, "epochs": config.epochs, "steps": total,
                 "data": [list(d) for d in config.data], "seed": config.seed,
-                "rate_model": config.rate_model, "intra_weight": config.intra_weight}  # fmt: skip
+                "rate_model": config.rate_model, "intra_weight": config.intra_weight,
+                "ground_truth": config.ground_truth}  # fmt: skip
     return refit_tables(model, config.split, metadata, caches, config.skip_threshold)
 
 
@@ -293,6 +375,8 @@ def run_sweep(betas: Sequence[float], out_dir: Path, cache_dir: Path,
     base = base or BottleneckTrainConfig()
     detector = SplitDetector(load_split_model(models_dir), base.split)
     caches = cache_windows(detector, base.data, cache_dir, data_dir)
+    if base.ground_truth:
+        caches = [with_ground_truth(c, base.split, data_dir) for c in caches]
     rows = []
     for beta in betas:
         config = dataclasses.replace(base, beta=float(beta))

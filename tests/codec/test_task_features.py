@@ -261,3 +261,28 @@ def test_split_detector_reproduces_the_unsplit_onnx_detector(sample_frames) -> N
         order_a, order_b = np.argsort(-a.scores), np.argsort(-b.scores)
         np.testing.assert_allclose(a.boxes[order_a], b.boxes[order_b], atol=0.05)
         np.testing.assert_allclose(a.scores[order_a], b.scores[order_b], atol=1e-3)
+
+
+def test_ground_truth_teaches_people_in_and_false_positives_away() -> None:
+    from semcodec.codec.detection.ssdlite import ssd_anchors
+    from semcodec.evaluation.train_bottleneck import (
+        NEGATIVE_LOGIT,
+        POSITIVE_LOGIT,
+        ground_truth_logits,
+    )
+
+    anchors = ssd_anchors()
+    target = 100  # a person exactly on anchor 100 of a window at (50, 20)-(350, 320)
+    ymin, xmin, ymax, xmax = anchors[target] * 300
+    person = np.array([[50 + xmin, 20 + ymin, 50 + xmax, 20 + ymax]])
+    teacher = np.zeros(len(anchors), np.float32)
+    out = ground_truth_logits(teacher, person, np.zeros((0, 4)), (50, 20, 350, 320))
+    assert out[target] == POSITIVE_LOGIT
+    assert (out == NEGATIVE_LOGIT).sum() > len(anchors) // 2  # the background
+    # a person mostly outside the window and an ignore region are left to the teacher
+    outside = np.array([[300.0, 20.0, 500.0, 320.0]])
+    unsure = ground_truth_logits(teacher, outside, person, (50, 20, 350, 320))
+    assert unsure[target] == 0.0 and not (unsure == POSITIVE_LOGIT).any()
+    # no ground truth at all: every anchor is background
+    assert (ground_truth_logits(teacher + 1, np.zeros((0, 4)), np.zeros((0, 4)),
+                                (0, 0, 300, 300)) == NEGATIVE_LOGIT).all()  # fmt: skip
