@@ -33,6 +33,7 @@ and counted: the counts are the entropy tables (per-frame and temporal, see
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -174,14 +175,23 @@ def _window_boxes(boxes: np.ndarray, window: tuple[int, int, int, int]
     return clipped, kept / np.maximum(area, 1e-9)
 
 
+@functools.cache
+def _anchors_xyxy() -> np.ndarray:
+    """The detector's ``(1917, 4)`` anchors as ``x1, y1, x2, y2`` in window units (read-only)."""
+    from semcodec.codec.detection.ssdlite import ssd_anchors
+
+    anchors = np.ascontiguousarray(ssd_anchors()[:, [1, 0, 3, 2]])
+    anchors.flags.writeable = False
+    return anchors
+
+
 def ground_truth_logits(logits: np.ndarray, people: np.ndarray, ignore: np.ndarray,
                         window: tuple[int, int, int, int]) -> np.ndarray:  # fmt: skip
     """One window's teacher person logits ``(1917,)`` corrected by the frame's ground truth
     (``people``, ``ignore``: ``(N, 4)`` pixel ``x1, y1, x2, y2``); see the module docstring."""
-    from semcodec.codec.detection.ssdlite import ssd_anchors
     from semcodec.codec.scaffold.detector import box_iou
 
-    anchors = ssd_anchors()[:, [1, 0, 3, 2]]  # ymin, xmin, ymax, xmax -> x1, y1, x2, y2
+    anchors = _anchors_xyxy()
     boxes, share = _window_boxes(people, window)
     regions, region_share = _window_boxes(ignore, window)
     unsure = np.concatenate([boxes[(share > 0) & (share < 0.5)], regions[region_share > 0]])

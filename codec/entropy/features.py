@@ -281,8 +281,9 @@ def decode_features(data: bytes, shape: tuple[int, int, int], tables: FeatureTab
         raise
     except EntropyCodingError as exc:
         raise FeatureCodingError(f"feature payload: {exc}") from None
-    q = previous.copy()
-    q[:, updated] += change.reshape(c, -1)
-    if not np.array_equal(update_map(q, previous), updated):
+    change = change.reshape(c, -1)
+    if not change.any(axis=0).all():
         raise FeatureCodingError("corrupt feature payload (an updated position is unchanged)")
+    q = previous.copy()
+    q[:, updated] += change
     return q.astype(np.int32)
