@@ -123,7 +123,42 @@ def _add_serve_parser(sub) -> None:
     srv.add_argument("--grace-s", type=float, metavar="S", help="drain time on stop (10)")
     srv.add_argument("--notice-s", type=float, metavar="S",
                      help="NOT_SERVING time before the drain on stop (1)")  # fmt: skip
-    srv.add_argument("--workers", type=int, metavar="N", help="gRPC threads (2*sessions+8)")
+    srv.add_argument("--workers", type=int, metavar="N",
+                     help="threads for disk work; idle streams hold none (16)")  # fmt: skip
+    srv.add_argument("--tenant-max-sessions", type=int, metavar="N",
+                     help="open sessions per tenant (0: no per-tenant bound)")  # fmt: skip
+    srv.add_argument("--tenant-max-streams", type=int, metavar="N",
+                     help="concurrent streams per tenant (0: no bound)")  # fmt: skip
+    srv.add_argument("--tenant-max-kbps", type=float, metavar="K",
+                     help="unit bytes per tenant, kbit/s, back-pressure (0: unlimited)")
+    srv.add_argument("--tenant-max-stored-mib", type=float, metavar="M",
+                     help="stored streams per tenant on disk, MiB (0: unlimited)")  # fmt: skip
+    srv.add_argument("--session-idle-s", type=float, metavar="S",
+                     help="put a session without stream or request to rest after S "
+                     "(resumable; 300; 0: never)")  # fmt: skip
+    srv.add_argument("--retain-s", type=float, metavar="S",
+                     help="remove an open session at rest after S (604800; 0: never)")  # fmt: skip
+    srv.add_argument("--stream-start-s", type=float, metavar="S",
+                     help="a stream's StreamStart must come within S (10)")  # fmt: skip
+    srv.add_argument("--stream-idle-s", type=float, metavar="S",
+                     help="a stream may stay quiet between units for S (300)")  # fmt: skip
+    srv.add_argument("--progress-window-s", type=float, metavar="S",
+                     help="a unit in progress must bring --min-progress-bytes every S (30)")
+    srv.add_argument("--min-progress-bytes", type=int, metavar="B", help="see above (1024)")
+    srv.add_argument("--keepalive-s", type=float, metavar="S",
+                     help="ping quiet connections every S, drop them when unanswered (60)")
+    srv.add_argument("--max-connection-idle-s", type=float, metavar="S",
+                     help="close connections without calls after S (300; 0: never)")
+    srv.add_argument("--max-connection-age-s", type=float, metavar="S",
+                     help="ask connections to go away after S (3600; 0: never)")
+    srv.add_argument("--max-streams-per-connection", type=int, metavar="N",
+                     help="concurrent calls per HTTP/2 connection (32)")  # fmt: skip
+    srv.add_argument("--max-calls", type=int, metavar="N",
+                     help="concurrent calls on the server (8192; 0: no cap)")  # fmt: skip
+    srv.add_argument("--max-open-streams", type=int, metavar="N",
+                     help="concurrent unauthenticated reflection/health-watch streams (1024)")
+    srv.add_argument("--max-calls-per-peer", type=int, metavar="N",
+                     help="concurrent calls from one address (0: no cap)")  # fmt: skip
     srv.add_argument("--decoder", metavar="NAME", help="reconstructor (warp)")
     srv.add_argument("--no-overview", dest="overview", action="store_const", const=False,
                      help="no overview.mp4 per session")  # fmt: skip
@@ -263,7 +298,12 @@ _SERVE_FLAGS = ("listen", "out", "tls_cert", "tls_key", "client_ca", "tokens", "
                 "max_sessions", "max_backlog_units", "max_chunk_kib", "max_unit_mib",
                 "max_session_kbps", "session_burst_kib",
                 "grace_s", "notice_s", "workers", "decoder", "overview", "flow_prior",
-                "bottleneck_dir")  # fmt: skip
+                "bottleneck_dir", "tenant_max_sessions", "tenant_max_streams",
+                "tenant_max_kbps", "tenant_max_stored_mib", "session_idle_s", "retain_s",
+                "stream_start_s", "stream_idle_s", "progress_window_s", "min_progress_bytes",
+                "keepalive_s", "max_connection_idle_s", "max_connection_age_s",
+                "max_streams_per_connection", "max_calls", "max_open_streams",
+                "max_calls_per_peer")  # fmt: skip
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -3,13 +3,20 @@
 A unit travels as chunks with offsets 0, len0, len0+len1, ...; each chunk carries the CRC32
 of its data and the first carries the sha256 of the whole unit. The assembler holds at most
 one unit (``<= max_unit_bytes``) and refuses, with a typed error, anything out of place.
+
+With a ``spill`` file the chunks of the unit go to that file as they arrive (memory holds
+the chunk in hand only, whatever the unit's size); the complete unit is read back once to be
+verified and stored.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 from semcodec.cloud.service.errors import ChecksumError, InvalidRequestError
 from semcodec.codec.bitstream import MAX_UVARINT_BYTES, SYNC_MARKER, BitstreamError, Unit, UnitKind
@@ -63,14 +70,24 @@ class ChunkAssembler:
         max_chunk_bytes: the largest ``data`` of one chunk.
         max_unit_bytes: the largest unit, as the bitstream counts it (kind byte through CRC;
             the sync marker and length varint come on top).
+        spill: a file that holds the unit's bytes while it is received (None: memory).
     """
 
-    def __init__(self, max_chunk_bytes: int, max_unit_bytes: int) -> None:
+    def __init__(self, max_chunk_bytes: int, max_unit_bytes: int,
+                 spill: Path | None = None) -> None:  # fmt: skip
         self.max_chunk_bytes = max_chunk_bytes
         self.max_unit_bytes = max_unit_bytes
+        self.spill = spill
         self._first: Chunk | None = None
         self._buf = bytearray()
+        self._fd: int | None = None
+        self._size = 0
         self._sha = hashlib.sha256()
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes received of the unit being assembled."""
+        return self._size
 
     @property
     def pending_seq(self) -> int | None:
@@ -91,9 +108,15 @@ class ChunkAssembler:
         else:
             self._check_continuation(chunk)
         self._check_data(chunk)
-        self._buf += chunk.data
+        if self._fd is not None:
+            view = memoryview(chunk.data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+        else:
+            self._buf += chunk.data
+        self._size += len(chunk.data)
         self._sha.update(chunk.data)
-        if len(self._buf) < self._first.unit_size:
+        if self._size < self._first.unit_size:
             return None
         return self._finish()
 
@@ -110,9 +133,11 @@ class ChunkAssembler:
                                       f"(32 bytes), got {len(chunk.unit_sha256)}")  # fmt: skip
         if chunk.kind not in {k.value for k in UnitKind}:
             raise InvalidRequestError(f"{where}: unknown unit kind {chunk.kind}")
+        self.reset()
         self._first = chunk
-        self._buf = bytearray()
-        self._sha = hashlib.sha256()
+        if self.spill is not None:
+            flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+            self._fd = os.open(self.spill, flags, 0o600)
 
     def _check_continuation(self, chunk: Chunk) -> None:
         first = self._first
@@ -122,9 +147,9 @@ class ChunkAssembler:
         if chunk.unit_size != first.unit_size or chunk.kind != first.kind:
             raise InvalidRequestError(f"unit seq {chunk.seq}: unit_size or kind changed "
                                       "between its chunks")  # fmt: skip
-        if chunk.offset != len(self._buf):
+        if chunk.offset != self._size:
             raise InvalidRequestError(f"unit seq {chunk.seq}: chunk at offset {chunk.offset}, "
-                                      f"expected {len(self._buf)}")  # fmt: skip
+                                      f"expected {self._size}")  # fmt: skip
 
     def _check_data(self, chunk: Chunk) -> None:
         size = len(chunk.data)
@@ -142,7 +167,8 @@ class ChunkAssembler:
                                 f"{crc:08x}): the chunk was damaged")  # fmt: skip
 
     def _finish(self) -> AssembledUnit:
-        first, data, digest = self._first, bytes(self._buf), self._sha.digest()
+        first, digest = self._first, self._sha.digest()
+        data = os.pread(self._fd, self._size, 0) if self._fd is not None else bytes(self._buf)
         self.reset()
         if digest != first.unit_sha256:
             raise ChecksumError(f"unit seq {first.seq}: sha256 mismatch over its "
@@ -157,7 +183,13 @@ class ChunkAssembler:
         return AssembledUnit(first.seq, data, unit, first.timestamp_us)
 
     def reset(self) -> None:
-        """Forgets the unit being assembled."""
+        """Forgets the unit being assembled (its spill file is removed)."""
         self._first = None
         self._buf = bytearray()
+        self._size = 0
         self._sha = hashlib.sha256()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.spill)

@@ -81,7 +81,7 @@ class TokenTable:
 class TenantContext:
     """The servicer context of an authenticated call, with its ``tenant``."""
 
-    def __init__(self, context: grpc.ServicerContext, tenant: str) -> None:
+    def __init__(self, context: grpc.aio.ServicerContext, tenant: str) -> None:
         self._context = context
         self.tenant = tenant
 
@@ -95,20 +95,22 @@ def tenant_of(context) -> str:
 
 
 def _wrap(handler: grpc.RpcMethodHandler, wrap) -> grpc.RpcMethodHandler:
+    """``handler`` with each of its behaviours ``fn`` replaced by ``wrap(fn, streaming)``
+    (``streaming``: the behaviour answers with a stream)."""
     names = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
-    return handler._replace(**{n: wrap(getattr(handler, n)) for n in names
-                               if getattr(handler, n) is not None})  # fmt: skip
+    return handler._replace(**{n: wrap(getattr(handler, n), n.endswith("_stream"))
+                               for n in names if getattr(handler, n) is not None})  # fmt: skip
 
 
-class AuthInterceptor(grpc.ServerInterceptor):
+class AuthInterceptor(grpc.aio.ServerInterceptor):
     """Refuses calls without a known bearer token (UNAUTHENTICATED)."""
 
     def __init__(self, table: TokenTable, on_refused=None) -> None:
         self.table = table
         self.on_refused = on_refused
 
-    def intercept_service(self, continuation, handler_call_details):
-        handler = continuation(handler_call_details)
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
         if handler is None or handler_call_details.method.startswith(OPEN_METHODS):
             return handler
         metadata = dict(handler_call_details.invocation_metadata or ())
@@ -116,17 +118,26 @@ class AuthInterceptor(grpc.ServerInterceptor):
         if tenant is None:
             if self.on_refused is not None:
                 self.on_refused()
-            return _wrap(handler, lambda _fn: _refuse)
-        return _wrap(handler, lambda fn: _as_tenant(fn, tenant))
+            return _wrap(handler, lambda _fn, _streaming: _refuse)
+        return _wrap(handler, lambda fn, streaming: _as_tenant(fn, tenant, streaming))
 
 
-def _refuse(request, context):
-    context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                  "missing or unknown bearer token (metadata 'authorization: Bearer TOKEN')")
+async def _refuse(request, context):
+    await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                        "missing or unknown bearer token (metadata 'authorization: Bearer "
+                        "TOKEN')")  # fmt: skip
 
 
-def _as_tenant(fn, tenant: str):
-    def call(request, context):
-        return fn(request, TenantContext(context, tenant))
+def _as_tenant(fn, tenant: str, streaming: bool):
+    if streaming:
+
+        async def stream(request, context):
+            async for reply in fn(request, TenantContext(context, tenant)):
+                yield reply
+
+        return stream
+
+    async def call(request, context):
+        return await fn(request, TenantContext(context, tenant))
 
     return call

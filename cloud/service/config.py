@@ -46,7 +46,32 @@ class ServeSettings:
         grace_s: seconds a stop waits for streams to end before cutting them.
         notice_s: seconds a stop answers NOT_SERVING (still serving open sessions) before
             it drains, so load balancers see it go.
-        workers: gRPC worker threads (each open stream holds one).
+        workers: threads for the session core's blocking work (disk writes and fsyncs,
+            opening sessions); an open or idle stream holds none (0: 16).
+        tenant_max_sessions, tenant_max_streams: open sessions and concurrent streams per
+            tenant (0: no per-tenant bound).
+        tenant_max_kbps: unit bytes per tenant, kbit/s, over all its sessions (back-pressure;
+            0: unlimited).
+        tenant_max_stored_mib: stored streams per tenant on disk, MiB (0: unlimited).
+        session_idle_s: a session without a stream or request for this long is put to rest
+            (decoder stopped, out of memory, resumable; 0: never).
+        retain_s: an open session at rest this long is removed from disk (0: never).
+        stream_start_s: a stream must send its StreamStart within this long.
+        stream_idle_s: a stream may stay quiet between units this long.
+        progress_window_s, min_progress_bytes: a unit in progress must bring at least that
+            many bytes in every window (slower: DEADLINE_EXCEEDED).
+        keepalive_s, keepalive_timeout_s: the server pings a quiet connection this often and
+            drops it when the ping is not answered in time.
+        max_connection_idle_s: a connection without calls is closed after this long (0: never).
+        max_connection_age_s, max_connection_age_grace_s: a connection is asked to go away
+            after this long (0: never), its calls given the grace to end (edges reconnect and
+            resume).
+        max_streams_per_connection: concurrent calls on one HTTP/2 connection.
+        max_calls: concurrent calls on the server (more: RESOURCE_EXHAUSTED; 0: no cap).
+        max_open_streams: concurrent unauthenticated streaming calls (reflection, health
+            Watch; 0: no cap).
+        max_calls_per_peer: concurrent calls from one address (0: no cap; behind a load
+            balancer all calls come from its address).
         decoder: reconstructor name.
         overview: write overview.mp4 per session.
         flow_prior: the flow prior file the edges use, when not the shipped one.
@@ -69,11 +94,30 @@ class ServeSettings:
     session_burst_kib: int = 0
     grace_s: float = 10.0
     notice_s: float = 1.0
-    workers: int = 0  # 0: 2 * max_sessions + 8
+    workers: int = 0  # 0: 16
     decoder: str = "warp"
     overview: bool = True
     flow_prior: Path | None = None
     bottleneck_dir: Path | None = None
+    tenant_max_sessions: int = 0
+    tenant_max_streams: int = 0
+    tenant_max_kbps: float = 0.0
+    tenant_max_stored_mib: float = 0.0
+    session_idle_s: float = 300.0
+    retain_s: float = 7 * 86400.0
+    stream_start_s: float = 10.0
+    stream_idle_s: float = 300.0
+    progress_window_s: float = 30.0
+    min_progress_bytes: int = 1024
+    keepalive_s: float = 60.0
+    keepalive_timeout_s: float = 20.0
+    max_connection_idle_s: float = 300.0
+    max_connection_age_s: float = 3600.0
+    max_connection_age_grace_s: float = 30.0
+    max_streams_per_connection: int = 32
+    max_calls: int = 8192
+    max_open_streams: int = 1024
+    max_calls_per_peer: int = 0
 
     def check(self) -> ServeSettings:
         """Raises :class:`ConfigError` for inconsistent settings; returns self."""
@@ -89,7 +133,16 @@ class ServeSettings:
         for name in ("max_sessions", "max_backlog_units"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1")
-        for name in ("max_session_kbps", "session_burst_kib"):
+        for name in ("stream_start_s", "stream_idle_s", "progress_window_s", "keepalive_s",
+                     "keepalive_timeout_s", "max_streams_per_connection"):  # fmt: skip
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} {getattr(self, name)}: must be positive")
+        for name in ("max_session_kbps", "session_burst_kib", "workers", "tenant_max_sessions",
+                     "tenant_max_streams", "tenant_max_kbps", "tenant_max_stored_mib",
+                     "session_idle_s", "retain_s", "min_progress_bytes",
+                     "max_connection_idle_s", "max_connection_age_s",
+                     "max_connection_age_grace_s", "max_calls", "max_open_streams",
+                     "max_calls_per_peer"):  # fmt: skip
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} {getattr(self, name)}: must be 0 (none) or more")
         if self.bottleneck_dir is not None and not self.bottleneck_dir.is_dir():

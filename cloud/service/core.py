@@ -47,6 +47,7 @@ from semcodec.cloud.service.errors import (
     CapacityError,
     InvalidRequestError,
     MissingModelsError,
+    QuotaError,
     ReplayError,
     SequenceGapError,
     SessionNotFoundError,
@@ -54,11 +55,17 @@ from semcodec.cloud.service.errors import (
     ShuttingDownError,
     SupersededError,
     UnsupportedError,
+    brief_id,
 )
 from semcodec.cloud.service.store import (
+    DROPPED_NAME,
     LOG_NAME,
+    PARTIAL_NAME,
     RECORD_NAME,
     SessionLog,
+    append_line_durably,
+    make_private_dir,
+    read_dropped,
     read_json,
     write_json_atomic,
 )
@@ -125,6 +132,19 @@ class ServiceLimits:
             faster stream is slowed down, never refused: its next chunk is read only once
             the session's token bucket allows (back-pressure through gRPC flow control).
         session_burst_bytes: that bucket's depth (0: one second at the rate, at least 4 KiB).
+        tenant_max_sessions: open sessions per tenant (0: only ``max_sessions`` bounds them).
+        tenant_max_streams: concurrent ``StreamUnits`` calls per tenant (0: no bound).
+        tenant_bytes_per_s: unit bytes per second over all of a tenant's sessions, as
+            ``max_session_bytes_per_s`` (back-pressure; 0: no bound).
+        tenant_max_stored_bytes: bytes of stored streams per tenant, on disk (0: no bound):
+            a unit that would pass it is refused (RESOURCE_EXHAUSTED) before it is read.
+        session_idle_s: a session without a stream and without any request for this long
+            is put to rest: its decoder stops and it leaves memory (and the session counts);
+            its log stays on disk and the edge can resume it (0: never).
+        retain_s: an open session at rest this long (by its files' age) is removed from disk
+            (0: never). Closed sessions keep their results.
+        max_markers: the most "dropped" markers one session takes (beyond the stream's
+            declared frame count, every unit is refused anyway).
     """
 
     max_sessions: int = 64
@@ -135,6 +155,17 @@ class ServiceLimits:
     close_timeout_s: float = 120.0
     max_session_bytes_per_s: float = 0.0
     session_burst_bytes: int = 0
+    tenant_max_sessions: int = 0
+    tenant_max_streams: int = 0
+    tenant_bytes_per_s: float = 0.0
+    tenant_max_stored_bytes: int = 0
+    session_idle_s: float = 300.0
+    retain_s: float = 7 * 86400.0
+    max_markers: int = 10000
+
+    def tenant_quota(self, name: str) -> float:
+        """A per-tenant quota (0: none beyond the server's own limits)."""
+        return getattr(self, f"tenant_{name}")
 
 
 @dataclass(frozen=True)
@@ -392,10 +423,13 @@ class Session:
         self.state_dir, self.out_dir, self.log = state_dir, out_dir, log
         self.limits, self.decode_settings, self.metrics = limits, decode, metrics
         self.record = record
-        self.dropped: list[int] = list(record.get("dropped", []))
+        self.dropped: list[int] = read_dropped(state_dir, record)
         self.next_seq = log.units + len(self.dropped)
+        self.num_frames = StreamHeader.from_bytes(log.header_bytes()).num_frames
         self.decoded = 0
         self.generation = 0
+        self.streams = 0  # StreamUnits calls attached (superseded ones until they end)
+        self.last_active = time.monotonic()
         self.closing = False
         self.abandoned = False
         self.gap = False  # the decoder reached a unit the edge dropped: it decodes no more
@@ -406,6 +440,7 @@ class Session:
         self._detections: collections.deque[FrameDetections] = collections.deque(
             maxlen=DETECTIONS_KEPT)
         self._worker = DecodeWorker(log.path, out_dir, decode, self)
+        self._listeners: set = set()
         self._limiter = None  # kept across streams: reconnecting does not refill it
         if limits.max_session_bytes_per_s > 0:
             rate = limits.max_session_bytes_per_s
@@ -436,12 +471,61 @@ class Session:
     # -- the stream side
 
     def attach(self) -> int:
-        """A new stream takes over the session; returns its generation."""
+        """A new stream takes over the session; returns its generation (call
+        :meth:`detach` when the stream ends)."""
         with self._cond:
             self._check_writable()
             self.generation += 1
-            self._cond.notify_all()
+            self.streams += 1
+            self.last_active = time.monotonic()
+            self._changed()
             return self.generation
+
+    def detach(self) -> None:
+        """A stream of this session ended."""
+        with self._cond:
+            self.streams = max(0, self.streams - 1)
+            self.last_active = time.monotonic()
+
+    def touch(self) -> None:
+        """A request for this session: it is not idle."""
+        self.last_active = time.monotonic()
+
+    def idle_for(self, now: float) -> float | None:
+        """Seconds this session has been idle (no stream, nothing to decode, not closing),
+        or None while it is busy."""
+        with self._cond:
+            if self.streams or self.closing or (self.backlog and self.decode_state is None):
+                return None
+            return now - self.last_active
+
+    # -- change notification (the asynchronous server waits on these, never polls)
+
+    def listen(self, callback) -> None:
+        """Calls ``callback()`` (from any thread) whenever the session changes: a unit
+        decoded, decoding ended, a newer stream, the server stopping."""
+        with self._cond:
+            self._listeners.add(callback)
+
+    def unlisten(self, callback) -> None:
+        with self._cond:
+            self._listeners.discard(callback)
+
+    def _changed(self) -> None:
+        """Wakes waiting threads and listeners (call with ``_cond`` held)."""
+        self._cond.notify_all()
+        for callback in list(self._listeners):
+            callback()
+
+    def has_room(self) -> bool:
+        """Whether a unit can be stored without waiting for the decoder."""
+        with self._cond:
+            return self.backlog < self.limits.max_backlog_units or self.decode_state is not None
+
+    @property
+    def decode_finished(self) -> bool:
+        """Decoding ended (outputs committed, failed, or found committed at start)."""
+        return self.decode_state is not None
 
     def _check_writable(self) -> None:
         if self.closing:
@@ -462,28 +546,50 @@ class Session:
                                        f"{self.next_seq}")  # fmt: skip
             if self.ended:
                 raise SessionStateError(f"unit seq {seq} follows the END unit")
+            if self.num_frames and seq > self.num_frames:
+                last = self.num_frames
+                raise SequenceGapError(f"unit seq {seq}: the stream declares {last} frames "
+                                       f"(units 0 to {last}, END last)")  # fmt: skip
+
+    def check_current(self, generation: int) -> None:
+        """Raises when the stream of ``generation`` may no longer write (superseded, session
+        closed or put to rest, server stopping)."""
+        with self._cond:
+            self._check_current(generation)
 
     def _check_current(self, generation: int) -> None:
         self._check_writable()
         if self.abandoned:
-            raise ShuttingDownError("the server is stopping; resume the session later")
+            raise ShuttingDownError("the session was put to rest (idle) or the server is "
+                                    "stopping; resume it")  # fmt: skip
         if generation != self.generation:
             raise SupersededError("a newer stream took over this session")
 
     def throttle(self, nbytes: int, generation: int) -> None:
         """Holds the stream until the session's rate limit allows ``nbytes`` more (returns
         at once without a limit); a superseded stream or a stopping server ends the wait."""
-        if self._limiter is None:
-            return
-        wait = self._limiter.take(nbytes)
-        if wait <= 0:
-            return
-        self.metrics.throttled(wait)
-        until = time.monotonic() + wait
+        wait = self.throttle_delay(nbytes)
+        if wait > 0:
+            self.wait(wait, generation)
+
+    def wait(self, seconds: float, generation: int) -> None:
+        """Holds a stream for ``seconds``; a superseded stream or a stopping server ends the
+        wait (with their error)."""
+        until = time.monotonic() + seconds
         with self._cond:
             while (left := until - time.monotonic()) > 0:
                 self._check_current(generation)
                 self._cond.wait(min(left, 0.25))
+
+    def throttle_delay(self, nbytes: int) -> float:
+        """Takes ``nbytes`` from the session's rate limit; returns how long the stream should
+        wait before reading more, seconds (0: at once, or no limit)."""
+        if self._limiter is None:
+            return 0.0
+        wait = self._limiter.take(nbytes)
+        if wait > 0:
+            self.metrics.throttled(wait)
+        return wait
 
     def store(self, unit: AssembledUnit, generation: int) -> None:
         """Writes and fsyncs a verified unit once the decoder's backlog has room."""
@@ -492,19 +598,25 @@ class Session:
             self._check_current(generation)
             self.log.append(unit.data, unit.unit.kind == UnitKind.END)
             self.next_seq += 1
-            self._window.append((time.monotonic(), len(unit.data)))
-            self._cond.notify_all()
+            self.last_active = now = time.monotonic()
+            self._window.append((now, len(unit.data)))
+            self._changed()
         self.metrics.unit_stored(len(unit.data))
 
     def store_dropped(self, seq: int, generation: int) -> None:
         """Records that the edge dropped unit ``seq`` (durably, before it is acknowledged)."""
         with self._cond:
             self._check_current(generation)
+            if len(self.dropped) >= self.limits.max_markers:
+                raise QuotaError(f"unit seq {seq}: the session already holds "
+                                 f"{len(self.dropped)} dropped markers, its limit")  # fmt: skip
+            # one fsynced line per marker (the record is not rewritten: no cost per marker
+            # that grows with the markers before it)
+            append_line_durably(self.state_dir / DROPPED_NAME, str(seq))
             self.dropped.append(seq)
-            self.record["dropped"] = self.dropped
-            write_json_atomic(self.state_dir / RECORD_NAME, self.record)
             self.next_seq += 1
-            self._cond.notify_all()
+            self.last_active = time.monotonic()
+            self._changed()
 
     def _wait_for_room(self, generation: int) -> None:
         deadline = time.monotonic() + self.limits.backlog_wait_s
@@ -580,7 +692,7 @@ class Session:
             self._decoded_at.append(now)
             while self._decoded_at[0] < now - GOODPUT_WINDOW_S:
                 self._decoded_at.popleft()
-            self._cond.notify_all()
+            self._changed()
         self.metrics.frame_decoded(seconds)
 
     def detections_since(self, frame: int) -> tuple[FrameDetections, ...]:
@@ -591,7 +703,7 @@ class Session:
     def decode_done(self, frames: int, complete: bool, error: str | None) -> None:
         with self._cond:
             self.decode_state = {"frames": frames, "complete": complete, "error": error}
-            self._cond.notify_all()
+            self._changed()
         if error:
             self.metrics.error("DECODE")
 
@@ -600,18 +712,38 @@ class Session:
     def close(self, timeout_s: float) -> bool:
         """Asks the decoder to finish what is stored; waits up to ``timeout_s``; True when
         it finished."""
-        with self._cond:
-            self.closing = True
-            self._cond.notify_all()
+        self.request_close()
         if self._worker.ident is not None:
             self._worker.join(timeout_s)
         return not self._worker.is_alive()
+
+    def request_close(self) -> None:
+        """Asks the decoder to finish what is stored (see :meth:`close`); does not wait."""
+        with self._cond:
+            self.closing = True
+            self._changed()
 
     def abandon(self, timeout_s: float) -> None:
         """Stops the decoder without outputs (the server stops; the log stays)."""
         with self._cond:
             self.abandoned = True
-            self._cond.notify_all()
+            self._changed()
+        if self._worker.ident is not None:
+            self._worker.join(timeout_s)
+
+    def rest_if_idle(self, now: float, idle_s: float) -> bool:
+        """Stops the decoder (without outputs) when the session has been idle for
+        ``idle_s``; True when it did (then :meth:`join` the decoder)."""
+        with self._cond:
+            idle = self.idle_for(now)
+            if idle is None or idle < idle_s:
+                return False
+            self.abandoned = True
+            self._changed()
+            return True
+
+    def join(self, timeout_s: float) -> None:
+        """Waits for the decoder thread to end."""
         if self._worker.ident is not None:
             self._worker.join(timeout_s)
 
@@ -633,10 +765,39 @@ class StreamReceiver:
     """
 
     def __init__(self, session: Session, generation: int, limits: ServiceLimits,
-                 metrics: Metrics, detections_from: int = 1) -> None:  # fmt: skip
+                 metrics: Metrics, detections_from: int = 1,
+                 tenant: TenantUsage | None = None) -> None:  # fmt: skip
         self.session, self.generation, self.metrics = session, generation, metrics
-        self._assembler = ChunkAssembler(limits.max_chunk_bytes, limits.max_unit_bytes)
+        self.tenant = tenant
+        spill = session.state_dir / f"{PARTIAL_NAME}.{generation}"
+        self._assembler = ChunkAssembler(limits.max_chunk_bytes, limits.max_unit_bytes, spill)
         self._next_detection = max(1, detections_from)
+        self._detached = False
+
+    @property
+    def between_units(self) -> bool:
+        """No unit is partly received (the next chunk starts one)."""
+        return self._assembler.pending_seq is None
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes received of the unit in progress."""
+        return self._assembler.pending_bytes
+
+    def detach(self) -> None:
+        """The stream ended: its partial unit is forgotten (and its file removed)."""
+        if not self._detached:
+            self._detached = True
+            self._assembler.reset()
+            self.session.detach()
+
+    def throttle_delay(self, nbytes: int) -> float:
+        """Takes ``nbytes`` from the session's and the tenant's rate limits; returns how long
+        to wait before reading more, seconds."""
+        wait = self.session.throttle_delay(nbytes)
+        if self.tenant is not None:
+            wait = max(wait, self.tenant.throttle_delay(nbytes))
+        return wait
 
     def feedback(self) -> Feedback:
         feedback = self.session.feedback()
@@ -653,17 +814,98 @@ class StreamReceiver:
             ServiceError subclasses (see :mod:`cloud.service.errors`); nothing is stored for
             a refused unit.
         """
-        self.session.throttle(len(chunk.data), self.generation)
+        wait = self.throttle_delay(len(chunk.data))
+        if wait > 0:
+            self.session.wait(wait, self.generation)
+        return self.take(chunk)
+
+    def take(self, chunk: Chunk) -> Feedback | None:
+        """:meth:`add` without waiting for the rate limits (the caller waited
+        :meth:`throttle_delay`) -- nor for the decoder when it checked
+        :meth:`Session.has_room` before the unit's first chunk."""
         if self._assembler.pending_seq is None:
             self.session.check_seq(chunk.seq, self.generation)
             if chunk.dropped:
                 self.session.store_dropped(chunk.seq, self.generation)
                 return self.feedback()
+            if self.tenant is not None:
+                self.tenant.check_storage(chunk.unit_size)
         unit = self._assembler.add(chunk)
         if unit is None:
             return None
         self.session.store(unit, self.generation)
+        if self.tenant is not None:
+            self.tenant.stored(len(unit.data))
         return self.feedback()
+
+
+# ------------------------------------------------------------------------------ tenants
+
+
+class TenantUsage:
+    """One tenant's use of its quotas (see :class:`ServiceLimits`); thread-safe.
+
+    Args:
+        name: the tenant.
+        limits: the server's limits (the ``tenant_*`` quotas).
+        sessions_dir: ``OUT/.sessions/<tenant>``, whose stored streams count as its storage.
+    """
+
+    def __init__(self, name: str, limits: ServiceLimits, sessions_dir: Path) -> None:
+        self.name, self.limits, self.sessions_dir = name, limits, sessions_dir
+        self.streams = 0
+        self._stored: int | None = None  # read from disk on first use
+        self._lock = threading.Lock()
+        self._limiter = None
+        if limits.tenant_bytes_per_s > 0:
+            rate = limits.tenant_bytes_per_s
+            self._limiter = RateLimiter(rate, max(rate, 4096))
+
+    def open_stream(self) -> None:
+        """Counts a new ``StreamUnits`` call (call :meth:`close_stream` when it ends).
+
+        Raises:
+            QuotaError: the tenant holds ``tenant_max_streams`` streams already.
+        """
+        with self._lock:
+            quota = self.limits.tenant_max_streams
+            if quota and self.streams >= quota:
+                raise QuotaError(f"tenant {self.name} has {self.streams} streams open, its "
+                                 "quota (tenant_max_streams): end one first")  # fmt: skip
+            self.streams += 1
+
+    def close_stream(self) -> None:
+        with self._lock:
+            self.streams = max(0, self.streams - 1)
+
+    def throttle_delay(self, nbytes: int) -> float:
+        """Takes ``nbytes`` from the tenant's rate (``tenant_bytes_per_s``); returns how
+        long to wait, seconds."""
+        return 0.0 if self._limiter is None else self._limiter.take(nbytes)
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of the tenant's stored streams on disk."""
+        with self._lock:
+            if self._stored is None:
+                self._stored = sum(p.stat().st_size
+                                   for p in self.sessions_dir.glob(f"*/{LOG_NAME}"))  # fmt: skip
+            return self._stored
+
+    def check_storage(self, unit_bytes: int) -> None:
+        """Raises :class:`QuotaError` when storing ``unit_bytes`` more would pass the
+        tenant's ``tenant_max_stored_bytes``."""
+        quota = self.limits.tenant_max_stored_bytes
+        if quota and self.stored_bytes + unit_bytes > quota:
+            raise QuotaError(f"tenant {self.name} stores {self.stored_bytes} bytes; a unit of "
+                             f"{unit_bytes} would pass its quota (tenant_max_stored_bytes, "
+                             f"{quota}): close or remove sessions first")  # fmt: skip
+
+    def stored(self, nbytes: int) -> None:
+        """``nbytes`` more are stored (negative: removed)."""
+        with self._lock:
+            if self._stored is not None:
+                self._stored = max(0, self._stored + nbytes)
 
 
 # ------------------------------------------------------------------------------ manager
@@ -686,8 +928,19 @@ class SessionManager:
         self.decode = decode or DecodeSettings()
         self.metrics = metrics or Metrics()
         self._sessions: dict[tuple[str, str], Session] = {}
+        self._tenants: dict[str, TenantUsage] = {}
         self._lock = threading.Lock()
         self._draining = False
+
+    def tenant(self, tenant: str) -> TenantUsage:
+        """The quota use of ``tenant`` (a valid tenant name)."""
+        check_tenant(tenant)
+        with self._lock:
+            usage = self._tenants.get(tenant)
+            if usage is None:
+                usage = TenantUsage(tenant, self.limits, self.out_root / SESSIONS_DIR / tenant)
+                self._tenants[tenant] = usage
+            return usage
 
     # -- lookup
 
@@ -699,10 +952,11 @@ class SessionManager:
         """The session, loaded from disk after a restart; NOT_FOUND for any other tenant's."""
         check_tenant(tenant)
         if not _SESSION_ID.match(session_id):
-            raise SessionNotFoundError(f"no session {session_id!r}")
+            raise SessionNotFoundError(f"no session {brief_id(session_id)}")
         with self._lock:
             session = self._sessions.get((tenant, session_id))
             if session is not None:
+                session.touch()
                 return session
             state_dir, out_dir = self._paths(tenant, session_id)
             if not (state_dir / RECORD_NAME).is_file():
@@ -710,7 +964,7 @@ class SessionManager:
             record = read_json(state_dir / RECORD_NAME)
             if record.get("state") != "open":
                 raise SessionStateError(f"session {session_id} is {record.get('state')}")
-            self._check_capacity()
+            self._check_capacity(tenant)
             session = Session(tenant, session_id, state_dir, out_dir,
                               SessionLog.recover(state_dir / LOG_NAME), self.limits,
                               self.decode, self.metrics, record)  # fmt: skip
@@ -718,9 +972,17 @@ class SessionManager:
         session.start()
         return session
 
-    def _check_capacity(self) -> None:
+    def _check_capacity(self, tenant: str) -> None:
+        """Room for one more session of ``tenant`` (call with ``_lock`` held)."""
         if self._draining:
             raise ShuttingDownError("the server is stopping: it takes no new sessions")
+        quota = self.limits.tenant_max_sessions
+        if quota:
+            held = sum(1 for owner, _ in self._sessions if owner == tenant)
+            if held >= quota:
+                raise QuotaError(f"tenant {tenant} holds {held} sessions, its quota "
+                                 "(tenant_max_sessions): close one, or wait for idle ones to "
+                                 "be put to rest (session_idle_s)")  # fmt: skip
         if len(self._sessions) >= self.limits.max_sessions:
             raise CapacityError(f"the server holds {len(self._sessions)} sessions, its limit "
                                 "(--max-sessions): retry later")  # fmt: skip
@@ -745,7 +1007,7 @@ class SessionManager:
             session = self._find(tenant, request.session_id)
             if session.log.header_bytes() != request.header:
                 raise InvalidRequestError(f"the stream header differs from the one session "
-                                          f"{request.session_id} was opened with")  # fmt: skip
+                                          f"{session.session_id} was opened with")  # fmt: skip
             self.metrics.session_opened(True)
             return Opened(session.session_id, session.next_seq, True)
         check_decodable(header, self.decode)
@@ -755,10 +1017,11 @@ class SessionManager:
 
     def _create(self, tenant: str, header: bytes) -> Session:
         with self._lock:
-            self._check_capacity()
+            self._check_capacity(tenant)
             session_id = secrets.token_hex(16)
             state_dir, out_dir = self._paths(tenant, session_id)
-            state_dir.mkdir(parents=True)
+            make_private_dir(state_dir.parent)
+            state_dir.mkdir(mode=0o700)
             log = SessionLog.create(state_dir / LOG_NAME, header)
             record = {"session_id": session_id, "tenant": tenant, "state": "open",
                       "created": time.time(), "dropped": []}  # fmt: skip
@@ -776,7 +1039,7 @@ class SessionManager:
             raise ShuttingDownError("the server is stopping; resume the session later")
         session = self._find(tenant, session_id)
         return StreamReceiver(session, session.attach(), self.limits, self.metrics,
-                              detections_from)  # fmt: skip
+                              detections_from, self.tenant(tenant))  # fmt: skip
 
     def close(self, tenant: str, session_id: str, timeout_s: float = 0.0,
               detections_from: int = 0) -> Results:  # fmt: skip
@@ -785,14 +1048,30 @@ class SessionManager:
 
         A closed session is final: its results stay readable, it cannot be resumed.
         """
-        try:
-            session = self._find(tenant, session_id)
-        except SessionStateError:
-            return self.results(tenant, session_id)
+        session = self.start_close(tenant, session_id)
+        if isinstance(session, Results):
+            return session
         wait = close_wait_s(timeout_s, self.limits.close_timeout_s)
         if not session.close(wait):
             raise ShuttingDownError(f"session {session_id}: the decoder did not finish in "
                                     f"{wait:.0f} s; close it again to wait longer")  # fmt: skip
+        return self.finish_close(session, detections_from)
+
+    def start_close(self, tenant: str, session_id: str) -> Session | Results:
+        """First half of :meth:`close`: asks the session's decoder to finish (without
+        waiting); the results at once when the session is closed already."""
+        try:
+            session = self._find(tenant, session_id)
+        except SessionStateError:
+            return self.results(tenant, session_id)
+        session.request_close()
+        return session
+
+    def finish_close(self, session: Session, detections_from: int = 0) -> Results:
+        """Second half of :meth:`close`, once ``session.decode_finished`` (or its decoder
+        thread ended): records the results and forgets the session."""
+        tenant, session_id = session.tenant, session.session_id
+        session.close(10.0)  # the decoder thread ends right after it reports
         results = session.results()
         session.record.update(state=results.state, results=results.record())
         write_json_atomic(session.state_dir / RECORD_NAME, session.record)
@@ -806,10 +1085,11 @@ class SessionManager:
         """The results so far (never waits)."""
         check_tenant(tenant)
         if not _SESSION_ID.match(session_id):
-            raise SessionNotFoundError(f"no session {session_id!r}")
+            raise SessionNotFoundError(f"no session {brief_id(session_id)}")
         with self._lock:
             session = self._sessions.get((tenant, session_id))
         if session is not None:
+            session.touch()
             return session.results()
         state_dir, _ = self._paths(tenant, session_id)
         if not (state_dir / RECORD_NAME).is_file():
@@ -819,7 +1099,63 @@ class SessionManager:
             return Results(**record["results"])
         log = SessionLog.recover(state_dir / LOG_NAME)
         return Results(session_id, "open", log.units, log.unit_bytes, 0, False, "",
-                       f"{tenant}/{session_id}", list(record.get("dropped", [])))  # fmt: skip
+                       f"{tenant}/{session_id}", read_dropped(state_dir, record))  # fmt: skip
+
+    # -- idle sessions and retention
+
+    def reap(self, now: float | None = None, timeout_s: float = 10.0) -> list[str]:
+        """Puts to rest the sessions idle for ``session_idle_s`` (see :class:`ServiceLimits`):
+        their decoders stop and they leave memory; their logs stay for a resume. Returns
+        their ids."""
+        idle_s = self.limits.session_idle_s
+        if idle_s <= 0:
+            return []
+        now = time.monotonic() if now is None else now
+        rested = []
+        with self._lock:
+            for key, session in list(self._sessions.items()):
+                if session.rest_if_idle(now, idle_s):
+                    del self._sessions[key]
+                    rested.append(session)
+        for session in rested:
+            session.join(timeout_s)
+            self.metrics.session_closed("rested")
+        return [s.session_id for s in rested]
+
+    def sweep(self, now: float | None = None) -> list[Path]:
+        """Removes the state of open sessions at rest for longer than ``retain_s`` (by the
+        age of their files); returns the folders removed."""
+        import shutil
+
+        retain = self.limits.retain_s
+        if retain <= 0:
+            return []
+        now = time.time() if now is None else now
+        removed = []
+        for state_dir in (self.out_root / SESSIONS_DIR).glob("*/*"):
+            tenant, session_id = state_dir.parent.name, state_dir.name
+            if not _SESSION_ID.match(session_id) or state_dir.is_symlink():
+                continue
+            with self._lock:
+                if (tenant, session_id) in self._sessions:
+                    continue
+                try:
+                    record = read_json(state_dir / RECORD_NAME)
+                    age = now - max(p.stat().st_mtime for p in state_dir.iterdir())
+                except (OSError, ValueError):
+                    continue
+                if record.get("state") != "open" or age <= retain:
+                    continue
+                size = sum(p.stat().st_size for p in state_dir.glob(LOG_NAME))
+                shutil.rmtree(state_dir, ignore_errors=True)
+            usage = self._tenants.get(tenant)
+            if usage is not None:
+                usage.stored(-size)
+            for partial in (self.out_root / tenant).glob(f".{session_id}.*.partial"):
+                if not partial.is_symlink():
+                    shutil.rmtree(partial, ignore_errors=True)
+            removed.append(state_dir)
+        return removed
 
     # -- stopping
 

@@ -77,3 +77,42 @@ class ShuttingDownError(ServiceError):
     """The server is draining: it takes no new sessions or units."""
 
     code = "UNAVAILABLE"
+
+
+class QuotaError(CapacityError):
+    """A tenant over one of its quotas (sessions, streams, stored bytes): the message names
+    the quota; other tenants are unaffected."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
+class ProgressTimeoutError(ServiceError):
+    """A stream that sent too little for too long (no StreamStart in time, a unit that
+    trickles in, an idle stream)."""
+
+    code = "DEADLINE_EXCEEDED"
+
+
+#: The longest error message or logged value the service emits, characters.
+MAX_MESSAGE_CHARS = 1024
+#: The longest client-supplied id quoted in a message, characters.
+MAX_ID_CHARS = 64
+
+
+def brief(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` cut to at most ``limit`` characters (about): a longer text keeps its start
+    and ends with its length and a short hash, so that two long inputs stay distinguishable
+    and no log line or error message grows with the input."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    import hashlib
+
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:12]
+    return f"{text[: max(0, limit - 48)]}...({len(text)} chars, sha256 {digest})"
+
+
+def brief_id(value: str) -> str:
+    """A client-supplied id for a message: ``repr`` of it, cut and hashed past
+    ``MAX_ID_CHARS``."""
+    return brief(repr(value), MAX_ID_CHARS)

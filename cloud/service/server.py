@@ -1,20 +1,26 @@
 """The gRPC server of ``cloud-decoder serve``: service, health, reflection, TLS, metrics.
 
-:class:`DecoderServer` wires the pieces and stops gracefully: health turns NOT_SERVING, no
-new sessions or streams are taken, running streams get ``grace_s`` seconds to end, decoders
-stop (open sessions keep their logs: an edge resumes them after a restart).
+:class:`DecoderServer` wires the pieces on an asynchronous server (``grpc.aio``, its event
+loop in a thread of its own, so that callers -- the CLI, tests -- use it synchronously) and
+stops gracefully: health turns NOT_SERVING, no new sessions or streams are taken, running
+streams get ``grace_s`` seconds to end, decoders stop (open sessions keep their logs: an edge
+resumes them after a restart). An idle call costs a coroutine; the blocking work of the
+session core runs in a bounded pool of ``workers`` threads. HTTP/2 keepalive, connection
+idle and age limits, a cap on concurrent streams per connection and on all calls, and
+:mod:`cloud.service.guard` bound what connections can hold; a reaper puts idle sessions to
+rest and removes those kept past their retention.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import threading
-import time
 from concurrent import futures
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from semcodec.cloud.service.auth import AuthInterceptor, TokenTable, load_tokens
@@ -26,8 +32,9 @@ from semcodec.cloud.service.config import (
 )
 from semcodec.cloud.service.core import ServiceLimits, SessionManager
 from semcodec.cloud.service.decode import DecodeSettings
+from semcodec.cloud.service.guard import BoundedHealth, CallGuard, cap_logs
 from semcodec.cloud.service.metrics import PrometheusMetrics
-from semcodec.cloud.service.servicer import SemanticStreamServicer
+from semcodec.cloud.service.servicer import SemanticStreamServicer, StreamTimeouts
 from semcodec.protos import semcodec_v1_pb2 as pb
 from semcodec.protos import semcodec_v1_pb2_grpc as pb_grpc
 
@@ -58,7 +65,43 @@ def limits_of(settings: ServeSettings) -> ServiceLimits:
                          max_chunk_bytes=settings.max_chunk_kib * 1024,
                          max_unit_bytes=settings.max_unit_mib << 20,
                          max_session_bytes_per_s=settings.max_session_kbps * 1000 / 8,
-                         session_burst_bytes=settings.session_burst_kib * 1024)  # fmt: skip
+                         session_burst_bytes=settings.session_burst_kib * 1024,
+                         tenant_max_sessions=settings.tenant_max_sessions,
+                         tenant_max_streams=settings.tenant_max_streams,
+                         tenant_bytes_per_s=settings.tenant_max_kbps * 1000 / 8,
+                         tenant_max_stored_bytes=int(settings.tenant_max_stored_mib * (1 << 20)),
+                         session_idle_s=settings.session_idle_s,
+                         retain_s=settings.retain_s)  # fmt: skip
+
+
+def timeouts_of(settings: ServeSettings) -> StreamTimeouts:
+    return StreamTimeouts(start_s=settings.stream_start_s, idle_s=settings.stream_idle_s,
+                          progress_window_s=settings.progress_window_s,
+                          min_progress_bytes=settings.min_progress_bytes)  # fmt: skip
+
+
+def channel_options(settings: ServeSettings) -> list[tuple[str, int]]:
+    """The server's HTTP/2 settings: message limits (never raised), keepalive, connection
+    idle and age limits, concurrent streams per connection."""
+    ms = lambda seconds: max(1, int(seconds * 1000))  # noqa: E731
+    options = [("grpc.max_receive_message_length", GRPC_MESSAGE_LIMIT),
+               ("grpc.max_send_message_length", GRPC_MESSAGE_LIMIT),
+               ("grpc.so_reuseport", 0),
+               # edges ping (keepalive) to notice a cut link: allow one a second
+               ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
+               ("grpc.http2.max_ping_strikes", 0),
+               ("grpc.keepalive_permit_without_calls", 1),
+               # the server pings quiet connections too: a vanished peer is dropped
+               ("grpc.keepalive_time_ms", ms(settings.keepalive_s)),
+               ("grpc.keepalive_timeout_ms", ms(settings.keepalive_timeout_s)),
+               ("grpc.max_concurrent_streams", settings.max_streams_per_connection)]  # fmt: skip
+    if settings.max_connection_idle_s > 0:
+        options.append(("grpc.max_connection_idle_ms", ms(settings.max_connection_idle_s)))
+    if settings.max_connection_age_s > 0:
+        options += [("grpc.max_connection_age_ms", ms(settings.max_connection_age_s)),
+                    ("grpc.max_connection_age_grace_ms",
+                     ms(settings.max_connection_age_grace_s))]  # fmt: skip
+    return options
 
 
 class DecoderServer:
@@ -77,70 +120,134 @@ class DecoderServer:
         if settings.decoder not in available_reconstructors():
             raise ConfigError(f"decoder {settings.decoder!r}: expected one of "
                               f"{', '.join(available_reconstructors())}")  # fmt: skip
+        cap_logs("semcodec.cloud.service", "grpc", "asyncio")
         self.metrics = PrometheusMetrics()
         decode = DecodeSettings(settings.decoder, settings.overview, settings.flow_prior,
                                 settings.bottleneck_dir)  # fmt: skip
         self.manager = SessionManager(settings.out, limits_of(settings), decode, self.metrics)
         self.metrics.bind(self.manager)
-        self.health = health.HealthServicer()
+        self.health: BoundedHealth | None = None  # made on the event loop
         self.port: int | None = None
         self.metrics_port: int | None = None
         self._stopped = threading.Event()
-        self._server = self._build()
+        self._interceptors = self._make_interceptors()
+        self._pool = futures.ThreadPoolExecutor(max_workers=settings.workers or 16,
+                                                thread_name_prefix="core")  # fmt: skip
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: grpc.aio.Server | None = None
+        self._reaper: asyncio.Task | None = None
 
-    def _interceptors(self) -> list[grpc.ServerInterceptor]:
+    def _make_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
+        guard = CallGuard(self.settings.max_open_streams, self.settings.max_calls_per_peer,
+                          self.metrics.error)  # fmt: skip
         if self.settings.tokens is None:
-            return []
+            return [guard]
         try:
             table = TokenTable(load_tokens(self.settings.tokens))
         except OSError as exc:
             raise ServerStartError(f"cannot read the tokens file: {exc}") from exc
-        return [AuthInterceptor(table, lambda: self.metrics.error("UNAUTHENTICATED"))]
+        return [guard, AuthInterceptor(table, lambda: self.metrics.error("UNAUTHENTICATED"))]
 
-    def _build(self) -> grpc.Server:
-        workers = self.settings.workers or 2 * self.settings.max_sessions + 8
-        options = [("grpc.max_receive_message_length", GRPC_MESSAGE_LIMIT),
-                   ("grpc.max_send_message_length", GRPC_MESSAGE_LIMIT),
-                   ("grpc.so_reuseport", 0),
-                   # edges ping (keepalive) to notice a cut link: allow one a second
-                   ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
-                   ("grpc.http2.max_ping_strikes", 0),
-                   ("grpc.keepalive_permit_without_calls", 1)]  # fmt: skip
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers,
-                                                        thread_name_prefix="grpc"),
-                             interceptors=self._interceptors(), options=options)  # fmt: skip
+    # -- the event loop's side
+
+    async def _start(self, address: str, credentials) -> int:
+        server = grpc.aio.server(interceptors=self._interceptors,
+                                 options=channel_options(self.settings),
+                                 maximum_concurrent_rpcs=self.settings.max_calls or None)
+        self._server = server
         pb_grpc.add_SemanticStreamServicer_to_server(
-            SemanticStreamServicer(self.manager, self.metrics), server)
+            SemanticStreamServicer(self.manager, self.metrics, self._pool,
+                                   timeouts_of(self.settings)), server)  # fmt: skip
+        self.health = BoundedHealth(("", SERVICE_NAME))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         names = (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                  reflection.SERVICE_NAME)  # fmt: skip
         reflection.enable_server_reflection(names, server)
-        return server
+        try:
+            if credentials is None:
+                port = server.add_insecure_port(address)
+            else:
+                port = server.add_secure_port(address, credentials)
+        except RuntimeError as exc:
+            raise ServerStartError(f"cannot listen on {self.settings.listen}: {exc}") from exc
+        if not port:
+            raise ServerStartError(f"cannot listen on {self.settings.listen}")
+        await server.start()
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._reaper = asyncio.get_running_loop().create_task(self._reap())
+        return port
+
+    async def _reap(self) -> None:
+        """Puts idle sessions to rest and removes expired ones, every few seconds."""
+        loop = asyncio.get_running_loop()
+        idle = self.settings.session_idle_s
+        every = min(5.0, max(0.2, idle / 4)) if idle > 0 else 5.0
+        last_sweep = 0.0
+        while True:
+            await asyncio.sleep(every)
+            try:
+                rested = await loop.run_in_executor(self._pool, self.manager.reap)
+                if rested:
+                    log.info("put %d idle session(s) to rest", len(rested))
+                if loop.time() - last_sweep >= min(60.0, max(1.0, self.settings.retain_s / 4)):
+                    last_sweep = loop.time()
+                    removed = await loop.run_in_executor(self._pool, self.manager.sweep)
+                    if removed:
+                        log.info("removed %d session(s) kept past --retain-s", len(removed))
+            except OSError as exc:  # a full or failing disk: try again later
+                log.warning("reaper: %s", exc)
+
+    async def _stop(self, grace: float) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+        await self.health.enter_graceful_shutdown()
+        self.manager.drain()
+        await asyncio.sleep(self.settings.notice_s)
+        await self._server.stop(grace)
+
+    # -- the caller's side
 
     def start(self) -> DecoderServer:
         """Binds the ports and starts serving."""
         host, port = split_host_port(self.settings.listen, "listen")
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         credentials = server_credentials(self.settings)
-        try:
-            if credentials is None:
-                self.port = self._server.add_insecure_port(address)
-            else:
-                self.port = self._server.add_secure_port(address, credentials)
-        except RuntimeError as exc:
-            raise ServerStartError(f"cannot listen on {self.settings.listen}: {exc}") from exc
-        if not self.port:
-            raise ServerStartError(f"cannot listen on {self.settings.listen}")
         self.settings.out.mkdir(parents=True, exist_ok=True)
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+        self._loop = loop
+        self._thread = threading.Thread(target=serve, name="grpc-aio", daemon=True)
+        self._thread.start()
+        ready.wait()
+        try:
+            self.port = asyncio.run_coroutine_threadsafe(
+                self._start(address, credentials), loop).result(60)
+        except BaseException:
+            self._end_loop()
+            raise
         if self.settings.metrics_listen:
             self.metrics_port = self.metrics.serve(
                 *split_host_port(self.settings.metrics_listen, "metrics_listen"))
-        self._server.start()
-        for name in ("", SERVICE_NAME):
-            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("serving on %s:%d (%s), outputs under %s", host, self.port,
                  "TLS" if credentials else "plaintext", self.settings.out)  # fmt: skip
         return self
+
+    def _end_loop(self) -> None:
+        if self._loop is not None and self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(30)
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def stop(self, grace_s: float | None = None) -> None:
         """Graceful stop: NOT_SERVING, no new work, streams drained for ``grace_s``."""
@@ -148,11 +255,10 @@ class DecoderServer:
             return
         self._stopped.set()
         grace = self.settings.grace_s if grace_s is None else grace_s
-        self.health.enter_graceful_shutdown()
-        self.manager.drain()
-        time.sleep(self.settings.notice_s)
-        self._server.stop(grace).wait()
+        if self._server is not None:
+            asyncio.run_coroutine_threadsafe(self._stop(grace), self._loop).result()
         self.manager.shutdown()
+        self._end_loop()
         self.metrics.stop()
         log.info("stopped")
 

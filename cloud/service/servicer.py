@@ -1,18 +1,47 @@
-"""The gRPC servicer: translates messages and calls the session core, nothing more.
+"""The gRPC servicer (``grpc.aio``): translates messages and calls the session core.
 
-Core errors (:mod:`cloud.service.errors`) become the status they name, with their message.
+Core errors (:mod:`cloud.service.errors`) become the status they name, with their message
+(capped: :func:`~cloud.service.errors.brief`). An idle call costs a coroutine, never a
+thread: what blocks (disk writes and fsyncs, opening a session, the decoder's setup) runs
+in a bounded thread pool, and every wait -- for the next message, for the decoder's backlog,
+for a rate limit, for a close -- is awaited on the event loop, woken by the session's change
+notifications (:meth:`~cloud.service.core.Session.listen`), never by polling.
+
+Streams are timed (:class:`StreamTimeouts`): a call must send its ``StreamStart`` within
+``start_s``; between units it may stay quiet for ``idle_s``; a unit in progress must bring
+at least ``min_progress_bytes`` every ``progress_window_s`` (a client that trickles a byte a
+second is cut off). Each ends with DEADLINE_EXCEEDED; the edge reconnects and resumes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import logging
+import time
+from concurrent.futures import Executor
+from dataclasses import dataclass
 
 import grpc
 
 from semcodec.cloud.service.assembler import Chunk
 from semcodec.cloud.service.auth import tenant_of
-from semcodec.cloud.service.core import Feedback, Metrics, OpenRequest, Results, SessionManager
-from semcodec.cloud.service.errors import InvalidRequestError, ServiceError
+from semcodec.cloud.service.core import (
+    Feedback,
+    Metrics,
+    OpenRequest,
+    Results,
+    SessionManager,
+    close_wait_s,
+)
+from semcodec.cloud.service.errors import (
+    InvalidRequestError,
+    ProgressTimeoutError,
+    ServiceError,
+    ShuttingDownError,
+    brief,
+)
 from semcodec.protos import semcodec_v1_pb2 as pb
 from semcodec.protos import semcodec_v1_pb2_grpc as pb_grpc
 
@@ -68,57 +97,212 @@ def results_of(r: Results) -> pb.SessionResults:
                              detections=detections_of(r.detections))  # fmt: skip
 
 
-class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
-    """``semcodec.v1.SemanticStream`` over a :class:`SessionManager`."""
+@dataclass(frozen=True)
+class StreamTimeouts:
+    """How long a stream may take (seconds; see the module's docstring)."""
 
-    def __init__(self, manager: SessionManager, metrics: Metrics) -> None:
+    start_s: float = 10.0
+    idle_s: float = 300.0
+    progress_window_s: float = 30.0
+    min_progress_bytes: int = 1024
+
+
+class Progress:
+    """Whether a stream in the middle of a unit keeps sending: at least ``min_bytes`` every
+    ``window_s`` seconds (transport-free; ``clock``: monotonic seconds)."""
+
+    def __init__(self, window_s: float, min_bytes: int, clock=time.monotonic) -> None:
+        self.window_s, self.min_bytes, self._clock = window_s, min_bytes, clock
+        self._start = clock()
+        self._bytes = 0
+
+    def restart(self) -> None:
+        """A new unit starts (or none is in progress)."""
+        self._start, self._bytes = self._clock(), 0
+
+    def deadline_in(self) -> float:
+        """Seconds left in the current window."""
+        return max(0.0, self._start + self.window_s - self._clock())
+
+    def add(self, nbytes: int) -> None:
+        """Counts ``nbytes`` received; a window that ended with enough starts a new one.
+
+        Raises:
+            ProgressTimeoutError: the window ended with less than ``min_bytes``.
+        """
+        self._bytes += nbytes
+        if self._clock() >= self._start + self.window_s:
+            self.check()
+            self.restart()
+
+    def check(self) -> None:
+        if self._bytes < self.min_bytes:
+            raise ProgressTimeoutError(
+                f"the stream sent {self._bytes} bytes of a unit in {self.window_s:.0f} s; at "
+                f"least {self.min_bytes} are required (a slower link: smaller units)")
+
+
+class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
+    """``semcodec.v1.SemanticStream`` over a :class:`SessionManager`, asynchronous.
+
+    Args:
+        manager: the session core.
+        metrics: counters.
+        pool: the threads that run the core's blocking calls.
+        timeouts: see :class:`StreamTimeouts`.
+    """
+
+    def __init__(self, manager: SessionManager, metrics: Metrics, pool: Executor,
+                 timeouts: StreamTimeouts | None = None) -> None:  # fmt: skip
         self.manager = manager
         self.metrics = metrics
+        self.pool = pool
+        self.timeouts = timeouts or StreamTimeouts()
 
-    def _abort(self, context, exc: ServiceError):
+    async def _call(self, fn, *args):
+        """Runs a blocking core call in the pool."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self.pool, functools.partial(fn, *args))
+
+    async def _abort(self, context, exc: ServiceError):
         self.metrics.error(exc.code)
-        log.info("refused (%s): %s", exc.code, exc)
-        context.abort(grpc.StatusCode[exc.code], str(exc))
+        message = brief(str(exc))
+        log.info("refused (%s): %s", exc.code, message)
+        await context.abort(grpc.StatusCode[exc.code], message)
 
-    def OpenSession(self, request, context):
+    async def OpenSession(self, request, context):
         try:
-            opened = self.manager.open(tenant_of(context), open_request(request))
+            opened = await self._call(self.manager.open, tenant_of(context),
+                                      open_request(request))  # fmt: skip
         except ServiceError as exc:
-            self._abort(context, exc)
+            await self._abort(context, exc)
         limits = self.manager.limits
         return pb.OpenSessionResponse(session_id=opened.session_id, next_seq=opened.next_seq,
                                       resumed=opened.resumed,
                                       max_chunk_bytes=limits.max_chunk_bytes,
                                       max_unit_bytes=limits.max_unit_bytes)  # fmt: skip
 
-    def StreamUnits(self, request_iterator, context):
+    async def StreamUnits(self, request_iterator, context):
+        receiver, usage = None, None
         try:
-            first = next(request_iterator, None)
+            tenant = self.manager.tenant(tenant_of(context))
+            tenant.open_stream()
+            usage = tenant
+            messages = aiter(request_iterator)
+            first = await self._next(messages, self.timeouts.start_s, "no StreamStart")
             if first is None or first.WhichOneof("body") != "start":
                 raise InvalidRequestError("the first message of a stream must be StreamStart")
-            receiver = self.manager.attach(tenant_of(context), first.start.session_id,
-                                           first.start.detections_from)  # fmt: skip
+            receiver = await self._call(self.manager.attach, usage.name,
+                                        first.start.session_id,
+                                        first.start.detections_from)  # fmt: skip
             yield reply_of(receiver.feedback())
-            for message in request_iterator:
+            progress = Progress(self.timeouts.progress_window_s,
+                                self.timeouts.min_progress_bytes)  # fmt: skip
+            while True:
+                if receiver.between_units:
+                    message = await self._next(messages, self.timeouts.idle_s, "no unit")
+                    progress.restart()
+                else:
+                    message = await self._next(messages, progress.deadline_in(), None)
+                    if message is False:  # the window ended without a chunk
+                        progress.check()
+                        progress.restart()
+                        continue
+                if message is None:
+                    return
                 if message.WhichOneof("body") != "chunk":
                     raise InvalidRequestError("StreamStart may only be the first message")
-                feedback = receiver.add(chunk_of(message.chunk))
+                chunk = chunk_of(message.chunk)
+                if not receiver.between_units:
+                    progress.add(len(chunk.data))
+                feedback = await self._take(receiver, chunk)
                 if feedback is not None:
                     yield reply_of(feedback)
         except ServiceError as exc:
-            self._abort(context, exc)
+            await self._abort(context, exc)
+        finally:
+            if receiver is not None:
+                receiver.detach()
+            if usage is not None:
+                usage.close_stream()
 
-    def CloseSession(self, request, context):
+    async def _next(self, messages, timeout_s: float, what: str | None):
+        """The next message (None: the client ended its side); after ``timeout_s`` without
+        one: ProgressTimeoutError naming ``what``, or False when ``what`` is None."""
         try:
-            results = self.manager.close(tenant_of(context), request.session_id,
-                                         request.timeout_s, request.detections_from)  # fmt: skip
+            return await asyncio.wait_for(anext(messages, None), max(timeout_s, 0.001))
+        except TimeoutError:
+            if what is None:
+                return False
+            raise ProgressTimeoutError(f"{what} in {timeout_s:.0f} s: the stream is ended "
+                                       "(resume it when there is something to send)") from None
+
+    async def _take(self, receiver, chunk):
+        """One chunk into the session: the rate limits and the decoder's backlog are waited
+        for here (asynchronously), the disk work runs in the pool."""
+        delay = receiver.throttle_delay(len(chunk.data))
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if receiver.between_units and not chunk.dropped:
+            await self._room(receiver)
+        return await self._call(receiver.take, chunk)
+
+    async def _room(self, receiver) -> None:
+        """Waits until the session's decoder backlog has room for a unit (back-pressure)."""
+        session, wait = receiver.session, self.manager.limits.backlog_wait_s
+        if not await self._until(session, session.has_room, wait,
+                                 lambda: session.check_current(receiver.generation)):  # fmt: skip
+            raise ShuttingDownError(f"the decoder stayed {session.backlog} units behind for "
+                                    f"{wait:.0f} s")  # fmt: skip
+
+    async def CloseSession(self, request, context):
+        try:
+            tenant = tenant_of(context)
+            got = await self._call(self.manager.start_close, tenant, request.session_id)
+            if isinstance(got, Results):
+                return results_of(got)
+            wait = close_wait_s(request.timeout_s, self.manager.limits.close_timeout_s)
+            if not await self._until(got, lambda: got.decode_finished, wait):
+                raise ShuttingDownError(f"session {got.session_id}: the decoder did not "
+                                        f"finish in {wait:.0f} s; close it again to wait "
+                                        "longer")  # fmt: skip
+            results = await self._call(self.manager.finish_close, got,
+                                       request.detections_from)  # fmt: skip
         except ServiceError as exc:
-            self._abort(context, exc)
+            await self._abort(context, exc)
         return results_of(results)
 
-    def GetResults(self, request, context):
+    async def _until(self, session, ready, timeout_s: float, check=None) -> bool:
+        """Waits on the session's change notifications (never polling) until ``ready()``, at
+        most ``timeout_s``; returns ``ready()``. ``check()`` runs at each wake-up (it raises
+        to end the wait)."""
+        changed = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(changed.set)
+
+        session.listen(wake)
+        deadline = time.monotonic() + timeout_s
         try:
-            results = self.manager.results(tenant_of(context), request.session_id)
+            while True:
+                changed.clear()  # before the test: a change after it wakes the wait below
+                if ready():
+                    return True
+                if check is not None:
+                    check()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), left)
+        finally:
+            session.unlisten(wake)
+
+    async def GetResults(self, request, context):
+        try:
+            results = await self._call(self.manager.results, tenant_of(context),
+                                       request.session_id)  # fmt: skip
         except ServiceError as exc:
-            self._abort(context, exc)
+            await self._abort(context, exc)
         return results_of(results)

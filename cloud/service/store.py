@@ -4,7 +4,11 @@
 appended and fsynced before it is acknowledged, so an acknowledged unit survives a crash.
 After a crash the log may end inside a unit that was never acknowledged; :meth:`SessionLog.
 recover` cuts it off. ``session.json`` (replaced atomically) holds the tenant, the state,
-the units the edge dropped and, once closed, the results.
+the units the edge dropped and, once closed, the results. ``dropped.txt`` lists the units
+the edge dropped, one line each, appended and fsynced (one small write per marker, never a
+rewrite of the record); ``unit.partial`` holds the chunks of the unit being received.
+
+Everything is private to the server's user: folders 0700, files 0600.
 """
 
 from __future__ import annotations
@@ -20,6 +24,24 @@ from semcodec.codec.bitstream import BitstreamError, read_stream, unit_overhead_
 
 LOG_NAME = "stream.semc"
 RECORD_NAME = "session.json"
+DROPPED_NAME = "dropped.txt"
+PARTIAL_NAME = "unit.partial"
+#: Modes of what the service writes: private to the server's user.
+DIR_MODE, FILE_MODE = 0o700, 0o600
+
+
+def make_private_dir(path: Path) -> None:
+    """Creates ``path`` and any missing parents with mode 0700 (exists: fine)."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(folder, DIR_MODE)  # the umask may have taken bits away, never added
 
 
 def fsync_dir(path: Path) -> None:
@@ -35,7 +57,8 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Writes ``data`` to ``path`` through a fsynced temporary file and a rename."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        with open(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=1, sort_keys=True)
             fh.flush()
             os.fsync(fh.fileno())
@@ -49,6 +72,30 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 def read_json(path: Path) -> dict[str, Any]:
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
+
+
+def append_line_durably(path: Path, line: str) -> None:
+    """Appends one line to ``path`` (created 0600) and fsyncs it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    try:
+        os.write(fd, (line + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_dropped(state_dir: Path, record: dict[str, Any]) -> list[int]:
+    """The units a session's edge dropped: the record's list (sessions of earlier versions)
+    and ``dropped.txt`` (a line cut by a crash was never acknowledged: skipped)."""
+    seqs = list(record.get("dropped", []))
+    try:
+        text = (state_dir / DROPPED_NAME).read_text(encoding="ascii")
+    except FileNotFoundError:
+        return seqs
+    for line in text.split("\n")[:-1]:  # the last piece has no newline: cut or empty
+        if line.isdigit() and int(line) not in seqs:
+            seqs.append(int(line))
+    return sorted(seqs)
 
 
 class SessionLog:
@@ -74,7 +121,7 @@ class SessionLog:
     def create(cls, path: Path, header: bytes) -> SessionLog:
         """A new log holding only the stream header (fsynced)."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, flags, FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
             fh.write(header)
             fh.flush()

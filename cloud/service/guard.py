@@ -1,0 +1,164 @@
+"""What keeps strangers and heavy clients from exhausting the server (``grpc.aio``).
+
+* :class:`CallGuard`, an interceptor: the unauthenticated streaming calls (reflection, health
+  ``Watch``) are counted over the whole server and capped (``max_open_streams``); past it,
+  RESOURCE_EXHAUSTED. Optionally every call is counted per peer address and capped
+  (``max_calls_per_peer``; off by default: behind a load balancer every call comes from its
+  address). Unary health checks are never capped: a balancer must always get its answer.
+* :class:`BoundedHealth`: the standard health service whose ``Watch`` answers only the
+  services the server has (NOT_FOUND otherwise), so a watcher cannot make it keep state
+  for names of its choosing.
+* :class:`CappedLog`: a logging filter that cuts every record to ``MAX_LOG_CHARS``.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+
+import grpc
+from grpc_health.v1 import health
+
+from semcodec.cloud.service.auth import OPEN_METHODS, _wrap
+from semcodec.cloud.service.errors import brief
+
+#: The longest log record the service writes, characters (before the handler's prefix).
+MAX_LOG_CHARS = 1800
+#: Methods never capped: a balancer's health probe.
+UNCAPPED = ("/grpc.health.v1.Health/Check",)
+
+
+class CappedLog(logging.Filter):
+    """Cuts each record's message to ``MAX_LOG_CHARS`` (see :func:`~cloud.service.errors.
+    brief`), whatever a client sent; exception texts are cut alike."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if len(message) > MAX_LOG_CHARS:
+            record.msg, record.args = brief(message, MAX_LOG_CHARS), ()
+        if record.exc_info and record.exc_info[1] is not None:
+            text = logging.Formatter().formatException(record.exc_info)
+            if len(text) > MAX_LOG_CHARS:
+                record.msg = f"{record.msg}\n{brief(text, MAX_LOG_CHARS)}"
+                record.exc_info, record.exc_text = None, None
+        return True
+
+
+def cap_logs(*names: str) -> None:
+    """Adds :class:`CappedLog` to the named loggers (once)."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, CappedLog) for f in logger.filters):
+            logger.addFilter(CappedLog())
+
+
+class BoundedHealth(health.aio.HealthServicer):
+    """The asynchronous health service; ``Watch`` of an unknown service is NOT_FOUND."""
+
+    def __init__(self, services: tuple[str, ...]) -> None:
+        super().__init__()
+        self.services = frozenset(services)
+
+    async def Watch(self, request, context):
+        if request.service not in self.services:
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                f"unknown service {brief(repr(request.service), 64)}")  # fmt: skip
+        await super().Watch(request, context)
+
+
+class CallGuard(grpc.aio.ServerInterceptor):
+    """Caps the unauthenticated streaming calls and, optionally, the calls per peer.
+
+    Args:
+        max_open_streams: concurrent reflection and health-watch calls (0: no cap).
+        max_calls_per_peer: concurrent calls from one address (0: no cap).
+        on_refused: called with the status name of each refused call.
+    """
+
+    def __init__(self, max_open_streams: int, max_calls_per_peer: int = 0,
+                 on_refused=None) -> None:  # fmt: skip
+        self.max_open_streams, self.max_calls_per_peer = max_open_streams, max_calls_per_peer
+        self.on_refused = on_refused
+        self.open_streams = 0
+        self.per_peer: collections.Counter[str] = collections.Counter()
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method in UNCAPPED:
+            return handler
+        anonymous = method.startswith(OPEN_METHODS)
+        if not (anonymous and self.max_open_streams) and not self.max_calls_per_peer:
+            return handler
+        return _wrap(handler, lambda fn, streaming: self._guarded(fn, streaming, anonymous))
+
+    def _enter(self, context, anonymous: bool) -> str | None:
+        """Counts a call in; returns why it is refused (None: taken)."""
+        peer = _address(context.peer())
+        if anonymous and self.max_open_streams and self.open_streams >= self.max_open_streams:
+            return (f"{self.open_streams} unauthenticated streams are open, the server's cap "
+                    "(max_open_streams)")  # fmt: skip
+        if self.max_calls_per_peer and self.per_peer[peer] >= self.max_calls_per_peer:
+            return (f"{self.per_peer[peer]} calls are open from this address, the cap "
+                    "(max_calls_per_peer)")  # fmt: skip
+        self.open_streams += anonymous
+        self.per_peer[peer] += 1
+        return None
+
+    def _leave(self, context, anonymous: bool) -> None:
+        peer = _address(context.peer())
+        self.open_streams -= anonymous
+        self.per_peer[peer] -= 1
+        if self.per_peer[peer] <= 0:
+            del self.per_peer[peer]
+
+    def _guarded(self, fn, streaming: bool, anonymous: bool):
+        guard = self
+
+        async def refuse(context, why: str):
+            if guard.on_refused is not None:
+                guard.on_refused("RESOURCE_EXHAUSTED")
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, why)
+
+        if streaming:
+
+            async def stream(request, context):
+                why = guard._enter(context, anonymous)
+                if why is not None:
+                    await refuse(context, why)
+                try:
+                    async for reply in _replies(fn(request, context)):
+                        yield reply
+                finally:
+                    guard._leave(context, anonymous)
+
+            return stream
+
+        async def call(request, context):
+            why = guard._enter(context, anonymous)
+            if why is not None:
+                await refuse(context, why)
+            try:
+                return await fn(request, context)
+            finally:
+                guard._leave(context, anonymous)
+
+        return call
+
+
+async def _replies(result):
+    """The replies of a streaming behaviour: an async generator, or a coroutine that
+    writes them itself (``context.write``, as the health service's Watch does)."""
+    if hasattr(result, "__aiter__"):
+        async for reply in result:
+            yield reply
+    else:
+        await result
+
+
+def _address(peer: str) -> str:
+    """The address part of a gRPC peer string (``ipv4:127.0.0.1:5000`` -> ``127.0.0.1``)."""
+    kind, _, rest = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        return rest.rsplit(":", 1)[0]
+    return peer
