@@ -307,6 +307,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
     size = args.output.stat().st_size
     bpp = 8 * size / (info.width * info.height * max(stats.frames, 1))
     parts = ", ".join(f"{k} {v}" for k, v in sorted(stats.stream_bytes.items()))
+    if stats.profile:
+        log.info("camera profile: %s", stats.profile)
     log.info("%s: %d frames (%d keyframes), %d bytes, %.5f bpp [%s], %.1f fps", args.output,
              stats.frames, stats.keyframes, size, bpp, parts,
              stats.frames / max(seconds, 1e-9))  # fmt: skip
@@ -323,27 +325,16 @@ def _check_detect_numbers(args: argparse.Namespace) -> None:
 
 def _encode_detect(args: argparse.Namespace) -> int:
     """``encode --mode detect``: task features of the split detector to ``args.output``."""
-    import torch
-
     from semcodec.codec.bitstream import write_stream
-    from semcodec.codec.task.bottleneck import load_bottleneck
-    from semcodec.codec.task.split import SplitDetector, load_split_model
-    from semcodec.codec.task.stream import bottleneck_path, encode_detect
     from semcodec.edge.sources import interrupt_ends
 
     _check_detect_numbers(args)
-    torch.set_num_threads(args.threads)
-    bottleneck = load_bottleneck(bottleneck_path(args.beta, args.bottleneck))
-    detector = SplitDetector(load_split_model(args.models_dir), bottleneck.split)
+    start = time.perf_counter()
     source, total, _ = _open_input(args)
     info = source.info
-    start = time.perf_counter()
     with interrupt_ends(source), frame_progress("encode", total, args.no_progress
                                                 or args.quiet > 0) as bar:  # fmt: skip
-        frames = _counted((f.rgb for f in source.frames(start=args.start, count=args.frames)), bar)
-        header, units, stats = encode_detect(frames, bottleneck, detector, info.fps,
-                                             (info.width, info.height), total or 0,
-                                             args.intra_period, args.skip_threshold)  # fmt: skip
+        header, units, stats = _detect_units(args, source, total, bar)
         write_stream(args.output, header, units)
     seconds = time.perf_counter() - start
     size = args.output.stat().st_size
@@ -353,6 +344,32 @@ def _encode_detect(args: argparse.Namespace) -> int:
              8 * size / (info.width * info.height * max(stats.frames, 1)),
              stats.frames / max(seconds, 1e-9))  # fmt: skip
     return 0
+
+
+def _detect_units(args: argparse.Namespace, source, total: int | None, bar=None):
+    """``(header, units, stats)`` of detect mode on ``source`` (units made as read): the
+    windows and the cloud's threshold are chosen on the camera's start-up frames."""
+    import torch
+
+    from semcodec.codec.scaffold.detector import PersonDetector
+    from semcodec.codec.task.bottleneck import load_bottleneck
+    from semcodec.codec.task.split import SplitDetector, load_split_model
+    from semcodec.codec.task.stream import bottleneck_path, encode_detect
+
+    torch.set_num_threads(args.threads)
+    bottleneck = load_bottleneck(bottleneck_path(args.beta, args.bottleneck))
+    detector = SplitDetector(load_split_model(args.models_dir), bottleneck.split)
+    person = PersonDetector(models_dir=args.models_dir, threads=args.threads)
+    info = source.info
+    frames = (f.rgb for f in source.frames(start=args.start, count=args.frames))
+    if bar is not None:
+        frames = _counted(frames, bar)
+    header, units, stats = encode_detect(frames, bottleneck, detector, info.fps,
+                                         (info.width, info.height), total or 0,
+                                         args.intra_period, args.skip_threshold,
+                                         person_detector=person)  # fmt: skip
+    log.info("camera profile: %s", stats.profile)
+    return header, units, stats
 
 
 def _stream_security(args: argparse.Namespace):
@@ -469,22 +486,9 @@ def _check_stream_mode(args: argparse.Namespace) -> None:
 
 def _detect_stream_units(args: argparse.Namespace):
     """``(header, units, source info)`` of ``stream --mode detect`` (units made as read)."""
-    import torch
-
-    from semcodec.codec.task.bottleneck import load_bottleneck
-    from semcodec.codec.task.split import SplitDetector, load_split_model
-    from semcodec.codec.task.stream import bottleneck_path, encode_detect
-
-    torch.set_num_threads(args.threads)
-    bottleneck = load_bottleneck(bottleneck_path(args.beta, args.bottleneck))
-    detector = SplitDetector(load_split_model(args.models_dir), bottleneck.split)
     source, total, _ = _open_input(args)
-    info = source.info
-    frames = (f.rgb for f in source.frames(start=args.start, count=args.frames))
-    header, units, _ = encode_detect(frames, bottleneck, detector, info.fps,
-                                     (info.width, info.height), total or 0,
-                                     args.intra_period, args.skip_threshold)  # fmt: skip
-    return header, units, info
+    header, units, _ = _detect_units(args, source, total)
+    return header, units, source.info
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
@@ -514,8 +518,12 @@ def cmd_stream(args: argparse.Namespace) -> int:
         encoder = ScaffoldEncoder(config, (info.width, info.height), info.fps,
                                   models_dir=args.models_dir, threads=args.threads,
                                   flow_prior=prior, expected_frames=total)  # fmt: skip
-        header = encoder.header(total).to_bytes()
         frames = (f.rgb for f in source.frames(start=args.start, count=args.frames))
+        # the look-ahead frames choose the camera's profile before the header is sent
+        frames = encoder.start(frames)
+        header = encoder.header(total).to_bytes()
+        if encoder.profile is not None:
+            log.info("camera profile: %s", encoder.profile.describe())
     folder = args.spool or Path(tempfile.mkdtemp(prefix="semcodec-spool-"))
     spool = Spool(folder, int(args.spool_max_mb * (1 << 20)), args.spool_policy)
     spool.bind(header)

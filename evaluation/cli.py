@@ -74,6 +74,22 @@ def _probability(text: str) -> float:
     return value
 
 
+def _camera_transform(text: str) -> str:
+    """``--camera-transform``: checked here, passed on in its canonical form."""
+    from semcodec.evaluation.camera import CameraTransformError, parse_camera_transform
+
+    try:
+        return parse_camera_transform(text).describe()
+    except CameraTransformError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+CAMERA_TRANSFORM_HELP = ("a new camera made from the sequence: zoom=Z[,x=X,y=Y] crops 1/Z of "
+                         "the frame about (X, Y) (fractions, default the centre) and resizes "
+                         "it back (people Z times taller); scale=S resizes the frames (people "
+                         "smaller); the ground truth follows")  # fmt: skip
+
+
 def _names(kind: str) -> str:
     """The accepted names of ``kind`` (codecs, metrics, executors), comma-separated."""
     if kind == "codecs":
@@ -441,6 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
     task.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
     task.add_argument("--start", type=positive_int, default=1, help="first frame (1-based)")
     task.add_argument("--frames", type=positive_int, required=True, metavar="N", help="frames")
+    task.add_argument("--camera-transform", type=_camera_transform, default="none",
+                      metavar="SPEC", help=CAMERA_TRANSFORM_HELP)  # fmt: skip
     task.add_argument("--bottlenecks", nargs="+", required=True, metavar="FILE",
                       help="bottleneck files from train-bottleneck")  # fmt: skip
     task.add_argument("--baselines", nargs="*", metavar="CODEC:SETTING",
@@ -451,8 +469,8 @@ def build_parser() -> argparse.ArgumentParser:
     task.add_argument("--intra-period", type=non_negative_int, default=64,
                       help="frames between intra units of the features codec (0: first only)")
     task.add_argument("--features-threshold", type=float, metavar="T",
-                      help="the features codec's cloud-side score threshold (default: the "
-                      "bottleneck's, 0.3); choose it on the camera's training frames")
+                      help="the features codec's cloud-side score threshold (default: chosen "
+                      "per camera by the edge on its start-up frames, as edge-agent does)")
     task.add_argument("--skip-threshold", type=non_negative_int, metavar="T",
                       help="the features encoder's skip threshold (default: each bottleneck's, "
                       "chosen on its training frames; 0: lossless)")  # fmt: skip
@@ -840,7 +858,7 @@ def cmd_task(args: argparse.Namespace) -> int:
         bottlenecks=tuple(args.bottlenecks), out_dir=args.out, baselines=tuple(baselines),
         moda_every=args.moda_every, intra_period=args.intra_period,
         features_threshold=args.features_threshold, skip_threshold=args.skip_threshold,
-        data_dir=args.data_dir,
+        camera_transform=args.camera_transform, data_dir=args.data_dir,
         models_dir=args.models_dir, threads=args.threads,
     )  # fmt: skip
     print(format_table(run_task_bench(config)))

@@ -60,6 +60,8 @@ class TaskBenchConfig:
             the bottleneck's, 0.3); choose it on the camera's training frames.
         skip_threshold: the ``features`` encoder's skip threshold (default: each
             bottleneck's own).
+        camera_transform: a new camera made from the sequence
+            (:mod:`evaluation.camera`: ``zoom=2,x=0.5,y=0.55``, ``scale=0.5``; ``none``).
     """
 
     sequence: str
@@ -72,6 +74,7 @@ class TaskBenchConfig:
     intra_period: int = 64
     features_threshold: float | None = None
     skip_threshold: int | None = None
+    camera_transform: str = "none"
     data_dir: str | None = None
     models_dir: str | None = None
     threads: int | None = None
@@ -122,23 +125,32 @@ def baseline_row(codec_name: str, setting: str, pixels: np.ndarray, fps: float, 
 
 def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_period: int,
                  model, threads, threshold: float | None = None,
-                 skip_threshold: int | None = None) -> dict:  # fmt: skip
-    """Codes the frames with one bottleneck; bytes, MODA and compute of both halves."""
+                 skip_threshold: int | None = None, fps: float = 25.0,
+                 person_detector=None) -> dict:  # fmt: skip
+    """Codes the frames with one bottleneck; bytes, MODA and compute of both halves.
+
+    As the edge does: the windows and the cloud's threshold are chosen on the first
+    :data:`~codec.scaffold.profile.PROFILE_SECONDS` of ``pixels`` without ground truth
+    (:func:`codec.task.calibrate.profile_detect`, with ``person_detector``, the full
+    detector); ``threshold`` replaces the chosen threshold."""
     import torch
 
     from semcodec.codec.entropy.features import encode_features
+    from semcodec.codec.scaffold.profile import PROFILE_SECONDS
     from semcodec.codec.task.bottleneck import load_bottleneck
+    from semcodec.codec.task.calibrate import profile_detect
     from semcodec.codec.task.coder import TaskDecoder, TaskEncoder
     from semcodec.codec.task.split import SplitDetector
 
     bottleneck = load_bottleneck(path)
-    detector = SplitDetector(model, bottleneck.split)
+    startup = pixels[: max(1, round(PROFILE_SECONDS * fps))]
+    profile = profile_detect(startup, bottleneck, model, person_detector)
+    split = profile.split(bottleneck.split)
+    if threshold is not None:
+        split = dataclasses.replace(split, score_threshold=threshold)
+    detector = cloud = SplitDetector(model, split)
     t, h, w, _ = pixels.shape
     encoder = TaskEncoder(bottleneck, detector, intra_period, skip_threshold)
-    cloud = detector
-    if threshold is not None:
-        cloud = SplitDetector(model, dataclasses.replace(bottleneck.split,
-                                                         score_threshold=threshold))  # fmt: skip
     decoder = TaskDecoder(bottleneck, cloud, encoder.shape(h, w), h, w)
     sizes, intra_sizes, found = [], [], {}
     edge_s = cloud_s = 0.0
@@ -159,7 +171,8 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
         "codec": "features",
         "setting": f"beta={bottleneck.metadata.get('beta', 0):g},skip={encoder.skip_threshold}",
         "skip_threshold": encoder.skip_threshold,
-        "score_threshold": cloud.config.score_threshold,
+        "score_threshold": cloud.config.score_threshold, "tiles": split.tiles,
+        "profile": profile.describe(),
         "curve": "features", "file": str(path), "sha256": bottleneck.sha256(),
         "bytes_per_frame": float(np.mean(sizes)), "bpp": 8.0 * sum(sizes) / (t * h * w),
         "bytes_per_frame_median": float(np.median(sizes)), "first_unit_bytes": sizes[0],
@@ -200,6 +213,7 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     from semcodec.codec.task.split import load_split_model
     from semcodec.edge.sources import resolve_data_path
     from semcodec.evaluation.bench import load_sequence
+    from semcodec.evaluation.camera import parse_camera_transform
     from semcodec.evaluation.report import write_text_atomic
 
     if config.threads:
@@ -208,10 +222,13 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     pixels, info, gt = load_sequence(path, config.frames, (), config.start)
     if gt is None:
         raise ValueError(f"{config.sequence}: MODA needs ground truth (gt/gt.txt)")
+    camera = parse_camera_transform(config.camera_transform)
+    gt = camera.groundtruth(gt, pixels.shape[2], pixels.shape[1])
+    pixels = camera.frames(pixels)
     t, h, w, _ = pixels.shape
     frames = list(range(1, t + 1, config.moda_every))
     common = {"sequence": info.name, "start": config.start, "frames": t, "width": w,
-              "height": h}  # fmt: skip
+              "height": h, "camera_transform": camera.describe()}  # fmt: skip
     detector, calibration = best_unsplit_detector(pixels, gt, frames, config.models_dir,
                                                   config.threads)  # fmt: skip
     found = {n: detector.detect(pixels[n - 1]) for n in frames}
@@ -238,10 +255,11 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
         rows.append({**common, **features_row(name, pixels, gt, frames, config.intra_period,
                                               model, config.threads,
                                               config.features_threshold,
-                                              config.skip_threshold)})  # fmt: skip
+                                              config.skip_threshold, info.fps,
+                                              detector)})  # fmt: skip
         _write(out, rows)
     rows = add_savings(rows)
-    if config.bottlenecks:
+    if config.bottlenecks and camera.is_identity:  # the child reads the sequence as it is
         rows[0].update(edge_process(config.bottlenecks[0], path, config.start,
                                     min(config.frames, 60), out, config.models_dir))  # fmt: skip
     _write(out, rows, final=True)

@@ -18,10 +18,12 @@ exactly the sub-streams its kind and the level send; an END unit must close the 
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -220,6 +222,8 @@ class EncoderStats:
     keyframes: int = 0
     stream_bytes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     stage_seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    #: what the camera's profile chose (empty when the level fixes the detector's layout)
+    profile: str = ""
 
     def add_unit(self, unit: Unit) -> None:
         for sub in unit.substreams:
@@ -298,8 +302,13 @@ class ScaffoldEncoder:
         self.flow_prior = flow_prior or default_flow_prior(config)
         self._schedule = KeyframeSchedule(config.keyframe_interval, config.scene_change)
         self._intra = create_intra_coder(config.keyframe_coder, downscale=config.keyframe_scale)
+        from semcodec.codec.scaffold.profile import DEFAULT_TILES
+
+        # tiles 0: the camera's profile chooses them on the look-ahead frames (prime)
+        self.profile = None
         detector = PersonDetector(
-            DetectorConfig(tiles=config.detector_tiles, score_threshold=config.detector_threshold,
+            DetectorConfig(tiles=config.detector_tiles or DEFAULT_TILES,
+                           score_threshold=config.detector_threshold,
                            include_full_frame=config.detector_full_frame),
             models_dir, threads=threads,
         )  # fmt: skip
@@ -336,6 +345,7 @@ class ScaffoldEncoder:
             refresh = max(1, round(config.appearance_refresh_s * self.fps))
             self._appearance = AppearanceSelector(config.appearance_quality, refresh)
         self._previous_frame: np.ndarray | None = None
+        self._primed = False
         self._sizes: dict[int, np.ndarray] = {}
         self._index = 0
         self._models = self._model_entries(models_dir)
@@ -381,10 +391,13 @@ class ScaffoldEncoder:
     def header(self, num_frames: int = 0) -> StreamHeader:
         """The stream header: size, rate, level, models (with hashes) and every setting."""
         rate = Fraction(self.fps).limit_denominator(1001)
+        settings = self.config.to_dict()
+        if self.profile is not None:
+            settings.update(self.profile.to_settings())
         return StreamHeader(
             width=self.frame_size[0], height=self.frame_size[1], fps_num=rate.numerator,
             fps_den=rate.denominator, level=self.config.level, num_frames=num_frames,
-            models=self._models, settings=self.config.to_dict(),
+            models=self._models, settings=settings,
         )  # fmt: skip
 
     def encode_frame(self, frame: np.ndarray) -> tuple[Unit, FrameScaffold]:
@@ -396,6 +409,8 @@ class ScaffoldEncoder:
         if frame.shape != (self.frame_size[1], self.frame_size[0], 3) or frame.dtype != np.uint8:
             raise ValueError(f"expected a {self.frame_size[0]}x{self.frame_size[1]} uint8 RGB "
                              f"frame, got {frame.dtype} {frame.shape}")  # fmt: skip
+        if not self._primed:
+            self.prime([frame])
         number = self._index + 1
         stats = self.stats
         with _Timer(stats, "schedule"):
@@ -465,20 +480,58 @@ class ScaffoldEncoder:
                              sizes.get(SubStreamType.KEYFRAME_IMAGE, 0))  # fmt: skip
         return unit, scaffold
 
-    def prime(self, frames: Iterable[np.ndarray]) -> None:
-        """Feeds look-ahead frames to the background model before the first frame is coded
-        (``plate="median"``; otherwise nothing to do). The frames are not coded."""
+    def prime(self, frames: Sequence[np.ndarray]) -> None:
+        """Looks at the frames before the first one is coded (the frames are not coded):
+        chooses the camera's profile when the level leaves the detector's layout to it
+        (``detector_tiles=0``; the header records it from then on) and feeds the background
+        model (``plate="median"``). Called once, by :func:`with_lookahead` or by the first
+        :meth:`encode_frame` with that frame alone."""
+        from semcodec.codec.scaffold.profile import PROFILE_SECONDS, choose_profile
+
+        if self._primed:
+            raise RuntimeError("prime() is called once, before the first frame is encoded")
+        self._primed = True
+        frames = list(frames)
+        if self.config.detector_tiles == 0 and frames:
+            startup = frames[: max(1, round(PROFILE_SECONDS * self.fps))]
+            detector = self._people.detector
+            with _Timer(self.stats, "profile"):
+                self.profile = choose_profile(startup, detector)
+            self.stats.profile = self.profile.describe()
+            self.config = dataclasses.replace(self.config, detector_tiles=self.profile.tiles)
+            self._people.detector = detector.with_config(
+                dataclasses.replace(detector.config, tiles=self.profile.tiles))
         if self._background is not None:
             self._background.prime(frames)
 
     @property
     def lookahead_frames(self) -> int:
-        """How many frames to read ahead for :meth:`prime` (0 when the level builds no
-        plate): the plate's window in time, at most :data:`MAX_LOOKAHEAD_FRAMES` (the frames
-        are held in memory until coded)."""
-        if self._background is None:
-            return 0
-        return min(self._background.window * self._background.stride, MAX_LOOKAHEAD_FRAMES)
+        """How many frames to read ahead for :meth:`prime`: the plate's window in time
+        (``plate="median"``) and the start-up seconds of the camera's profile (tiles chosen
+        per camera), at most :data:`MAX_LOOKAHEAD_FRAMES` (the frames are held in memory
+        until coded); 0 when the level needs neither."""
+        from semcodec.codec.scaffold.profile import PROFILE_SECONDS
+
+        frames = 0
+        if self._background is not None:
+            frames = self._background.window * self._background.stride
+        if self.config.detector_tiles == 0 and not self._primed:
+            frames = max(frames, round(PROFILE_SECONDS * self.fps))
+        return min(frames, MAX_LOOKAHEAD_FRAMES)
+
+    @property
+    def primed(self) -> bool:
+        """Whether :meth:`prime` has run (the header then holds the camera's profile)."""
+        return self._primed
+
+    def start(self, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+        """Reads the look-ahead frames now and primes the encoder with them (so that
+        :meth:`header` names the chosen layout before any unit is sent); returns all
+        ``frames``, the look-ahead ones first."""
+        frames = iter(frames)
+        ahead = [frame for _, frame in zip(range(self.lookahead_frames), frames, strict=False)]
+        self.prime(ahead)
+        return itertools.chain(ahead, frames)
 
     def _keyframe_picture(self, frame: np.ndarray) -> bytes:
         """The intra-coded keyframe picture: the frame, or the background plate."""
@@ -835,11 +888,7 @@ def encode_frames(frames: Iterable[np.ndarray], config: LevelConfig, fps: float,
 def with_lookahead(encoder: ScaffoldEncoder, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
     """``frames`` unchanged, after the encoder was primed with the first
     ``encoder.lookahead_frames`` of them (read ahead once and held in memory)."""
-    frames = iter(frames)
-    ahead = [frame for _, frame in zip(range(encoder.lookahead_frames), frames, strict=False)]
-    encoder.prime(ahead)
-    yield from ahead
-    yield from frames
+    yield from (frames if encoder.primed else encoder.start(frames))
 
 
 def encode_to_file(path: str | Path, frames: Iterable[np.ndarray], config: LevelConfig,

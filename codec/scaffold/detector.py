@@ -13,7 +13,13 @@ PETS09-S2L1 (either way, depending on resolution and tiling), so ``input_resize=
 
 With ``tiles = n > 1`` the frame is also cut into an n x n grid of overlapping windows, so
 small pedestrians are seen at a higher resolution; the boxes of all windows are mapped back to
-frame pixels and merged by class-agnostic non-maximum suppression (NMS).
+frame pixels and merged by class-agnostic non-maximum suppression (NMS), then by containment:
+a window that sees only part of a large person (a head, a torso) reports that part as a
+person, inside the box the whole-frame window (or a neighbouring tile) found for the whole
+body, and NMS keeps both (their IoU is small). :func:`suppress_contained` drops a box that lies
+mostly inside a clearly taller box that scores at least as much (on TUD-Stadtmitte 91-179 with 2x2
+tiles at score 0.3 this took MODA from 0.44 to 0.76; on PETS09-S2L1 501-795 from 0.61 to
+0.65; 24 frames each).
 
 Speed (one onnxruntime session per :class:`PersonDetector`, created in ``__init__`` and shared
 by :meth:`PersonDetector.with_config`): the cost is about linear in the number of windows,
@@ -53,6 +59,9 @@ class DetectorConfig:
         tile_overlap: overlap of neighbouring tiles as a fraction of the tile size, in [0, 1).
         include_full_frame: with tiles > 1, also detect on the whole frame.
         nms_iou: IoU above which a lower-scored box is suppressed when merging, in (0, 1].
+        contained_cover: after NMS, drop a box of which at least this fraction lies inside
+            a box 1.3x as tall scoring at least as much (a part of a person seen by a
+            tile), in [0, 1]; 0 turns it off. Like NMS it commutes with a score cut.
         min_box_px: drop boxes narrower or lower than this many frame pixels (>= 0).
         input_resize: ``"area"`` resizes every window to 300x300 with ``cv2.INTER_AREA`` (all
             windows of a frame run as one batch); ``"graph"`` feeds windows at their own size
@@ -65,6 +74,7 @@ class DetectorConfig:
     tile_overlap: float = 0.25
     include_full_frame: bool = True
     nms_iou: float = 0.5
+    contained_cover: float = 0.8
     min_box_px: float = 0
     input_resize: Literal["area", "graph"] = "area"
 
@@ -74,6 +84,7 @@ class DetectorConfig:
             (isinstance(self.tiles, int) and self.tiles >= 1, "tiles must be an int >= 1"),
             (0.0 <= self.tile_overlap < 1.0, "tile_overlap must be in [0, 1)"),
             (0.0 < self.nms_iou <= 1.0, "nms_iou must be in (0, 1]"),
+            (0.0 <= self.contained_cover <= 1.0, "contained_cover must be in [0, 1]"),
             (self.min_box_px >= 0, "min_box_px must be >= 0"),
             (self.input_resize in ("area", "graph"), "input_resize must be 'area' or 'graph'"),
         )
@@ -199,6 +210,38 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarr
     return np.array(keep, dtype=np.int64)
 
 
+#: A box counts as a part of another only when the other is at least this much taller.
+PART_HEIGHT_RATIO = 1.3
+
+def suppress_contained(boxes: np.ndarray, scores: np.ndarray, cover: float) -> np.ndarray:
+    """Indices of the boxes that are not a part of another box.
+
+    A box is a part when at least ``cover`` of its area lies inside another box that is
+    :data:`PART_HEIGHT_RATIO` times as tall and scores at least as much (a tile's view of a
+    head or torso inside the whole person). Since the container must score at least as much,
+    cutting the result at a score threshold equals suppressing after the cut.
+
+    Args:
+        boxes: (N, 4) ``x1, y1, x2, y2``.
+        scores: (N,) scores.
+        cover: fraction in (0, 1]; 0 keeps every box.
+
+    Returns:
+        (K,) int64 indices of the kept boxes, in their input order.
+    """
+    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if cover <= 0 or len(boxes) < 2:
+        return np.arange(len(boxes), dtype=np.int64)
+    area = box_area(boxes)
+    inside = intersection_area(boxes, boxes) / np.maximum(area[:, None], 1e-9)
+    height = boxes[:, 3] - boxes[:, 1]
+    container = (height[None, :] >= PART_HEIGHT_RATIO * height[:, None]) & (
+        scores[None, :] >= scores[:, None])
+    part = ((inside >= cover) & container).any(axis=1)
+    return np.flatnonzero(~part).astype(np.int64)
+
+
 def check_frame(frame: object) -> np.ndarray:
     """Returns ``frame`` if it is a non-empty (H, W, 3) uint8 array, else raises."""
     if not isinstance(frame, np.ndarray):
@@ -317,7 +360,9 @@ class PersonDetector:
             keep &= size >= cfg.min_box_px
         boxes_all, scores_all = boxes_all[keep], scores_all[keep]
         kept = nms(boxes_all, scores_all, cfg.nms_iou)
-        return Detections(boxes_all[kept], scores_all[kept])
+        boxes_all, scores_all = boxes_all[kept], scores_all[kept]
+        whole = suppress_contained(boxes_all, scores_all, cfg.contained_cover)
+        return Detections(boxes_all[whole], scores_all[whole])
 
     def detect(self, frame: np.ndarray) -> Detections:
         """Persons in one (H, W, 3) uint8 RGB frame (boxes in frame pixels)."""

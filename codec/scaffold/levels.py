@@ -45,7 +45,10 @@ class LevelConfig:
         keyframe_scale: keyframes are coded at this fraction of the size, upscaled on decode.
         scene_change: also send a keyframe when the scene changes.
         detect_every: run the person detector on every k-th frame, track in between.
-        detector_tiles: 1 (whole frame) or 2 (2x2 tiles plus the whole frame).
+        detector_tiles: 0: chosen per camera by the edge from its start-up frames
+            (:func:`codec.scaffold.profile.choose_profile`; the header records the choice);
+            1: the whole frame; 2: 2x2 tiles (plus the whole frame with
+            ``detector_full_frame``).
         detector_threshold: the person detector's score threshold (and the tracker's).
         detector_full_frame: with ``detector_tiles > 1``, also detect on the whole frame.
         box_step_px: quantization step of the tracked boxes sent as their own stream
@@ -71,7 +74,7 @@ class LevelConfig:
     keyframe_scale: float = 1.0
     scene_change: bool = True
     detect_every: int = 1
-    detector_tiles: int = 1
+    detector_tiles: int = 0
     detector_threshold: float = 0.5
     detector_full_frame: bool = True
     box_step_px: float = 0.0
@@ -99,6 +102,9 @@ class LevelConfig:
             raise ValueError("box_step_px must be >= 0 and appearance_quality 0..100")
         if self.appearance_quality and not self.box_step_px:
             raise ValueError("appearance references need the box stream (box_step_px > 0)")
+        if not 0 <= self.detector_tiles <= 4:
+            raise ValueError(f"detector_tiles must be 0 (per camera) .. 4, got "
+                             f"{self.detector_tiles}")  # fmt: skip
         if not 0 <= self.detector_threshold <= 1:
             raise ValueError(f"detector_threshold must be in [0, 1], got {self.detector_threshold}")
         if not self.appearance_refresh_s > 0 or not self.target_bpp >= 0:
@@ -161,7 +167,7 @@ LEVELS: dict[int, LevelConfig] = {
                    keyframe_scale=0.5),
     1: LevelConfig(level=1, seg_scale=0.0, pose_model="", pose_step_px=2.0, flow_scale=0.0,
                    flow_step_px=1.0, keyframe_interval=300, keyframe_quality=35,
-                   keyframe_scale=0.5, detector_tiles=2, detector_threshold=0.4,
+                   keyframe_scale=0.5, detector_threshold=0.4,
                    detector_full_frame=False, box_step_px=2.0, appearance_quality=30,
                    plate="median", target_bpp=0.004),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
@@ -169,7 +175,7 @@ LEVELS: dict[int, LevelConfig] = {
                    keyframe_quality=40),
     3: LevelConfig(level=3, seg_scale=1 / 4, pose_model="pose_landmark_full", pose_step_px=1.0,
                    flow_scale=1 / 8, flow_step_px=0.25, keyframe_interval=30,
-                   keyframe_quality=55, detector_tiles=2),
+                   keyframe_quality=55),
 }  # fmt: skip
 
 

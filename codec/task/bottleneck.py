@@ -150,7 +150,11 @@ class TaskBottleneck:
             h.update(name.encode())
             h.update(value.detach().cpu().contiguous().numpy().tobytes())
         h.update(self.tables.sha256().encode())
-        h.update(repr(dataclasses.astuple(self.split)).encode())
+        # the cut and the layout it was trained with, as hashed before the split config grew
+        # per-camera fields (layouts now come from the camera's profile, in the header)
+        split = self.split
+        h.update(repr((split.after, split.tiles, split.tile_overlap, split.include_full_frame,
+                       split.score_threshold, split.nms_iou)).encode())  # fmt: skip
         return h.hexdigest()
 
 

@@ -73,8 +73,9 @@ class TaskEncoder:
     """The edge: frames -> units.
 
     Args:
-        bottleneck: the trained bottleneck (its split config sets the windows).
-        detector: the split detector's edge half (its config must be the bottleneck's).
+        bottleneck: the trained bottleneck.
+        detector: the split detector's edge half: cut where the bottleneck was trained
+            (``after``); its windows are the camera's (any layout).
         intra_period: frames between intra units; 0: only the first frame.
         skip_threshold: positions whose latents change by at most this much (L1 over the
             channels) are not updated; default: the bottleneck's (the threshold its tables
@@ -84,9 +85,10 @@ class TaskEncoder:
     def __init__(self, bottleneck: TaskBottleneck, detector: SplitDetector,
                  intra_period: int = DEFAULT_INTRA_PERIOD,
                  skip_threshold: int | None = None) -> None:  # fmt: skip
-        if detector.config != bottleneck.split:
-            raise ValueError(f"the detector is cut as {detector.config}, the bottleneck was "
-                             f"trained for {bottleneck.split}")  # fmt: skip
+        if detector.config.after != bottleneck.split.after:
+            raise ValueError(f"the detector is cut after expanded_conv_{detector.config.after}, "
+                             f"the bottleneck was trained after "
+                             f"expanded_conv_{bottleneck.split.after}")  # fmt: skip
         if intra_period < 0:
             raise ValueError(f"intra_period must be >= 0, got {intra_period}")
         if skip_threshold is None:

@@ -28,7 +28,13 @@ import torch
 from torch import Tensor
 
 from semcodec.codec.detection.ssdlite import INPUT_SIZE, SSDLiteMobileNetV2
-from semcodec.codec.scaffold.detector import Detections, check_frame, nms, tile_windows
+from semcodec.codec.scaffold.detector import (
+    Detections,
+    check_frame,
+    nms,
+    suppress_contained,
+    tile_windows,
+)
 
 #: Registry name of the detector's PyTorch weights (see :mod:`codec.models`).
 WEIGHTS_NAME = "ssdlite_person_weights"
@@ -45,6 +51,8 @@ class SplitConfig:
         include_full_frame: also run the whole frame as a window.
         score_threshold: the cloud keeps detections scoring at least this, in [0, 1].
         nms_iou: IoU above which the cloud's merge suppresses the lower-scored box.
+        contained_cover: after NMS the cloud drops parts of people (see
+            :func:`codec.scaffold.detector.suppress_contained`; 0: off).
     """
 
     after: int = 6
@@ -53,6 +61,7 @@ class SplitConfig:
     include_full_frame: bool = False
     score_threshold: float = 0.3
     nms_iou: float = 0.5
+    contained_cover: float = 0.8
 
     def windows(self, height: int, width: int) -> list[tuple[int, int, int, int]]:
         """The ``(x0, y0, x1, y1)`` pixel windows of a ``height`` x ``width`` frame."""
@@ -127,7 +136,9 @@ class SplitDetector:
         all_boxes = np.concatenate(frame_boxes).astype(np.float32)
         all_scores = np.concatenate(frame_scores).astype(np.float32)
         kept = nms(all_boxes, all_scores, self.config.nms_iou)
-        return Detections(all_boxes[kept], all_scores[kept])
+        all_boxes, all_scores = all_boxes[kept], all_scores[kept]
+        whole = suppress_contained(all_boxes, all_scores, self.config.contained_cover)
+        return Detections(all_boxes[whole], all_scores[whole])
 
     def detect(self, frame: np.ndarray) -> Detections:
         """Both halves without a bottleneck: the unsplit detector's detections."""

@@ -12,6 +12,7 @@ from 1) and ``detections.json``.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -28,10 +29,17 @@ from semcodec.codec.bitstream import (
     Unit,
     UnitKind,
 )
-from semcodec.codec.scaffold.detector import Detections
+from semcodec.codec.scaffold.detector import Detections, PersonDetector
+from semcodec.codec.scaffold.profile import PROFILE_SECONDS
 from semcodec.codec.task.bottleneck import TaskBottleneck, load_bottleneck
+from semcodec.codec.task.calibrate import (
+    DetectProfile,
+    layout_settings,
+    profile_detect,
+    split_from_settings,
+)
 from semcodec.codec.task.coder import TaskDecoder, TaskEncoder, UnitShape
-from semcodec.codec.task.split import WEIGHTS_NAME, SplitDetector, load_split_model
+from semcodec.codec.task.split import WEIGHTS_NAME, SplitConfig, SplitDetector, load_split_model
 
 MODE_KEY, DETECT_MODE = "mode", "detect"
 BOTTLENECK_MODEL = "task_bottleneck"
@@ -110,13 +118,17 @@ class DetectEncodeStats:
     intra_units: int = 0
     feature_bytes: int = 0
     header_bytes: int = 0
+    #: what the camera's profile chose (empty: the windows were given)
+    profile: str = ""
 
 
 def detect_header(bottleneck: TaskBottleneck, shape: UnitShape, width: int, height: int,
                   fps: float, num_frames: int, intra_period: int,
-                  skip_threshold: int = 0) -> StreamHeader:  # fmt: skip
-    """The stream header of a detect-mode stream (``skip_threshold`` is recorded for the
-    reader; the decoder does not need it)."""
+                  skip_threshold: int = 0, split: SplitConfig | None = None,
+                  profile: DetectProfile | None = None) -> StreamHeader:  # fmt: skip
+    """The stream header of a detect-mode stream: the unit shape, the windows and the
+    cloud's threshold (``split``, default the bottleneck's), what the camera's profile saw
+    (``profile``), and ``skip_threshold`` for the reader (the decoder does not need it)."""
     from fractions import Fraction
 
     from semcodec.codec.models import model_spec
@@ -126,7 +138,9 @@ def detect_header(bottleneck: TaskBottleneck, shape: UnitShape, width: int, heig
                 "windows": str(shape.windows), "latent": str(shape.latent),
                 "side": str(shape.side), "intra_period": str(intra_period),
                 "skip_threshold": str(skip_threshold),
-                "beta": f"{bottleneck.metadata.get('beta', 0):g}"}  # fmt: skip
+                "beta": f"{bottleneck.metadata.get('beta', 0):g}",
+                **layout_settings(split or bottleneck.split),
+                **(profile.to_settings() if profile is not None else {})}  # fmt: skip
     models = (ModelEntry(WEIGHTS_NAME, model_spec(WEIGHTS_NAME).sha256),
               ModelEntry(BOTTLENECK_MODEL, bottleneck.sha256()))  # fmt: skip
     return StreamHeader(width=width, height=height, fps_num=rate.numerator,
@@ -138,15 +152,29 @@ def encode_detect(frames: Iterable[np.ndarray], bottleneck: TaskBottleneck,
                   detector: SplitDetector, fps: float, frame_size: tuple[int, int],
                   num_frames: int = 0, intra_period: int = 64,
                   skip_threshold: int | None = None,
+                  person_detector: PersonDetector | None = None,
                   ) -> tuple[StreamHeader, Iterator[Unit], DetectEncodeStats]:  # fmt: skip
     """``(header, units, stats)``: units are produced as ``frames`` are read (then ``END``);
     ``stats`` fills in as they are consumed. ``skip_threshold``: see
-    :class:`~codec.task.coder.TaskEncoder` (default: the bottleneck's)."""
+    :class:`~codec.task.coder.TaskEncoder` (default: the bottleneck's).
+
+    With ``person_detector`` (the full detector) the first :data:`PROFILE_SECONDS` of
+    ``frames`` are read ahead and choose the windows and the cloud's threshold
+    (:func:`codec.task.calibrate.profile_detect`; ``stats.profile`` says what); without it,
+    ``detector``'s windows and threshold are used as they are."""
     width, height = frame_size
+    frames, profile = iter(frames), None
+    if person_detector is not None:
+        ahead = list(itertools.islice(frames, max(1, round(PROFILE_SECONDS * fps))))
+        profile = profile_detect(ahead, bottleneck, detector.model, person_detector)
+        detector = SplitDetector(detector.model, profile.split(detector.config))
+        frames = itertools.chain(ahead, frames)
     encoder = TaskEncoder(bottleneck, detector, intra_period, skip_threshold)
     header = detect_header(bottleneck, encoder.shape(height, width), width, height, fps,
-                           num_frames, intra_period, encoder.skip_threshold)  # fmt: skip
-    stats = DetectEncodeStats(header_bytes=len(header.to_bytes()))
+                           num_frames, intra_period, encoder.skip_threshold, detector.config,
+                           profile)  # fmt: skip
+    stats = DetectEncodeStats(header_bytes=len(header.to_bytes()),
+                              profile=profile.describe() if profile else "")  # fmt: skip
 
     def units() -> Iterator[Unit]:
         for index, frame in enumerate(frames):
@@ -196,7 +224,7 @@ def open_detect_decoder(header: StreamHeader, bottleneck: str | os.PathLike | No
         raise TaskStreamError(f"the stream was coded with bottleneck sha256 {wanted}, which is "
                               f"{which}; pass the edge's file with --bottleneck")
     shape = unit_shape(header, found)
-    split = found.split
+    split = header_split(header, found)
     if score_threshold is not None:
         if not 0.0 <= score_threshold <= 1.0:
             raise TaskStreamError(f"score threshold must be in [0, 1], got {score_threshold}")
@@ -216,13 +244,26 @@ def unit_shape(header: StreamHeader, bottleneck: TaskBottleneck) -> UnitShape:
                           int(header.settings["side"]))  # fmt: skip
     except (KeyError, ValueError) as exc:
         raise TaskStreamError(f"detect-mode header without a valid unit shape ({exc})") from None
-    expected = len(bottleneck.split.windows(header.height, header.width))
+    expected = len(header_split(header, bottleneck).windows(header.height, header.width))
     latent = bottleneck.model.config.latent
     if shape.latent != latent or shape.windows != expected or shape.side != 19:
         raise TaskStreamError(f"the header's unit shape (windows {shape.windows}, latent "
                               f"{shape.latent}, side {shape.side}) does not fit the bottleneck "
                               f"({latent} channels, {expected} windows)")  # fmt: skip
     return shape
+
+
+def header_split(header: StreamHeader, bottleneck: TaskBottleneck) -> SplitConfig:
+    """The windows and the cloud's threshold a detect-mode header declares (the
+    bottleneck's own for a header from before per-camera layouts).
+
+    Raises:
+        TaskStreamError: layout entries that are not numbers or out of range.
+    """
+    try:
+        return split_from_settings(header.settings, bottleneck.split)
+    except ValueError as exc:
+        raise TaskStreamError(f"detect-mode header with a bad layout ({exc})") from None
 
 
 def decode_detect(units: Iterable[Unit], decoder: TaskDecoder) -> Iterator[tuple[int, Detections]]:

@@ -165,7 +165,7 @@ def test_bad_units_raise_feature_coding_errors(random_detector, sample_frames) -
 
 def test_encoder_refuses_a_detector_cut_elsewhere(random_detector) -> None:
     other = SplitDetector(random_detector.model, SplitConfig(after=9))
-    with pytest.raises(ValueError, match="trained for"):
+    with pytest.raises(ValueError, match="trained after"):
         TaskEncoder(_bottleneck(), other)
 
 

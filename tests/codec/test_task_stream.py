@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -186,3 +187,59 @@ def test_detect_mode_with_the_shipped_bottleneck_finds_people(sample_dir, tmp_pa
     assert sum(len(f["boxes"]) for f in strict) <= sum(len(f["boxes"]) for f in frames)
     assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "o2"), "-q",
                        "--score-threshold", "2"]) == 2  # fmt: skip
+
+
+def _zoomed_sample(count: int, zoom: float = 3.0) -> np.ndarray:
+    """A closer camera made from the sample: people about half the frame tall."""
+    import cv2
+
+    from semcodec.edge.sources import open_source, sample_path
+
+    frames = open_source(sample_path()).read(start=1, count=count)
+    h, w = frames.shape[1:3]
+    ch, cw = round(h / zoom), round(w / zoom)
+    y0, x0 = round(0.55 * h - ch / 2), round(0.5 * w - cw / 2)
+    return np.stack([cv2.resize(f[y0:y0 + ch, x0:x0 + cw], (w, h), interpolation=cv2.INTER_CUBIC)
+                     for f in frames])  # fmt: skip
+
+
+@pytest.mark.parametrize("zoom, tiles, windows", [(1.0, 2, 4), (3.0, 1, 1)])
+def test_detect_layout_follows_the_camera_and_round_trips(bottleneck_file, zoom, tiles,
+                                                          windows) -> None:  # fmt: skip
+    """Small people -> 2x2 windows, large -> one; the header names the layout and the cloud's
+    threshold, and the cloud decodes with them."""
+    from semcodec.codec.bitstream import StreamHeader
+    from semcodec.codec.scaffold.detector import PersonDetector
+    from semcodec.codec.task.bottleneck import load_bottleneck
+    from semcodec.codec.task.split import SplitDetector, load_split_model
+    from semcodec.codec.task.stream import decode_detect, encode_detect, open_detect_decoder
+
+    bottleneck = load_bottleneck(bottleneck_file)
+    frames = _zoomed_sample(4, zoom)
+    h, w = frames.shape[1:3]
+    header, units, stats = encode_detect(iter(frames), bottleneck,
+                                         SplitDetector(load_split_model(), bottleneck.split),
+                                         7.0, (w, h), 4, person_detector=PersonDetector())
+    units = list(units)
+    header = StreamHeader.from_bytes(header.to_bytes())
+    s = header.settings
+    assert (s["tiles"], s["windows"], s["full_frame"]) == (str(tiles), str(windows), "False")
+    assert 0.05 <= float(s["score_threshold"]) <= 0.9
+    assert s["profile_frames"] == "0 1 2 3" and stats.profile
+    decoder = open_detect_decoder(header, bottleneck_file)
+    assert decoder.detector.config.tiles == tiles
+    assert decoder.detector.config.score_threshold == float(s["score_threshold"])
+    assert len(list(decode_detect(units, decoder))) == 4
+
+
+@pytest.mark.parametrize("entry", [("tiles", "9"), ("tiles", "x"), ("score_threshold", "2")])
+def test_detect_header_with_a_bad_layout_is_refused(bottleneck_file, entry) -> None:
+    from semcodec.codec.task.bottleneck import load_bottleneck
+    from semcodec.codec.task.coder import UnitShape
+    from semcodec.codec.task.stream import TaskStreamError, detect_header, unit_shape
+
+    bottleneck = load_bottleneck(bottleneck_file)
+    header = detect_header(bottleneck, UnitShape(4, 4, 19), 384, 288, 7.0, 4, 64)
+    header = dataclasses.replace(header, settings={**header.settings, entry[0]: entry[1]})
+    with pytest.raises(TaskStreamError, match="layout"):
+        unit_shape(header, bottleneck)

@@ -1,0 +1,108 @@
+"""The camera profile: the detector's window layout chosen from a camera's own frames."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from semcodec.codec.scaffold.detector import suppress_contained
+from semcodec.codec.scaffold.profile import (
+    CameraProfile,
+    choose_profile,
+    profile_frame_indices,
+    window_fraction,
+)
+
+
+@pytest.fixture(scope="module")
+def person_detector():
+    from semcodec.codec.scaffold.detector import PersonDetector
+
+    return PersonDetector(threads=1)
+
+
+def zoomed(frames: np.ndarray, zoom: float, cx: float = 0.5, cy: float = 0.55) -> np.ndarray:
+    """A closer camera: the central 1/zoom of each frame, resized back to the frame size."""
+    h, w = frames.shape[1:3]
+    ch, cw = round(h / zoom), round(w / zoom)
+    y0, x0 = round(cy * h - ch / 2), round(cx * w - cw / 2)
+    return np.stack([cv2.resize(f[y0:y0 + ch, x0:x0 + cw], (w, h), interpolation=cv2.INTER_CUBIC)
+                     for f in frames])  # fmt: skip
+
+
+def test_window_fraction_known_values():
+    assert window_fraction(1) == 1.0
+    assert window_fraction(2) == pytest.approx(1 / 1.75)
+    assert window_fraction(3, overlap=0.0) == pytest.approx(1 / 3)
+
+
+def test_profile_frames_are_spread_and_bounded():
+    assert profile_frame_indices(0) == []
+    assert profile_frame_indices(3) == [0, 1, 2]
+    picked = profile_frame_indices(100, limit=8)
+    assert len(picked) == 8 and picked[0] == 0 and picked[-1] == 99
+
+
+def test_small_people_choose_tiles(sample_frames, person_detector):
+    """The sample (PETS09-S2L1 at 384x288: people about 0.16 of the frame tall) -> 2x2."""
+    profile = choose_profile(sample_frames, person_detector)
+    assert profile.tiles == 2
+    assert profile.people > 0 and 0.08 < profile.person_height < 0.25
+    assert "2x2 tiles" in profile.describe()
+
+
+def test_large_people_choose_one_window(sample_frames, person_detector):
+    """The same scene seen 3x closer: people about half the frame tall -> one window."""
+    profile = choose_profile(zoomed(sample_frames, 3.0), person_detector)
+    assert profile.tiles == 1
+    assert profile.person_height > 0.3
+
+
+def test_nobody_seen_defaults_to_tiles(person_detector):
+    frames = np.full((4, 240, 320, 3), 128, np.uint8)
+    profile = choose_profile(frames, person_detector)
+    assert profile == CameraProfile(tiles=2, frames=(0, 1, 2, 3))
+    assert "nobody seen" in profile.describe()
+
+
+def test_parts_inside_a_taller_person_are_dropped():
+    boxes = np.array([[100, 100, 150, 300],   # a whole person
+                      [105, 100, 145, 160],   # their head and shoulders (a tile's view)
+                      [300, 100, 350, 300],   # another person
+                      [305, 110, 345, 170]],  # a part scoring higher than its container
+                     np.float32)  # fmt: skip
+    scores = np.array([0.8, 0.7, 0.5, 0.9], np.float32)
+    assert suppress_contained(boxes, scores, 0.8).tolist() == [0, 2, 3]
+    assert suppress_contained(boxes, scores, 0.0).tolist() == [0, 1, 2, 3]
+
+
+def test_side_by_side_people_are_kept():
+    boxes = np.array([[100, 100, 150, 300], [120, 110, 170, 300]], np.float32)
+    assert suppress_contained(boxes, np.array([0.9, 0.6]), 0.8).tolist() == [0, 1]
+
+
+def test_level1_header_records_the_chosen_layout(sample_frames):
+    from semcodec.codec.scaffold.codec import ScaffoldDecoder, encode_frames
+    from semcodec.codec.scaffold.levels import level_config
+
+    frames = sample_frames[:6]
+    header, units, stats = encode_frames(iter(frames), level_config(1), 7.0, (384, 288), 6)
+    assert header.settings["detector_tiles"] == "2"
+    assert header.settings["profile_frames"] == "0 1 2 3 4 5"
+    assert float(header.settings["profile_person_height"]) > 0
+    assert "2x2 tiles" in stats.profile
+    decoder = ScaffoldDecoder(header)
+    for unit in units:
+        decoder.decode_unit(unit)
+    decoder.finish()
+
+
+def test_a_fixed_layout_is_kept(sample_frames):
+    from semcodec.codec.scaffold.codec import encode_frames
+    from semcodec.codec.scaffold.levels import level_config
+
+    config = level_config(1, detector_tiles=1)
+    header, _, stats = encode_frames(iter(sample_frames[:3]), config, 7.0, (384, 288), 3)
+    assert header.settings["detector_tiles"] == "1"
+    assert "profile_frames" not in header.settings and stats.profile == ""

@@ -1,0 +1,68 @@
+"""``--camera-transform``: new cameras made from the data there is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from semcodec.evaluation.camera import (
+    CameraTransform,
+    CameraTransformError,
+    parse_camera_transform,
+)
+from semcodec.evaluation.groundtruth import GroundTruth
+
+
+def _gt(boxes_xywh, counted=None) -> GroundTruth:
+    n = len(boxes_xywh)
+    return GroundTruth(frame_numbers=np.ones(n), ids=np.arange(1, n + 1), boxes=boxes_xywh,
+                       counted=np.ones(n, bool) if counted is None else counted,
+                       world_xy=np.full((n, 2), np.nan))  # fmt: skip
+
+
+def test_parse_known_answers():
+    assert parse_camera_transform(None).is_identity
+    assert parse_camera_transform("none").is_identity
+    t = parse_camera_transform("zoom=2,x=0.25,y=0.75")
+    assert (t.zoom, t.x, t.y, t.scale) == (2.0, 0.25, 0.75, 1.0)
+    assert parse_camera_transform("scale=0.5") == CameraTransform(scale=0.5)
+    assert parse_camera_transform(t.describe()) == t
+    assert parse_camera_transform("zoom=2,scale=0.5").describe() == "zoom=2,x=0.5,y=0.5,scale=0.5"
+
+
+@pytest.mark.parametrize("text", ["zoom", "zoom=two", "zoom=0.5", "scale=0", "scale=9",
+                                  "x=0.2", "zoom=2,zoom=3", "tilt=3", "zoom=2,x=1.5"])
+def test_parse_refuses_bad_text(text):
+    with pytest.raises(CameraTransformError):
+        parse_camera_transform(text)
+
+
+def test_zoom_crops_the_centre_and_keeps_the_size():
+    frames = np.zeros((2, 100, 200, 3), np.uint8)
+    frames[:, 25:75, 50:150] = 200  # the central half
+    out = CameraTransform(zoom=2).frames(frames)
+    assert out.shape == (2, 100, 200, 3)
+    assert out.min() == 200  # only the centre is left, enlarged
+
+
+def test_crop_stays_inside_the_frame():
+    assert CameraTransform(zoom=2, x=1.0, y=0.0).crop(200, 100) == (100, 0, 200, 50)
+
+
+def test_scale_halves_the_frame_and_boxes():
+    frames = np.zeros((1, 100, 200, 3), np.uint8)
+    t = CameraTransform(scale=0.5)
+    assert t.frames(frames).shape == (1, 50, 100, 3)
+    gt = t.groundtruth(_gt([[20, 10, 40, 60]]), 200, 100)
+    np.testing.assert_allclose(gt.boxes, [[10, 5, 20, 30]])
+
+
+def test_zoom_maps_boxes_and_ignores_people_mostly_outside():
+    # frame 200x100, zoom 2 about the centre: crop x 50..150, y 25..75, then x2
+    gt = _gt([[60, 30, 10, 20],    # inside: (20, 10, 20, 40)
+              [35, 30, 20, 20],    # a quarter inside: kept as an ignore region
+              [0, 0, 20, 20]])     # outside: dropped
+    out = CameraTransform(zoom=2).groundtruth(gt, 200, 100)
+    np.testing.assert_allclose(out.boxes, [[20, 10, 20, 40], [0, 10, 10, 40]])
+    assert out.counted.tolist() == [True, False]
+    assert out.ids.tolist() == [1, 2]
