@@ -181,21 +181,31 @@ def load_sequence(path: str, frames: int | None, source_options: tuple = (), sta
     renumbered so that ``frames[0]`` is frame 1 (as everything downstream counts).
 
     ``source_options`` are ``(key, value)`` pairs for :func:`edge.sources.open_source`
-    (``fps``, ``width``, ``height``: what a raw ``.yuv`` needs). Cached per process, so the
-    cells of one sequence read it once.
+    (``fps``, ``width``, ``height``: what a raw ``.yuv`` needs), and ``camera_transform``
+    (:mod:`evaluation.camera`: a new camera made from the sequence; the frames, the ground
+    truth and the info's size follow, and its name gets the transform in brackets). Cached
+    per process, so the cells of one sequence read it once.
     """
     from semcodec.edge.sources import open_source
+    from semcodec.evaluation.camera import parse_camera_transform
     from semcodec.evaluation.groundtruth import load_mot_groundtruth
 
-    source = open_source(path, **dict(source_options))
+    options = dict(source_options)
+    camera = parse_camera_transform(options.pop("camera_transform", None))
+    source = open_source(path, **options)
     pixels = source.read(start=start, count=frames)
     if len(pixels) == 0:
         raise BenchError(f"{path}: no frames could be read")
-    gt = None
-    if source.info.groundtruth is not None:
-        gt = load_mot_groundtruth(source.info.groundtruth)
+    info, gt = source.info, None
+    if info.groundtruth is not None:
+        gt = load_mot_groundtruth(info.groundtruth)
         gt = gt.restrict(start, start + len(pixels) - 1).renumbered(start)
-    return pixels, source.info, gt
+    if not camera.is_identity:
+        gt = None if gt is None else camera.groundtruth(gt, info.width, info.height)
+        pixels = camera.frames(pixels)
+        info = dataclasses.replace(info, name=f"{info.name}[{camera.describe()}]",
+                                   width=pixels.shape[2], height=pixels.shape[1])  # fmt: skip
+    return pixels, info, gt
 
 
 def sequence_name(path: str) -> str:

@@ -159,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="K",
         help="first frame read, 1-based (a held-out range: --start 501 --frames 295)",
     )
+    data.add_argument("--camera-transform", type=_camera_transform, default="none",
+                      metavar="SPEC", help=CAMERA_TRANSFORM_HELP)  # fmt: skip
     codecs = run.add_argument_group("codecs and settings")
     codecs.add_argument(
         "--codecs",
@@ -604,7 +606,9 @@ def grid_from_args(args: argparse.Namespace):
         fvd_weights=args.fvd_weights,
         lpips_every=lpips_every,
         moda_every=moda_every,
-        source_options={"fps": args.fps, "width": args.width, "height": args.height},
+        source_options={"fps": args.fps, "width": args.width, "height": args.height,
+                        "camera_transform": None if args.camera_transform == "none"
+                        else args.camera_transform},
         detector=detector,
     )
     validate_grid(config)

@@ -66,3 +66,24 @@ def test_zoom_maps_boxes_and_ignores_people_mostly_outside():
     np.testing.assert_allclose(out.boxes, [[20, 10, 20, 40], [0, 10, 10, 40]])
     assert out.counted.tolist() == [True, False]
     assert out.ids.tolist() == [1, 2]
+
+
+def test_load_sequence_makes_the_new_camera(sample_dir):
+    from semcodec.evaluation.bench import load_sequence
+
+    plain, info, gt = load_sequence(str(sample_dir), 3, (), 1)
+    zoomed, zinfo, zgt = load_sequence(str(sample_dir), 3, (("camera_transform", "scale=0.5"),), 1)
+    assert zoomed.shape == (3, plain.shape[1] // 2, plain.shape[2] // 2, 3)
+    assert (zinfo.width, zinfo.height) == (zoomed.shape[2], zoomed.shape[1])
+    assert zinfo.name == f"{info.name}[scale=0.5]"
+    np.testing.assert_allclose(zgt.boxes, gt.boxes * 0.5)
+
+
+def test_bad_camera_transform_is_a_usage_error(tmp_path, capsys):
+    from semcodec.evaluation.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--camera-transform", "zoom=0.5", "--out", str(tmp_path / "o")])
+    assert exit_info.value.code == 2
+    assert "zoom must be in [1, 16]" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
