@@ -151,6 +151,7 @@ def _stream_main(index: int, target: str, semc: Path, begin: float, deadline: fl
                     sent = self.sent_at.pop(seq)
                     if sent < deadline:  # the rest of a session, sent at once after: not
                         record["ack_ms"].append(1000 * (now - sent))
+                        record["ack_at"].append((session, seq, round(sent - begin, 3)))
                     record["units_acked"] += 1
             super()._acked(next_seq, feedback)
 
@@ -158,7 +159,7 @@ def _stream_main(index: int, target: str, semc: Path, begin: float, deadline: fl
     units = [(u.seq, int(u.kind), u.to_bytes()) for u in units]
     header_bytes = header.to_bytes()
     record = {"stream": index, "sessions": 0, "complete": 0, "units_acked": 0, "ack_ms": [],
-              "errors": []}  # fmt: skip
+              "ack_at": [], "errors": []}  # fmt: skip
     session = 0
     time.sleep(max(0.0, begin - time.monotonic()))
     while time.monotonic() < deadline:
@@ -399,6 +400,9 @@ def summarize(settings: LoadSettings, records: list[dict], probe: _Probe, start_
     after = [ms for at, ms in zip(probe.health_at, probe.health_ms, strict=True)
              if at > deadline_s]  # fmt: skip
     acked = sorted(r["units_acked"] for r in records)
+    slowest = sorted(((ms, r["stream"], *at) for r in records
+                      for ms, at in zip(r["ack_ms"], r.get("ack_at", []), strict=False)),
+                     reverse=True)[:20]  # fmt: skip
     median = statistics.median(acked) if acked else 0
     errors = [e for r in records for e in r["errors"]]
     for r in records:
@@ -442,7 +446,10 @@ def summarize(settings: LoadSettings, records: list[dict], probe: _Probe, start_
                       "failures": probe.health_failures[:20]},
         "ack_ms": {"count": len(acks), "p50": round(percentile(acks, 0.5), 2),
                    "p99": round(percentile(acks, 0.99), 2),
-                   "max": round(max(acks, default=0.0), 2)},
+                   "max": round(max(acks, default=0.0), 2),
+                   "slowest": [{"ms": round(ms, 1), "stream": stream, "session": session,
+                                "seq": seq, "sent_s": at}
+                               for ms, stream, session, seq, at in slowest]},
         "streams": {"count": len(records), "units_acked_min": acked[0] if acked else 0,
                     "units_acked_median": median, "units_acked_max": acked[-1] if acked else 0,
                     "units_acked_total": sum(acked),

@@ -320,16 +320,24 @@ class StreamClient:
                 if self.spool.done and seq >= self.spool.produced:
                     return
                 continue
-            for message in unit_chunks(unit, chunk):
+            messages = list(unit_chunks(unit, chunk))
+            for k, message in enumerate(messages):
                 if self.stats.first_sent is None:  # before the pacer's first wait
                     self.stats.first_sent = time.monotonic()
                 self.pacer.consume(len(message.chunk.data))
                 self.stats.wire_bytes += len(message.chunk.data)
+                if k == len(messages) - 1:
+                    # counted as sent *before* its last chunk goes to gRPC: gRPC asks for the
+                    # next message only once this send completed and its thread ran again,
+                    # which on a busy machine can be after the unit's ack came back (a unit
+                    # counted after its ack was timed one unit period late by the load test)
+                    self._sent(unit)
                 yield message
-            self._sent(unit)
             seq += 1
 
     def _sent(self, unit: SpooledUnit) -> None:
+        """Unit ``unit`` is handed to gRPC (its last chunk; a resend when an earlier
+        connection had handed it already)."""
         self.stats.units_sent += 1
         self.stats.bytes_sent += len(unit.data)
         if unit.seq < self._high_sent:
