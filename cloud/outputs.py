@@ -22,7 +22,8 @@ or interrupted decode removes it (a ``kill -9`` leaves only that hidden folder, 
 partial ``DIR``). An existing non-empty ``DIR`` is refused unless ``force``, which swaps it
 for the new one (atomically on Linux: ``renameat2(RENAME_EXCHANGE)``); a symlink at ``DIR``
 is always refused. Files are created with ``O_EXCL | O_NOFOLLOW``, never through a link, and
-every write is checked (a full disk is an error).
+every write is checked (a full disk is an error). Folders are 0700 and files 0600 (private
+to the user; a umask may only take bits away): share outputs by copying or chmod.
 Memory is bounded by one frame: scaffolds, overview and the per-frame index go to their
 files as frames come.
 """
@@ -60,6 +61,9 @@ _NEW_FILE = (
     | getattr(os, "O_CLOEXEC", 0)
 )
 
+
+#: Modes of what is written: private to the user who decodes (folders 0700, files 0600).
+DIR_MODE, FILE_MODE = 0o700, 0o600
 
 #: The per-frame index, written as frames come and folded into stream.json at the end.
 _INDEX = ".frames.jsonl"
@@ -158,7 +162,7 @@ def open_new_file(path: Path) -> BinaryIO:
         OutputError: ``path`` exists (a file or a link) or cannot be created.
     """
     try:
-        fd = os.open(path, _NEW_FILE, 0o644)
+        fd = os.open(path, _NEW_FILE, FILE_MODE)
     except OSError as exc:
         raise OutputError(f"cannot create {path}: {exc.strerror}") from exc
     return os.fdopen(fd, "wb")
@@ -191,11 +195,11 @@ def prepare_output(target: Path, force: bool = False) -> Path:
             raise OutputError(f"{target} is not empty: pass --force to replace it, or choose "
                               "another output folder")  # fmt: skip
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         remove_stale_partials(target)
         tmp = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.partial"
-        tmp.mkdir(mode=0o755)
-        (tmp / "frames").mkdir()
+        tmp.mkdir(mode=DIR_MODE)
+        (tmp / "frames").mkdir(mode=DIR_MODE)
     except OSError as exc:
         raise OutputError(f"cannot create the output folder beside {target}: {exc}") from exc
     return tmp

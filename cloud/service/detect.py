@@ -140,17 +140,22 @@ class DetectionFiles:
     """
 
     def __init__(self, out_dir: Path, header: StreamHeader) -> None:
-        from semcodec.cloud.outputs import OutputError, open_new_file, remove_stale_partials
+        from semcodec.cloud.outputs import (
+            DIR_MODE,
+            OutputError,
+            open_new_file,
+            remove_stale_partials,
+        )
 
         self.out_dir, self.count = Path(out_dir), 0
         if self.out_dir.is_symlink() or self.out_dir.exists():
             raise OutputError(f"{self.out_dir} exists: the session's outputs are committed")
         try:
-            self.out_dir.parent.mkdir(parents=True, exist_ok=True)
+            self.out_dir.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             remove_stale_partials(self.out_dir)
             self.tmp = self.out_dir.parent / (f".{self.out_dir.name}.{os.getpid()}-"
                                               f"{secrets.token_hex(4)}.partial")  # fmt: skip
-            self.tmp.mkdir(mode=0o755)
+            self.tmp.mkdir(mode=DIR_MODE)
         except OSError as exc:
             raise OutputError(f"cannot create the output folder beside {out_dir}: {exc}") from exc
         self._txt = open_new_file(self.tmp / "detections.txt")

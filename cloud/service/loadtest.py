@@ -1,8 +1,9 @@
 """``cloud-decoder loadtest``: many concurrent edge streams against one ``cloud-decoder serve``.
 
 It starts a server (a separate process, so its memory is its own; or uses ``--server``),
-then ``--streams`` real streams over gRPC -- :class:`~edge.stream.client.StreamClient`\\ s,
-as ``edge-agent stream`` runs them, split over a few worker processes -- each sending the
+then ``--streams`` real streams over gRPC -- the edge's ``StreamClient``\\ s, as
+``edge-agent stream`` runs them, split over a few processes of the edge's load generator
+(:mod:`edge.stream.loadgen`; the cloud never imports the edge) -- each sending the
 embedded sample's stream (encoded once at level 1, or ``--semc FILE``) at ``--fps`` units
 per second, session after session, for ``--seconds``. Meanwhile it asks the standard gRPC
 health service every 0.1 s and samples the server's resident memory (``/proc/PID/status``)
@@ -28,18 +29,15 @@ more than 5 s for an acknowledgement), no errors. Exit status
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import logging
 import math
-import os
 import signal
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -50,6 +48,8 @@ log = logging.getLogger("semcodec.cloud.service")
 
 HEALTH_EVERY_S = 0.1
 SAMPLE_EVERY_S = 1.0
+#: The edge's load generator (a separate process: the cloud never imports the edge).
+LOADGEN = "semcodec.edge.stream.loadgen"
 LIMITS = {"health_p99_ms": 50.0, "ack_p99_ms": 200.0, "rss_growth_share": 0.10,
           "rss_growth_mib": 16.0, "starved_share": 0.5, "ack_wait_s": 5.0}  # fmt: skip
 
@@ -118,114 +118,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-# ------------------------------------------------------------------------------ workers
-
-
-def _stream_main(index: int, target: str, semc: Path, begin: float, deadline: float,
-                 fps: float, spool_root: Path) -> dict:  # fmt: skip
-    """One stream: from ``begin``, sessions of the whole bitstream one after the other
-    until ``deadline`` (the last one is finished at once after it); returns its record."""
-    from semcodec.codec.bitstream import read_stream
-    from semcodec.edge.stream.client import StreamClient, StreamError
-    from semcodec.edge.stream.spool import Spool
-
-    class TimedClient(StreamClient):
-        """Records when each unit's last chunk went to gRPC and when it was acknowledged."""
-
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            self.sent_at: dict[int, float] = {}
-            self.lock = threading.Lock()
-
-        def _sent(self, unit) -> None:
-            with self.lock:
-                self.sent_at[unit.seq] = time.monotonic()
-            super()._sent(unit)
-
-        def _acked(self, next_seq, feedback=None) -> None:
-            now = time.monotonic()
-            with self.lock:
-                for seq in [s for s in self.sent_at if s < next_seq]:
-                    sent = self.sent_at.pop(seq)
-                    if sent < deadline:  # the rest of a session, sent at once after: not
-                        record["ack_ms"].append(1000 * (now - sent))
-                        record["ack_at"].append((session, seq, round(sent - begin, 3)))
-                    record["units_acked"] += 1
-            super()._acked(next_seq, feedback)
-
-    header, units = read_stream(semc)
-    units = [(u.seq, int(u.kind), u.to_bytes()) for u in units]
-    header_bytes = header.to_bytes()
-    record = {"stream": index, "sessions": 0, "complete": 0, "units_acked": 0, "ack_ms": [],
-              "ack_at": [], "errors": []}  # fmt: skip
-    session = 0
-    time.sleep(max(0.0, begin - time.monotonic()))
-    while time.monotonic() < deadline:
-        spool = Spool(spool_root / f"stream{index}-{session}", 64 << 20)
-        spool.bind(header_bytes)
-        client = TimedClient(target, spool, chunk_bytes=64 << 10, max_outage_s=60)
-
-        def feed(spool=spool) -> None:
-            at = time.monotonic()
-            for seq, kind, data in units:
-                if time.monotonic() < deadline:  # after it: the rest at once
-                    time.sleep(max(0.0, at - time.monotonic()))
-                spool.put(seq, kind, data)
-                at += 1.0 / fps
-
-        feeder = threading.Thread(target=feed, daemon=True)
-        feeder.start()
-        try:
-            results = client.run()
-            record["complete"] += int(results.complete and results.units_stored == len(units))
-        except (StreamError, OSError) as exc:
-            record["errors"].append(str(exc))
-            spool.fail(exc)
-        feeder.join()
-        record["sessions"] += 1
-        session += 1
-    return record
-
-
-def worker_main(argv: list[str]) -> int:
-    """A client process: runs its streams in threads, writes their records as JSON."""
-    parser = argparse.ArgumentParser(prog="loadtest-worker")
-    parser.add_argument("--target", required=True)
-    parser.add_argument("--semc", type=Path, required=True)
-    parser.add_argument("--first", type=int, required=True)
-    parser.add_argument("--count", type=int, required=True)
-    parser.add_argument("--start", type=float, required=True, help="time.monotonic() to start")
-    parser.add_argument("--seconds", type=float, required=True)
-    parser.add_argument("--ramp", type=float, required=True)
-    parser.add_argument("--streams", type=int, required=True, help="of all workers")
-    parser.add_argument("--fps", type=float, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    records: list[dict] = []
-    time.sleep(max(0.0, args.start - time.monotonic()))
-    deadline = args.start + args.seconds
-    with tempfile.TemporaryDirectory(prefix="semcodec-load-") as spool_root:
-
-        def run(index: int) -> None:
-            try:
-                begin = args.start + args.ramp * index / args.streams
-                records.append(_stream_main(index, args.target, args.semc, begin, deadline,
-                                            args.fps, Path(spool_root)))  # fmt: skip
-            except Exception as exc:  # recorded: the summary counts it as an error
-                records.append({"stream": index, "sessions": 0, "complete": 0,
-                                "units_acked": 0, "ack_ms": [],
-                                "errors": [f"{type(exc).__name__}: {exc}"]})  # fmt: skip
-
-        threads = [threading.Thread(target=run, args=(args.first + i,))
-                   for i in range(args.count)]  # fmt: skip
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    args.out.write_text(json.dumps(records))
-    return 0
 
 
 # ------------------------------------------------------------------------------ the driver
@@ -307,13 +199,11 @@ def _start_server(settings: LoadSettings) -> tuple[subprocess.Popen, str, str, P
 
 
 def _sample_stream(out: Path) -> Path:
-    """The embedded sample encoded at level 1 (``edge-agent encode``)."""
-    from semcodec.edge.sources import sample_path
-
+    """The embedded sample encoded at level 1 (``edge-agent encode``, run by the edge's
+    load generator: the cloud never imports the edge)."""
     semc = out / "sample-level1.semc"
     if not semc.is_file():
-        done = subprocess.run([sys.executable, "-m", "semcodec.edge.cli", "-q", "encode",
-                               str(sample_path()), "-o", str(semc), "--level", "1"],
+        done = subprocess.run([sys.executable, "-m", LOADGEN, "sample", "--out", str(semc)],
                               capture_output=True, text=True, timeout=600)  # fmt: skip
         if done.returncode != 0:
             raise LoadTestError(f"cannot encode the sample: {done.stderr.strip()}")
@@ -351,7 +241,7 @@ def run_load(settings: LoadSettings) -> dict:
             last = (k + 1) * settings.streams // count
             out = settings.out / f"worker{k}.json"
             out.unlink(missing_ok=True)
-            argv = [sys.executable, "-m", "semcodec.cloud.service.loadtest", "--target",
+            argv = [sys.executable, "-m", LOADGEN, "streams", "--target",
                     target, "--semc", str(semc), "--first", str(first), "--count",
                     str(last - first), "--start", repr(start), "--seconds",
                     repr(settings.seconds), "--fps", repr(settings.fps), "--out",
@@ -514,9 +404,3 @@ def describe(summary: dict) -> str:
             f"{s['units_acked_max']}, longest ack wait {s['max_ack_wait_s']} s, sessions "
             f"{s['sessions_complete']}/{s['sessions']} complete, errors {s['error_count']}; "
             f"{memory}; " + ("all checks pass" if not failed else f"FAILED: {', '.join(failed)}"))
-
-
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.WARNING)
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    sys.exit(worker_main(sys.argv[1:]))

@@ -214,7 +214,7 @@ class DecoderServer:
         host, port = split_host_port(self.settings.listen, "listen")
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         credentials = server_credentials(self.settings)
-        self.settings.out.mkdir(parents=True, exist_ok=True)
+        self.settings.out.mkdir(mode=0o700, parents=True, exist_ok=True)
         loop = asyncio.new_event_loop()
         ready = threading.Event()
 
