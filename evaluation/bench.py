@@ -263,6 +263,7 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
     for stream, n in encoded.stream_bytes.items():
         row[f"bytes_{stream}"] = n
     row.update(encoded.metadata.get("rate", {}))  # a rate-controlled codec's target and windows
+    row.update(encoded.metadata.get("counts", {}))  # e.g. the scaffold's silhouettes
     row.update(measure_quality(pixels, decoded, cell, gt, progress, fps=info.fps))
     if "person" in cell.metrics and gt is not None and "person_boxes" in encoded.metadata:
         row.update(scaffold_person_recall(encoded.metadata["person_boxes"], gt))

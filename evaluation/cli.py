@@ -432,9 +432,11 @@ def build_parser() -> argparse.ArgumentParser:
     bneck.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
     bneck.add_argument("--cache", type=Path, metavar="DIR",
                        help="feature cache folder (default OUT/cache)")  # fmt: skip
-    bneck.add_argument("--data", nargs="+", metavar="NAME:FIRST:FRAMES",
-                       help="training ranges (default PETS09-S2L1-full:1:500 "
-                       "TUD-Stadtmitte:1:90)")  # fmt: skip
+    bneck.add_argument("--data", nargs="+", metavar="NAME:FIRST:FRAMES[@tiles=N,...]",
+                       help="training ranges, each optionally with its windows and a camera "
+                       "transform, e.g. PETS09-S2L1-full:1:250@tiles=1,zoom=2,x=0.3,y=0.4 "
+                       "(default: a mix of PETS, TUD-Stadtmitte 1-90 and zoomed PETS, see "
+                       "evaluation/train_bottleneck.py)")  # fmt: skip
     bneck.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
     bneck.add_argument("--epochs", type=positive_int, default=8, help="passes over the windows")
     bneck.add_argument("--latent", type=positive_int, default=16, help="latent channels")
@@ -795,16 +797,27 @@ def cmd_score_decoder(args: argparse.Namespace) -> int:
     return 0
 
 
-def _data_range(text: str) -> tuple[str, int, int]:
-    name, _, rest = text.rpartition(":")
+def _data_range(text: str) -> tuple:
+    """``NAME:FIRST:FRAMES[@tiles=N[,CAMERA-TRANSFORM]]`` -> a training range tuple."""
+    from semcodec.codec.task.split import SplitConfig
+    from semcodec.evaluation.train_bottleneck import range_layout
+
+    spec, at, layout = text.partition("@")
+    name, _, rest = spec.rpartition(":")
     name, _, first = name.rpartition(":")
     try:
         first_n, count = int(first), int(rest)
     except ValueError:
-        raise UsageError(f"--data {text!r}: expected NAME:FIRST:FRAMES") from None
+        raise UsageError(f"--data {text!r}: expected NAME:FIRST:FRAMES[@tiles=N,...]") from None
     if not name or first_n < 1 or count < 1:
         raise UsageError(f"--data {text!r}: expected NAME:FIRST:FRAMES with FIRST, FRAMES >= 1")
-    return name, first_n, count
+    if not at:
+        return name, first_n, count
+    try:
+        range_layout((name, first_n, count, layout), SplitConfig())
+    except ValueError as exc:
+        raise UsageError(f"--data {text!r}: {exc}") from None
+    return name, first_n, count, layout
 
 
 def cmd_train_bottleneck(args: argparse.Namespace) -> int:

@@ -350,8 +350,21 @@ def sequence_lines(rows: list[dict], out_dir: Path | None = None) -> list[str]:
                 f"{_fmt(first.get('fps'))} fps.")  # fmt: skip
         text += " " + _detector_text(first, out_dir)
         text += _sampling_text(mine, frames)
+        text += _profile_text(mine)
         lines.append(text)
     return lines
+
+
+def _profile_text(rows: list[dict]) -> str:
+    """What the edge chose for this camera by itself (no ground truth), per codec setting
+    that says (the ``camera_profile`` column)."""
+    chosen = sorted({(r["codec"], r["setting"], r["camera_profile"]) for r in rows
+                     if r.get("camera_profile")})  # fmt: skip
+    if not chosen:
+        return ""
+    parts = [f"{codec} {setting}: {profile}" for codec, setting, profile in chosen]
+    return (" Chosen by the edge on its start-up frames, without ground truth: "
+            + "; ".join(parts) + ".")
 
 
 def _moda_every(row: dict) -> tuple[int, ...]:

@@ -152,14 +152,17 @@ class ScaffoldCodec(Codec):
         name, options = self._decoder(encoded.setting)
         reconstructor = create_reconstructor(name, **options)
         boxes: list[np.ndarray] = []  # the people the scaffolds carry, per frame
+        silhouettes = SilhouetteCount(encoded.fps)
 
         def images():
             for unit, image in decode_stream(encoded.payload, reconstructor):
                 boxes.append(unit.scaffold.tracks.boxes)
+                silhouettes.add(unit)
                 yield image
 
         frames = list(_counted(images(), progress))
         encoded.metadata["person_boxes"] = boxes
+        encoded.metadata["counts"] = silhouettes.row()
         if len(frames) != encoded.frames:
             raise RuntimeError(f"scaffold: decoded {len(frames)} frames, expected {encoded.frames}")
         flops = reconstructor.flops_per_frame()
@@ -167,6 +170,41 @@ class ScaffoldCodec(Codec):
             encoded.metadata["dec_flops_per_frame"] = flops
         encoded.metadata["decoder"] = reconstructor.describe()
         return np.stack(frames)
+
+
+class SilhouetteCount:
+    """Counts the people a level-1 decoder draws as a silhouette (a box with no appearance
+    reference yet), frame by frame.
+
+    ``silhouettes``: (frame, person) pairs drawn as a silhouette; ``silhouettes_after_1s``:
+    those of people the stream has carried for more than one second (``fps`` frames) by
+    then -- a person who should have been given a reference; ``person_frames``: all
+    (frame, person) pairs. References are forgotten at a keyframe, as the decoder does.
+    """
+
+    def __init__(self, fps: float) -> None:
+        self.fps = float(fps)
+        self._first: dict[int, int] = {}
+        self._with_ref: set[int] = set()
+        self._frame = 0
+        self.silhouettes = self.after_1s = self.person_frames = 0
+
+    def add(self, decoded) -> None:
+        """Books one :class:`~codec.reconstruct.DecodedFrame`."""
+        self._frame += 1
+        if decoded.keyframe_image is not None:
+            self._with_ref.clear()
+        self._with_ref.update(int(t) for t in decoded.appearances)
+        for tid in decoded.scaffold.tracks.ids.tolist():
+            first = self._first.setdefault(int(tid), self._frame)
+            self.person_frames += 1
+            if int(tid) not in self._with_ref:
+                self.silhouettes += 1
+                self.after_1s += self._frame - first > self.fps
+
+    def row(self) -> dict:
+        return {"silhouettes": self.silhouettes, "silhouettes_after_1s": self.after_1s,
+                "person_frames": self.person_frames}  # fmt: skip
 
 
 def _counted(items: Iterable, progress: Callable[[int], None] | None) -> Iterator:

@@ -377,5 +377,10 @@ def _write(out: Path, rows: list[dict], final: bool = False) -> None:
     writer.writerows(rows)
     write_text_atomic(out / "rows.csv", table.getvalue())
     if final:
-        write_text_atomic(out / "report.md", format_table(rows) + "\n")
+        chosen = [f"- {r['setting']}: {r['profile']}" for r in rows if r.get("profile")]
+        camera = rows[0].get("camera_transform", "none") if rows else "none"
+        notes = [f"Camera transform: {camera}.", "",
+                 "Chosen by the edge on the camera's start-up frames (no ground truth):",
+                 *chosen] if chosen else []  # fmt: skip
+        write_text_atomic(out / "report.md", "\n".join([format_table(rows), "", *notes]) + "\n")
         plot_rate_quality(rows, "moda", out / "rate_moda.png")

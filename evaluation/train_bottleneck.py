@@ -53,8 +53,39 @@ from semcodec.codec.task.split import SplitConfig, SplitDetector
 
 log = logging.getLogger(__name__)
 
-#: The issue's training ranges: PETS09-S2L1-full 1-500 and TUD-Stadtmitte 1-90.
-DEFAULT_DATA = (("PETS09-S2L1-full", 1, 500), ("TUD-Stadtmitte", 1, 90))
+#: The training ranges: ``(sequence, first frame, frames)`` plus, optionally, a layout
+#: ``"tiles=N[,zoom=Z,x=X,y=Y|scale=S]"`` (the windows of that range, on the camera that
+#: :mod:`evaluation.camera` makes; default: the split's windows on the sequence as it is).
+#: A mix of person sizes and layouts, as the edge's camera profile picks them: PETS09-S2L1
+#: 1-500 (small people, 2x2 tiles), TUD-Stadtmitte 1-90 (large people, one window) and
+#: PETS 1-500 zoomed 2x and 3x about other centres than the held-out zoomed camera's
+#: (people 2-3x taller, one window).
+DEFAULT_DATA = (("PETS09-S2L1-full", 1, 500, "tiles=2"), ("TUD-Stadtmitte", 1, 90, "tiles=1"),
+                ("PETS09-S2L1-full", 1, 250, "tiles=1,zoom=2,x=0.3,y=0.4"),
+                ("PETS09-S2L1-full", 251, 250, "tiles=1,zoom=2,x=0.7,y=0.6"),
+                ("PETS09-S2L1-full", 1, 250, "tiles=1,zoom=3,x=0.5,y=0.5"))  # fmt: skip
+#: The ranges of the bottlenecks trained before layouts were mixed (2x2 windows only).
+TILED_DATA = (("PETS09-S2L1-full", 1, 500), ("TUD-Stadtmitte", 1, 90))
+
+
+def range_layout(data_range: Sequence, split: SplitConfig) -> tuple[SplitConfig, str]:
+    """The split config (windows) and camera transform text of one training range.
+
+    Raises:
+        ValueError: a layout text that is not ``tiles=N`` followed by a camera transform.
+    """
+    from semcodec.evaluation.camera import parse_camera_transform
+
+    if len(data_range) < 4 or not data_range[3]:
+        return split, "none"
+    head, _, camera = str(data_range[3]).partition(",")
+    key, _, value = head.partition("=")
+    if key.strip() != "tiles" or not value.strip().isdigit() or not 1 <= int(value) <= 4:
+        raise ValueError(f"training range layout {data_range[3]!r}: expected tiles=N "
+                         "(1..4), then optionally a camera transform")  # fmt: skip
+    tiles = int(value)
+    layout = dataclasses.replace(split, tiles=tiles, include_full_frame=False)
+    return layout, parse_camera_transform(camera or None).describe()
 #: The training objectives' rate terms (see :class:`BottleneckTrainConfig`).
 RATE_MODELS = ("temporal", "factorized")
 
@@ -83,7 +114,7 @@ class BottleneckTrainConfig:
     """
 
     beta: float = 0.1
-    data: tuple[tuple[str, int, int], ...] = DEFAULT_DATA
+    data: tuple[tuple, ...] = DEFAULT_DATA
     bottleneck: BottleneckConfig = BottleneckConfig()
     split: SplitConfig = SplitConfig()
     epochs: int = 8
@@ -129,20 +160,27 @@ def cache_windows(detector: SplitDetector, data: Sequence[tuple[str, int, int]],
     from semcodec.evaluation.bench import load_sequence
 
     caches = []
-    for sequence, first, count in data:
+    for data_range in data:
+        sequence, first, count = data_range[:3]
+        split, camera = range_layout(data_range, detector.config)
         name = f"{sequence}:{first}:{count}"
-        path = cache_dir / _cache_name(name, detector.config)
+        if len(data_range) > 3:
+            name += f"@{data_range[3]}"
+        path = cache_dir / _cache_name(name, split)
         if path.exists():
             with np.load(path) as z:
                 caches.append(WindowCache(name, z["features"], z["encodings"], z["logits"]))
             continue
         log.info("caching detector features of %s", name)
-        frames, _, _ = load_sequence(str(resolve_data_path(sequence, data_dir)), count, (), first)
+        options = () if camera == "none" else (("camera_transform", camera),)
+        frames, _, _ = load_sequence(str(resolve_data_path(sequence, data_dir)), count,
+                                     options, first)  # fmt: skip
+        ranged = SplitDetector(detector.model, split)
         feats, encs, logits = [], [], []
         for frame in frames:
-            f = detector.edge_features(frame)
+            f = ranged.edge_features(frame)
             with torch.inference_mode():
-                enc, logit = detector.raw_outputs(f)
+                enc, logit = ranged.raw_outputs(f)
             feats.append(f.numpy().astype(np.float16))
             encs.append(enc.numpy().astype(np.float16))
             logits.append(logit[..., 1].numpy().astype(np.float16))
@@ -217,6 +255,8 @@ def with_ground_truth(cache: WindowCache, split: SplitConfig,
     from semcodec.edge.sources import open_source, resolve_data_path
     from semcodec.evaluation.groundtruth import load_mot_groundtruth
 
+    if "@" in cache.name:
+        raise ValueError(f"--ground-truth is for ranges without a layout; {cache.name} has one")
     sequence, first, count = cache.name.rsplit(":", 2)
     first, count = int(first), int(count)
     info = open_source(resolve_data_path(sequence, data_dir)).info
@@ -426,7 +466,7 @@ def run_refit(paths: Sequence[Path], skip_thresholds: Sequence[int], out_dir: Pa
     rows = []
     for path, threshold in zip(paths, thresholds, strict=True):
         model, split, metadata = load_transforms(path)
-        data = tuple(tuple(d) for d in metadata.get("data", DEFAULT_DATA))
+        data = tuple(tuple(d) for d in metadata.get("data", TILED_DATA))
         caches = cache_windows(SplitDetector(weights, split), data, cache_dir, data_dir)
         refitted = refit_tables(model, split, metadata, caches, threshold)
         saved = refitted.save(out_dir / Path(path).name)

@@ -19,7 +19,13 @@ neighbours); the raw frames give 0.44 there.
 that has none, and a track whose reference has grown stale -- older than ``refresh_frames``,
 its box height changed by more than ``size_change`` since, or the reference differs from the
 frame's box by more than ``max_difference`` (mean absolute RGB difference) -- within a byte
-budget per frame, new tracks first, then the stalest.
+budget per frame, new tracks first, then the stalest. A new person gets the largest picture
+that fits the budget, halving its size down to a thumbnail :data:`MIN_THUMB_HEIGHT` pixels
+high (tens of bytes), so nobody stays a grey silhouette for want of bytes; a thumbnail is
+refined (sent again at full size) after a quarter of ``refresh_frames``, budget allowing.
+A reference taken when the person's box had another shape (aspect ratio off by more than
+:data:`MAX_ASPECT_CHANGE`: the detector had seen a part of them, or two people as one) is
+replaced at once, like a missing one, so a face is not pasted into a whole body's box.
 
 Payload of the APPEARANCE sub-stream (integers are LEB128 varints, :mod:`codec.bitstream`):
 the number of references, then per reference the track id, the WebP's length and the WebP.
@@ -69,10 +75,13 @@ def ref_region(box: np.ndarray) -> np.ndarray:
 
 
 def ref_size(box: np.ndarray) -> tuple[int, int]:
-    """``(width, height)`` of the reference of a person in ``box`` (frame pixels)."""
+    """``(width, height)`` of the reference of a person in ``box`` (frame pixels): at most
+    :data:`MAX_REF_HEIGHT` high and twice that wide (what a decoder accepts), never
+    upscaled."""
     w, h = float(box[2] - box[0]), float(box[3] - box[1])
-    scale = min(1.0, MAX_REF_HEIGHT / max(h, 1.0))
-    return max(2, round(w * scale)), max(2, round(h * scale))
+    scale = min(1.0, MAX_REF_HEIGHT / max(h, 1.0), 2 * MAX_REF_HEIGHT / max(w, 1.0))
+    return (min(2 * MAX_REF_HEIGHT, max(2, round(w * scale))),
+            min(MAX_REF_HEIGHT, max(2, round(h * scale))))
 
 
 def crop_box(frame: np.ndarray, box: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -211,11 +220,43 @@ def draw_silhouette(canvas: np.ndarray, box: np.ndarray, rgb) -> None:
 # ----------------------------------------------------------------------------- edge
 
 
+#: Smallest thumbnail height (pixels) a new person's first reference may shrink to.
+MIN_THUMB_HEIGHT = 12
+
+
+def thumbnail_sizes(size: tuple[int, int]) -> list[tuple[int, int]]:
+    """``size`` ``(width, height)`` and its halvings down to :data:`MIN_THUMB_HEIGHT`
+    pixels high (the aspect kept): the sizes a first reference may take, largest first."""
+    width, height = size
+    sizes = [(width, height)]
+    while height // 2 >= MIN_THUMB_HEIGHT:
+        width, height = max(2, round(width / 2)), height // 2
+        sizes.append((width, height))
+    return sizes
+
+
 @dataclass
 class _Ref:
     frame: int
     height: float
     picture: np.ndarray  # the decoded reference, as the decoder has it
+    thumbnail: bool = False  # smaller than the person's full reference: refined soon
+    aspect: float = 0.4  # width / height of the box it was taken in
+
+
+#: Urgency of a person without a reference (they go first).
+NO_REF_URGENCY = 1e9
+#: Urgency of a person whose reference is of another shape: sent again at once.
+WRONG_SHAPE_URGENCY = 1e8
+#: A reference whose box's aspect ratio differs from the person's box by more than this
+#: fraction shows something else (a head or torso the detector saw as a person, or two
+#: people in one box): it is replaced as if the person had none.
+MAX_ASPECT_CHANGE = 0.5
+
+
+def _aspect(box: np.ndarray) -> float:
+    """Width / height of an ``x1, y1, x2, y2`` box (>= 1e-3)."""
+    return max(1e-3, float(box[2] - box[0])) / max(1e-3, float(box[3] - box[1]))
 
 
 class AppearanceSelector:
@@ -267,20 +308,35 @@ class AppearanceSelector:
         candidates.sort(key=lambda c: (c[0], c[1]))
         chosen: dict[int, bytes] = {}
         spent = 1
-        for _, tid, box in candidates:
+        # people without a reference, or whose reference is of another shape (a part of
+        # them, or another person): they may use the new people's budget and thumbnails
+        new_left = sum(-c[0] >= WRONG_SHAPE_URGENCY for c in candidates)
+        for negative, tid, box in candidates:
+            new = -negative >= WRONG_SHAPE_URGENCY
             bound = budget_bytes
-            if tid not in self._refs and new_budget_bytes is not None:
+            if new and new_budget_bytes is not None:
                 bound = max(bound or 0, new_budget_bytes)
             if bound is not None and spent + _MIN_REF_COST > bound:
+                new_left -= new
                 continue  # cannot fit whatever it costs: do not encode it
             region = ref_region(box)
-            data = encode_ref(crop_box(frame, region, ref_size(region)), self.quality)
-            cost = len(data) + 6
-            if bound is not None and spent + cost > bound:
+            full = ref_size(region)
+            # a new person gets the largest picture that fits their share of what is left
+            # for the new people, down to a thumbnail; a refresh is full size or nothing
+            cap = bound
+            if new and bound is not None:
+                cap = spent + (bound - spent) // max(1, new_left)
+                new_left -= 1
+            for size in thumbnail_sizes(full) if new else [full]:
+                data = encode_ref(crop_box(frame, region, size), self.quality)
+                if cap is None or spent + len(data) + 6 <= cap:
+                    break
+            else:
                 continue
             chosen[tid] = data
-            spent += cost
-            self._refs[tid] = _Ref(number, float(box[3] - box[1]), decode_ref(data))
+            spent += len(data) + 6
+            self._refs[tid] = _Ref(number, float(box[3] - box[1]), decode_ref(data),
+                                   thumbnail=size != full, aspect=_aspect(box))  # fmt: skip
         return chosen
 
     def _urgency(self, frame: np.ndarray, number: int, box: np.ndarray, tid: int,
@@ -288,9 +344,12 @@ class AppearanceSelector:
         """0: keep the reference; larger: send one (people without a reference first)."""
         ref = self._refs.get(tid)
         if ref is None:
-            return 1e9
+            return NO_REF_URGENCY
+        if abs(np.log(_aspect(box) / ref.aspect)) > np.log(1 + MAX_ASPECT_CHANGE):
+            return WRONG_SHAPE_URGENCY
         age = number - ref.frame
-        stale = age >= self.refresh_frames or (min_age is not None and age >= min_age)
+        refresh = max(1, self.refresh_frames // 4) if ref.thumbnail else self.refresh_frames
+        stale = age >= refresh or (min_age is not None and age >= min_age)
         if stale or abs(float(box[3] - box[1]) / ref.height - 1) > self.size_change:
             return float(age)
         size = (ref.picture.shape[1], ref.picture.shape[0])

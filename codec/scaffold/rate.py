@@ -17,8 +17,12 @@ lands on the target). Two knobs are driven from the account:
   (:meth:`RateController.spare`), so a quiet scene does not leave the rate under its target.
 
 A window is ``window_s`` seconds (10 s: what the transport's feedback averages over). The
-stream header is paid up front; when the clip's length is known, the first frame's cost is
-spread over the clip, so every later window earns the same.
+stream header is paid up front. When the clip's length is known, the first keyframe may take
+at most ``clip_keyframe_share`` of the whole clip's budget, and ``first_repay`` of the first
+frame's cost is spread over the rest of the clip: the rest is forgiven, so that both the
+clip (which pays the first frame once) and every later window (which repays it) land near
+the target -- with a first frame of ``K`` of the clip's budget, the clip comes to about
+``1 + (1 - first_repay) K`` of the target and each later window to ``1 - first_repay K``.
 """
 
 from __future__ import annotations
@@ -49,13 +53,18 @@ class RateController:
         fixed_bytes: bytes the stream spends outside its frames' units (the stream header,
             the END unit), paid up front.
         margin: the account earns this fraction of the target (a little headroom).
+        clip_keyframe_share: with ``expected_frames``, most of the clip's whole budget the
+            first keyframe may take.
+        first_repay: with ``expected_frames``, the share of the first frame's cost the
+            later frames repay (the rest is forgiven: see the module docstring).
     """
 
     def __init__(self, target_bpp: float, frame_size: tuple[int, int], fps: float,
                  window_s: float = 10.0, first_keyframe_share: float = 0.35,
                  keyframe_share: float = 0.3, spare_frames: float = 2.0,
                  debt_share: float = 0.25, expected_frames: int = 0, fixed_bytes: int = 0,
-                 margin: float = 0.99) -> None:  # fmt: skip
+                 margin: float = 0.99, clip_keyframe_share: float = 0.1,
+                 first_repay: float = 0.5) -> None:  # fmt: skip
         if not target_bpp > 0 or not fps > 0:
             raise ValueError(f"target_bpp and fps must be > 0, got {target_bpp}, {fps}")
         self._margin, self._pixels = margin, frame_size[0] * frame_size[1]
@@ -68,6 +77,8 @@ class RateController:
         self.keyframe_share = keyframe_share
         self.spare_frames = spare_frames
         self.debt_share = debt_share
+        self.clip_keyframe_share = clip_keyframe_share
+        self.first_repay = first_repay
         self.balance = -float(fixed_bytes)  # bytes earned minus bytes spent so far
         self.frames = 0
         self._earn = self.frame_bytes  # what each frame earns (changes after the first)
@@ -95,8 +106,13 @@ class RateController:
 
     def keyframe_cap(self) -> int:
         """Most bytes the keyframe picture of this frame may take."""
-        share = self.first_keyframe_share if self.frames <= 1 else self.keyframe_share
-        return max(200, int(share * self.window_bytes))
+        if self.frames > 1:
+            return max(200, int(self.keyframe_share * self.window_bytes))
+        cap = self.first_keyframe_share * self.window_bytes
+        if self.expected_frames:
+            clip = self.frame_bytes * self.expected_frames
+            cap = min(cap, self.clip_keyframe_share * clip)
+        return max(200, int(cap))
 
     def appearance_budget(self) -> int:
         """Bytes this frame may spend on appearance references."""
@@ -124,8 +140,9 @@ class RateController:
         self._other = other if self.frames <= 1 else 0.9 * self._other + 0.1 * other
         if self.frames == 1 and self.expected_frames > 1:  # spread the first frame's debt
             left = self.expected_frames - 1
-            self._earn = max(0.0, self.frame_bytes + self.balance / left)
-            self.balance = 0.0
+            debt = min(0.0, self.balance) * self.first_repay
+            self._earn = max(0.0, self.frame_bytes + debt / left)
+            self.balance = max(0.0, self.balance)
 
 
 def fit_quality(encode: Callable[[int], bytes], cap: int, low: int = 1,

@@ -107,6 +107,7 @@ def test_references_round_trip_and_hostile_payloads_are_refused():
 def test_references_are_capped_in_height_and_drawn_into_their_box():
     assert ref_size(np.array([0, 0, 50, 400])) == (12, MAX_REF_HEIGHT)
     assert ref_size(np.array([0, 0, 20, 60])) == (20, 60)
+    assert ref_size(np.array([0, 0, 238 * 4, 66 * 4])) == (2 * MAX_REF_HEIGHT, 53)  # a wide box
     frame = np.zeros((60, 80, 3), np.uint8)
     frame[10:50, 20:40] = (200, 30, 90)
     ref = crop_box(frame, np.array([20, 10, 40, 50]), (20, 40))
@@ -131,6 +132,46 @@ def test_selector_sends_new_people_first_and_refreshes_stale_ones_within_budget(
     newcomer = tracks([[10, 10, 30, 70], [130, 40, 150, 100]], [1, 4])
     got = selector.select(frame, 8, newcomer, budget_bytes=0, new_budget_bytes=10_000)
     assert sorted(got) == [4]  # a person without any reference may use the new budget
+
+
+def test_every_new_person_gets_a_thumbnail_when_full_references_do_not_fit():
+    rng = np.random.default_rng(3)
+    frame = rng.integers(0, 256, (240, 320, 3), np.uint8)  # noise: full references are big
+    people = tracks([[10, 10, 50, 190], [100, 20, 140, 200], [200, 30, 240, 210]], [1, 2, 3])
+    full = AppearanceSelector(quality=50, refresh_frames=28).select(frame, 1, people, None)
+    budget = 3 * 120
+    assert sum(len(v) + 6 for v in full.values()) > budget
+    selector = AppearanceSelector(quality=50, refresh_frames=28)
+    first = selector.select(frame, 1, people, budget_bytes=0, new_budget_bytes=budget)
+    assert sorted(first) == [1, 2, 3]  # everyone at once, smaller
+    assert sum(len(v) + 6 for v in first.values()) + 1 <= budget
+    heights = [decode_ref(v).shape[0] for v in first.values()]
+    assert all(12 <= h < MAX_REF_HEIGHT for h in heights)
+    # thumbnails are refined after a quarter of the refresh period, at full size
+    assert selector.select(frame, 5, people, budget_bytes=None) == {}
+    refined = selector.select(frame, 8, people, budget_bytes=None)
+    assert sorted(refined) == [1, 2, 3]
+    assert all(decode_ref(v).shape[0] == MAX_REF_HEIGHT for v in refined.values())
+
+
+def test_a_reference_of_another_shape_is_replaced_at_once():
+    yy, xx = np.mgrid[0:120, 0:160]
+    frame = np.stack([xx, yy, xx + yy], -1).astype(np.uint8)
+    selector = AppearanceSelector(quality=50, refresh_frames=100)
+    head = tracks([[10, 10, 30, 30]], [1])  # the detector saw only a head
+    assert sorted(selector.select(frame, 1, head, budget_bytes=None)) == [1]
+    body = tracks([[10, 10, 30, 80]], [1])  # now the whole person: aspect 1.0 -> 0.29
+    assert selector.select(frame, 2, body, budget_bytes=0) == {}  # no budget at all
+    got = selector.select(frame, 2, body, budget_bytes=0, new_budget_bytes=10_000)
+    assert sorted(got) == [1]  # sent like a new person's, before it is stale
+    assert selector.select(frame, 3, body, budget_bytes=None) == {}
+
+
+def test_thumbnail_sizes_halve_down_to_the_smallest():
+    from semcodec.codec.scaffold.appearance import thumbnail_sizes
+
+    assert thumbnail_sizes((40, 96)) == [(40, 96), (20, 48), (10, 24), (5, 12)]
+    assert thumbnail_sizes((6, 10)) == [(6, 10)]
 
 
 # ----------------------------------------------------------------------------- plate
@@ -201,9 +242,25 @@ def test_a_clip_of_known_length_spreads_its_first_frame_and_lands_on_the_target(
             total = max(30, rate.appearance_budget() + 30)
             rate.spend(total, total - 30, 0)
         spent += total
+        if n == 0:
+            debt = spent - frame_bytes  # the header and the first frame beyond its share
         if n >= 1:
             assert rate.balance > -31  # no debt to repay after the first frame
-    assert spent <= 100 * frame_bytes + 31
+    assert rate.keyframe_cap() >= 200
+    # half the first frame's debt is repaid by the later frames, half is forgiven: the clip
+    # lands above the target by half of it, the later frames below it by the other half
+    assert spent == pytest.approx(100 * frame_bytes + debt / 2, abs=31)
+    assert debt / 2 < 0.1 * 100 * frame_bytes
+
+
+def test_the_first_keyframe_of_a_short_clip_takes_at_most_a_tenth_of_it():
+    frame_bytes = 0.004 * 640 * 480 / 8
+    rate = RateController(0.004, (640, 480), fps=25.0, expected_frames=60, margin=1.0)
+    rate.start_frame()
+    assert rate.keyframe_cap() == int(0.1 * 60 * frame_bytes)
+    live = RateController(0.004, (640, 480), fps=25.0, margin=1.0)
+    live.start_frame()
+    assert live.keyframe_cap() == int(0.35 * 250 * frame_bytes)  # a live stream: the window
 
 
 def test_window_rates_known_answer():
