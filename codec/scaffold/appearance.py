@@ -21,7 +21,8 @@ its box height changed by more than ``size_change`` since, or the reference diff
 frame's box by more than ``max_difference`` (mean absolute RGB difference) -- within a byte
 budget per frame, new tracks first, then the stalest. A new person gets the largest picture
 that fits the budget, halving its size down to a thumbnail :data:`MIN_THUMB_HEIGHT` pixels
-high (tens of bytes), so nobody stays a grey silhouette for want of bytes; a thumbnail is
+high (tens of bytes), so nobody stays a grey silhouette for want of bytes (one tracked for
+``overdue_frames`` without a reference gets the smallest thumbnail over budget); a thumbnail is
 refined (sent again at full size) after a quarter of ``refresh_frames``, budget allowing.
 A reference taken when the person's box had another shape (aspect ratio off by more than
 :data:`MAX_ASPECT_CHANGE`: the detector had seen a part of them, or two people as one) is
@@ -268,19 +269,27 @@ class AppearanceSelector:
         size_change: refresh when the box height changed by more than this fraction.
         max_difference: refresh when the reference differs from the frame's box by more
             than this mean absolute RGB difference (0..255).
+        overdue_frames: a person tracked this many frames without any reference gets the
+            smallest thumbnail whatever the budget (default: an eighth of
+            ``refresh_frames``, half a second at the default 4-second refresh).
     """
 
     def __init__(self, quality: int, refresh_frames: int, size_change: float = 0.3,
-                 max_difference: float = 28.0) -> None:  # fmt: skip
+                 max_difference: float = 28.0,
+                 overdue_frames: int | None = None) -> None:  # fmt: skip
         self.quality = int(quality)
         self.refresh_frames = max(1, int(refresh_frames))
         self.size_change = float(size_change)
         self.max_difference = float(max_difference)
+        self.overdue_frames = (max(1, self.refresh_frames // 8) if overdue_frames is None
+                               else int(overdue_frames))  # fmt: skip
         self._refs: dict[int, _Ref] = {}
+        self._first_seen: dict[int, int] = {}
 
     def reset(self) -> None:
         """Forgets every reference (a keyframe: the decoder starts over too)."""
         self._refs.clear()
+        self._first_seen.clear()
 
     def select(self, frame: np.ndarray, number: int, tracks: Tracks, budget_bytes: int | None,
                new_budget_bytes: int | None = None,
@@ -300,6 +309,7 @@ class AppearanceSelector:
         """
         candidates = []
         for box, tid in zip(tracks.boxes, tracks.ids.tolist(), strict=True):
+            self._first_seen.setdefault(tid, number)
             if min(box[2] - box[0], box[3] - box[1]) < MIN_BOX_PX:
                 continue
             urgency = self._urgency(frame, number, box, tid, min_age)
@@ -316,7 +326,10 @@ class AppearanceSelector:
             bound = budget_bytes
             if new and new_budget_bytes is not None:
                 bound = max(bound or 0, new_budget_bytes)
-            if bound is not None and spent + _MIN_REF_COST > bound:
+            # a person with no reference for overdue_frames gets a thumbnail whatever it costs
+            waited = number - self._first_seen[tid]
+            overdue = tid not in self._refs and waited >= self.overdue_frames
+            if bound is not None and spent + _MIN_REF_COST > bound and not overdue:
                 new_left -= new
                 continue  # cannot fit whatever it costs: do not encode it
             region = ref_region(box)
@@ -332,7 +345,8 @@ class AppearanceSelector:
                 if cap is None or spent + len(data) + 6 <= cap:
                     break
             else:
-                continue
+                if not overdue:
+                    continue
             chosen[tid] = data
             spent += len(data) + 6
             self._refs[tid] = _Ref(number, float(box[3] - box[1]), decode_ref(data),

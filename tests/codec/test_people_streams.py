@@ -167,6 +167,19 @@ def test_a_reference_of_another_shape_is_replaced_at_once():
     assert selector.select(frame, 3, body, budget_bytes=None) == {}
 
 
+def test_a_person_without_a_reference_for_too_long_gets_a_thumbnail_over_budget():
+    from semcodec.codec.scaffold.appearance import MIN_THUMB_HEIGHT
+
+    yy, xx = np.mgrid[0:120, 0:160]
+    frame = np.stack([xx, yy, xx + yy], -1).astype(np.uint8)
+    selector = AppearanceSelector(quality=50, refresh_frames=32)  # overdue after 4 frames
+    person = tracks([[10, 10, 40, 106]], [1])
+    for number in range(1, 5):
+        assert selector.select(frame, number, person, 0, new_budget_bytes=0) == {}
+    got = selector.select(frame, 5, person, 0, new_budget_bytes=0)
+    assert sorted(got) == [1] and decode_ref(got[1]).shape[0] == MIN_THUMB_HEIGHT
+
+
 def test_thumbnail_sizes_halve_down_to_the_smallest():
     from semcodec.codec.scaffold.appearance import thumbnail_sizes
 
