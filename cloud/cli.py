@@ -182,6 +182,13 @@ def _add_loadtest_parser(sub) -> None:
         "stream starved and no errors; 1 when a check fails.",
     )
     add_verbosity(load)
+    load.add_argument("--abuse", action="store_true",
+                      help="instead: start a server with two tenants and quotas and run the "
+                      "attacks of issue 25 against it (idle calls, a tenant at its quota, a "
+                      "slow client, partial units, markers, long ids); prints the table, exit "
+                      "0 when every attack held")  # fmt: skip
+    load.add_argument("--abuse-idle", type=positive_int, default=1000, metavar="N",
+                      help="--abuse: idle calls of each kind (1000)")  # fmt: skip
     load.add_argument("--streams", type=positive_int, default=64, help="concurrent streams")
     load.add_argument("--seconds", type=float, default=60.0, help="how long they stream")
     load.add_argument("--out", type=Path, required=True, metavar="DIR", help="results folder")
@@ -206,7 +213,10 @@ def _add_loadtest_parser(sub) -> None:
 
 
 def cmd_loadtest(args: argparse.Namespace) -> int:
-    from semcodec.cloud.service.loadtest import LoadSettings, describe, run_load
+    from semcodec.cloud.service.loadtest import LoadSettings, describe, run_abuse, run_load
+
+    if args.abuse:
+        return run_abuse(args.out, args.semc, args.abuse_idle)
 
     summary = run_load(LoadSettings(args.streams, args.seconds, args.out, args.fps,
                                     args.server, args.server_pid, args.metrics, args.semc,

@@ -179,22 +179,34 @@ class _Probe(threading.Thread):
         return row
 
 
+def _spawn_server(argv: list[str], log_path: Path) -> subprocess.Popen:
+    """``cloud-decoder serve`` with ``argv``, its log in ``log_path``; returns once it
+    serves.
+
+    Raises:
+        LoadTestError: it exited or did not serve within 120 s.
+    """
+    argv = [sys.executable, "-m", "semcodec.cloud.cli", "serve", *argv]
+    with open(log_path, "w") as fh:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=fh)
+    deadline = time.monotonic() + 120
+    while "serving on" not in log_path.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise LoadTestError(f"the server did not start: {log_path.read_text().strip()}")
+        time.sleep(0.05)
+    return proc
+
+
 def _start_server(settings: LoadSettings) -> tuple[subprocess.Popen, str, str, Path]:
     """A ``cloud-decoder serve`` of the load test's own: (process, target, metrics, log)."""
     port, metrics_port = _free_port(), _free_port()
     server_log = settings.out / "server.log"
-    argv = [sys.executable, "-m", "semcodec.cloud.cli", "serve", "--listen",
-            f"127.0.0.1:{port}", "--out", str(settings.out / "server-out"), "--metrics-listen",
-            f"127.0.0.1:{metrics_port}", "--max-sessions", str(max(64, 2 * settings.streams)),
-            "--notice-s", "0", "--grace-s", "10", *settings.serve_args]  # fmt: skip
-    with open(server_log, "w") as fh:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=fh)
-    deadline = time.monotonic() + 120
-    while "serving on" not in server_log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise LoadTestError(f"the server did not start: {server_log.read_text().strip()}")
-        time.sleep(0.05)
+    proc = _spawn_server(["--listen", f"127.0.0.1:{port}", "--out",
+                          str(settings.out / "server-out"), "--metrics-listen",
+                          f"127.0.0.1:{metrics_port}", "--max-sessions",
+                          str(max(64, 2 * settings.streams)), "--notice-s", "0", "--grace-s",
+                          "10", *settings.serve_args], server_log)  # fmt: skip
     return proc, f"127.0.0.1:{port}", f"127.0.0.1:{metrics_port}", server_log
 
 
@@ -404,3 +416,75 @@ def describe(summary: dict) -> str:
             f"{s['units_acked_max']}, longest ack wait {s['max_ack_wait_s']} s, sessions "
             f"{s['sessions_complete']}/{s['sessions']} complete, errors {s['error_count']}; "
             f"{memory}; " + ("all checks pass" if not failed else f"FAILED: {', '.join(failed)}"))
+
+
+# ------------------------------------------------------------------------------ --abuse
+
+#: The server ``--abuse`` starts: two tenants with quotas, short timeouts (seconds).
+ABUSE_SERVE = {"tenant_max_sessions": 8, "tenant_max_streams": 64, "session_idle_s": 20,
+               "stream_start_s": 10, "progress_window_s": 30, "min_progress_bytes": 1024,
+               "max_sessions": 64, "max_open_streams": 1024, "workers": 16}  # fmt: skip
+ABUSE_TENANTS = ("mallory", "alice")  # the abuser, the victim
+
+
+def start_abuse_server(out: Path, serve: dict | None = None,
+                       extra: tuple[str, ...] = ()) -> dict:  # fmt: skip
+    """A ``cloud-decoder serve`` process for the attacks (``ABUSE_SERVE``, updated by
+    ``serve``), with a tokens file of ``ABUSE_TENANTS``; returns ``{"proc", "target",
+    "metrics", "log", "tokens": {tenant: token}, "out", "settings"}``."""
+    import secrets
+
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {**ABUSE_SERVE, **(serve or {})}
+    tokens = {tenant: secrets.token_hex(16) for tenant in ABUSE_TENANTS}
+    tokens_file = out / "tokens"
+    tokens_file.write_text("".join(f"{t} {n}\n" for n, t in tokens.items()))
+    tokens_file.chmod(0o600)
+    port, metrics_port = _free_port(), _free_port()
+    log_path = out / "server.log"
+    argv = ["--listen", f"127.0.0.1:{port}", "--out", str(out / "server-out"),
+            "--metrics-listen", f"127.0.0.1:{metrics_port}", "--tokens", str(tokens_file),
+            "--notice-s", "0", "--grace-s", "5", *extra]  # fmt: skip
+    for name, value in settings.items():
+        argv += [f"--{name.replace('_', '-')}", str(value)]
+    proc = _spawn_server(argv, log_path)
+    return {"proc": proc, "target": f"127.0.0.1:{port}", "metrics": f"127.0.0.1:{metrics_port}",
+            "log": log_path, "tokens": tokens, "out": out / "server-out", "settings": settings}
+
+
+def stop_server(proc: subprocess.Popen) -> int:
+    """SIGTERM, then SIGKILL after 60 s; returns the exit status."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
+def run_abuse(out: Path, semc: Path | None = None, idle: int = 1000,
+              serve: dict | None = None) -> int:  # fmt: skip
+    """``cloud-decoder loadtest --abuse``: starts a server for the attacks and runs the
+    edge's attack process (``python -m semcodec.edge.stream.abuse``) against it; it prints
+    the table (also in ``out/abuse.md``, rows in ``out/abuse.json``). Returns its exit
+    status (0: every attack held)."""
+    out.mkdir(parents=True, exist_ok=True)
+    semc = semc or _sample_stream(out)
+    server = start_abuse_server(out, serve)
+    settings = server["settings"]
+    try:
+        argv = [sys.executable, "-m", "semcodec.edge.stream.abuse", "--target",
+                server["target"], "--semc", str(semc), "--abuser-token",
+                server["tokens"][ABUSE_TENANTS[0]], "--victim-token",
+                server["tokens"][ABUSE_TENANTS[1]], "--metrics", server["metrics"],
+                "--log", str(server["log"]), "--idle", str(idle), "--quota-sessions",
+                str(settings["tenant_max_sessions"]),
+                "--session-idle-s", str(settings["session_idle_s"]),
+                "--progress-window-s", str(settings["progress_window_s"]),
+                "--out", str(out / "abuse.json")]  # fmt: skip
+        done = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
+    finally:
+        stop_server(server["proc"])
+    (out / "abuse.md").write_text(done.stdout)
+    print(done.stdout, end="")
+    return done.returncode

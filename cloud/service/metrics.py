@@ -3,7 +3,14 @@ the process-global one, so several servers in one process do not collide)."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    start_http_server,
+)
 
 from semcodec.cloud.service.core import Metrics
 
@@ -12,11 +19,13 @@ DECODE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class PrometheusMetrics(Metrics):
-    """Sessions, bytes, units, decode latency, errors and backlog."""
+    """Sessions, bytes, units, decode latency, errors and backlog; the process's memory, CPU
+    and open files (``process_*``)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         reg = self.registry
+        ProcessCollector(registry=reg)  # process_resident_memory_bytes, cpu, open fds
         self.opened = Counter("semcodec_sessions_opened", "Sessions opened or resumed",
                               ["resumed"], registry=reg)  # fmt: skip
         self.closed = Counter("semcodec_sessions_closed", "Sessions closed, by final state",

@@ -24,14 +24,15 @@ import time
 from pathlib import Path
 
 from semcodec.codec.bitstream import read_stream
-from semcodec.edge.stream.client import StreamClient, StreamError
+from semcodec.edge.stream.client import ChannelSecurity, StreamClient, StreamError
 from semcodec.edge.stream.spool import Spool
 
 
-def _stream_main(index: int, target: str, semc: Path, begin: float, deadline: float,
-                 fps: float, spool_root: Path) -> dict:  # fmt: skip
+def run_stream(index: int, target: str, semc: Path, begin: float, deadline: float, fps: float,
+               spool_root: Path, token: str | None = None) -> dict:  # fmt: skip
     """One stream: from ``begin``, sessions of the whole bitstream one after the other
-    until ``deadline`` (the last one is finished at once after it); returns its record."""
+    until ``deadline`` (the last one is finished at once after it); returns its record
+    (``ack_ms``: each unit's acknowledgement latency, milliseconds)."""
     class TimedClient(StreamClient):
         """Records when each unit's last chunk went to gRPC and when it was acknowledged."""
 
@@ -66,7 +67,8 @@ def _stream_main(index: int, target: str, semc: Path, begin: float, deadline: fl
     while time.monotonic() < deadline:
         spool = Spool(spool_root / f"stream{index}-{session}", 64 << 20)
         spool.bind(header_bytes)
-        client = TimedClient(target, spool, chunk_bytes=64 << 10, max_outage_s=60)
+        client = TimedClient(target, spool, ChannelSecurity(token=token), chunk_bytes=64 << 10,
+                             max_outage_s=60)  # fmt: skip
 
         def feed(spool=spool) -> None:
             at = time.monotonic()
@@ -112,7 +114,7 @@ def streams_main(argv: list[str]) -> int:
         def run(index: int) -> None:
             try:
                 begin = args.start + args.ramp * index / args.streams
-                records.append(_stream_main(index, args.target, args.semc, begin, deadline,
+                records.append(run_stream(index, args.target, args.semc, begin, deadline,
                                             args.fps, Path(spool_root)))  # fmt: skip
             except Exception as exc:  # recorded: the summary counts it as an error
                 records.append({"stream": index, "sessions": 0, "complete": 0,
