@@ -463,8 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     task.add_argument("--frames", type=positive_int, required=True, metavar="N", help="frames")
     task.add_argument("--camera-transform", type=_camera_transform, default="none",
                       metavar="SPEC", help=CAMERA_TRANSFORM_HELP)  # fmt: skip
-    task.add_argument("--bottlenecks", nargs="+", required=True, metavar="FILE",
-                      help="bottleneck files from train-bottleneck")  # fmt: skip
+    task.add_argument("--bottlenecks", nargs="+", metavar="FILE",
+                      help="bottleneck files from train-bottleneck (default: the shipped "
+                      "ones, codec/weights/task)")  # fmt: skip
     task.add_argument("--baselines", nargs="*", metavar="CODEC:SETTING",
                       help="baseline operating points (default: the built-in sweep; none: "
                       "--baselines with no value)")  # fmt: skip
@@ -872,7 +873,8 @@ def cmd_task(args: argparse.Namespace) -> int:
             baselines.append((codec, setting))
     config = TaskBenchConfig(
         sequence=args.data, start=args.start, frames=args.frames,
-        bottlenecks=tuple(args.bottlenecks), out_dir=args.out, baselines=tuple(baselines),
+        bottlenecks=tuple(args.bottlenecks or _shipped_bottlenecks()), out_dir=args.out,
+        baselines=tuple(baselines),
         moda_every=args.moda_every, intra_period=args.intra_period,
         features_threshold=args.features_threshold, skip_threshold=args.skip_threshold,
         camera_transform=args.camera_transform, data_dir=args.data_dir,
@@ -880,6 +882,12 @@ def cmd_task(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print(format_table(run_task_bench(config)))
     return 0
+
+
+def _shipped_bottlenecks() -> list[str]:
+    from semcodec.codec.task.stream import shipped_bottlenecks, verify_shipped
+
+    return [str(verify_shipped(p)) for _, p in sorted(shipped_bottlenecks().items())]
 
 
 def _write_json(path: Path, data) -> None:
