@@ -169,7 +169,8 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
     edge_flops, cloud_flops = task_flops(bottleneck, detector, h, w)
     return {
         "codec": "features",
-        "setting": f"beta={bottleneck.metadata.get('beta', 0):g},skip={encoder.skip_threshold}",
+        "setting": f"beta={bottleneck.metadata.get('beta', 0):g},skip={encoder.skip_threshold}"
+                   + (",trained=mixed" if _mixed(bottleneck) else ""),
         "skip_threshold": encoder.skip_threshold,
         "score_threshold": cloud.config.score_threshold, "tiles": split.tiles,
         "profile": profile.describe(),
@@ -183,6 +184,11 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
         "threads": torch.get_num_threads() if threads is None else threads,
         **_moda_row(found, gt, frames),
     }  # fmt: skip
+
+
+def _mixed(bottleneck) -> bool:
+    """Whether the bottleneck was trained on ranges with their own layouts."""
+    return any(len(d) > 3 for d in bottleneck.metadata.get("data", []))
 
 
 def task_flops(bottleneck, detector, height: int, width: int) -> tuple[int, int]:
