@@ -509,7 +509,8 @@ def test_drop_policy_is_recorded_and_reported_never_silent(semc, tmp_path):
     server = start_server(tmp_path, max_backlog_units=1)  # units after the gap never wait
     header, units = read_stream(semc)
     sizes = [len(u.to_bytes()) for u in read_stream(semc)[1]]
-    spool = Spool(tmp_path / "spool", sizes[0] + sizes[1] + 100, policy="drop-oldest")
+    # room for the keyframe and the larger of units 1 and 2: putting unit 2 drops unit 1
+    spool = Spool(tmp_path / "spool", sizes[0] + max(sizes[1:3]) + 100, policy="drop-oldest")
     spool.bind(header.to_bytes())
     for seq, unit in enumerate(units):  # the link is down: the spool fills up
         spool.put(seq, int(unit.kind), unit.to_bytes())

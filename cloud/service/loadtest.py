@@ -421,7 +421,7 @@ def describe(summary: dict) -> str:
 # ------------------------------------------------------------------------------ --abuse
 
 #: The server ``--abuse`` starts: two tenants with quotas, short timeouts (seconds).
-ABUSE_SERVE = {"tenant_max_sessions": 8, "tenant_max_streams": 64, "session_idle_s": 20,
+ABUSE_SERVE = {"tenant_max_sessions": 8, "tenant_max_streams": 1024, "session_idle_s": 20,
                "stream_start_s": 10, "progress_window_s": 30, "min_progress_bytes": 1024,
                "max_sessions": 64, "max_open_streams": 1024, "workers": 16}  # fmt: skip
 ABUSE_TENANTS = ("mallory", "alice")  # the abuser, the victim

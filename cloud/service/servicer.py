@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ from semcodec.protos import semcodec_v1_pb2 as pb
 from semcodec.protos import semcodec_v1_pb2_grpc as pb_grpc
 
 log = logging.getLogger("semcodec.cloud.service")
+#: Refusals of one status are logged at most this often (seconds); the metrics count all.
+REFUSAL_LOG_EVERY_S = 1.0
 
 _MODES = {pb.MODE_UNSPECIFIED: "generative", pb.MODE_GENERATIVE: "generative",
           pb.MODE_TASK: "task"}  # fmt: skip
@@ -158,6 +161,7 @@ class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
         self.metrics = metrics
         self.pool = pool
         self.timeouts = timeouts or StreamTimeouts()
+        self._refusals: dict[str, tuple[float, int]] = {}  # code: (last logged, skipped)
 
     async def _call(self, fn, *args):
         """Runs a blocking core call in the pool."""
@@ -167,8 +171,21 @@ class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
     async def _abort(self, context, exc: ServiceError):
         self.metrics.error(exc.code)
         message = brief(str(exc))
-        log.info("refused (%s): %s", exc.code, message)
+        self._log_refusal(exc.code, message)
         await context.abort(grpc.StatusCode[exc.code], message)
+
+    def _log_refusal(self, code: str, message: str) -> None:
+        """Logs a refusal, at most one per status each ``REFUSAL_LOG_EVERY_S`` (a client
+        that is refused a thousand times a second makes one line a second, with the count;
+        the metrics count every one)."""
+        now = time.monotonic()
+        last, skipped = self._refusals.get(code, (-math.inf, 0))
+        if now - last < REFUSAL_LOG_EVERY_S:
+            self._refusals[code] = (last, skipped + 1)
+            return
+        self._refusals[code] = (now, 0)
+        more = f" (and {skipped} more {code} since the last line)" if skipped else ""
+        log.info("refused (%s): %s%s", code, message, more)
 
     async def OpenSession(self, request, context):
         try:
