@@ -159,6 +159,8 @@ def _add_serve_parser(sub) -> None:
                      help="concurrent unauthenticated reflection/health-watch streams (1024)")
     srv.add_argument("--max-calls-per-peer", type=int, metavar="N",
                      help="concurrent calls from one address (0: no cap)")  # fmt: skip
+    srv.add_argument("--decode-threads", type=int, metavar="N",
+                     help="frames decoded at once over all sessions (0: the cores)")  # fmt: skip
     srv.add_argument("--decoder", metavar="NAME", help="reconstructor (warp)")
     srv.add_argument("--no-overview", dest="overview", action="store_const", const=False,
                      help="no overview.mp4 per session")  # fmt: skip
@@ -313,7 +315,7 @@ _SERVE_FLAGS = ("listen", "out", "tls_cert", "tls_key", "client_ca", "tokens", "
                 "stream_start_s", "stream_idle_s", "progress_window_s", "min_progress_bytes",
                 "keepalive_s", "max_connection_idle_s", "max_connection_age_s",
                 "max_streams_per_connection", "max_calls", "max_open_streams",
-                "max_calls_per_peer")  # fmt: skip
+                "max_calls_per_peer", "decode_threads")  # fmt: skip
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -72,6 +72,7 @@ class ServeSettings:
             Watch; 0: no cap).
         max_calls_per_peer: concurrent calls from one address (0: no cap; behind a load
             balancer all calls come from its address).
+        decode_threads: frames decoded at once over all sessions (0: the machine's cores).
         decoder: reconstructor name.
         overview: write overview.mp4 per session.
         flow_prior: the flow prior file the edges use, when not the shipped one.
@@ -118,6 +119,7 @@ class ServeSettings:
     max_calls: int = 8192
     max_open_streams: int = 1024
     max_calls_per_peer: int = 0
+    decode_threads: int = 0
 
     def check(self) -> ServeSettings:
         """Raises :class:`ConfigError` for inconsistent settings; returns self."""
@@ -142,7 +144,7 @@ class ServeSettings:
                      "session_idle_s", "retain_s", "min_progress_bytes",
                      "max_connection_idle_s", "max_connection_age_s",
                      "max_connection_age_grace_s", "max_calls", "max_open_streams",
-                     "max_calls_per_peer"):  # fmt: skip
+                     "max_calls_per_peer", "decode_threads"):  # fmt: skip
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} {getattr(self, name)}: must be 0 (none) or more")
         if self.bottleneck_dir is not None and not self.bottleneck_dir.is_dir():

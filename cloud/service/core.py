@@ -145,6 +145,7 @@ class ServiceLimits:
             (0: never). Closed sessions keep their results.
         max_markers: the most "dropped" markers one session takes (beyond the stream's
             declared frame count, every unit is refused anyway).
+        decode_threads: frames decoded at once over all sessions (0: no bound).
     """
 
     max_sessions: int = 64
@@ -162,6 +163,7 @@ class ServiceLimits:
     session_idle_s: float = 300.0
     retain_s: float = 7 * 86400.0
     max_markers: int = 10000
+    decode_threads: int = 0
 
     def tenant_quota(self, name: str) -> float:
         """A per-tenant quota (0: none beyond the server's own limits)."""
@@ -418,7 +420,8 @@ class Session:
 
     def __init__(self, tenant: str, session_id: str, state_dir: Path, out_dir: Path,
                  log: SessionLog, limits: ServiceLimits, decode: DecodeSettings,
-                 metrics: Metrics, record: dict) -> None:  # fmt: skip
+                 metrics: Metrics, record: dict,
+                 slots: threading.Semaphore | None = None) -> None:  # fmt: skip
         self.tenant, self.session_id = tenant, session_id
         self.state_dir, self.out_dir, self.log = state_dir, out_dir, log
         self.limits, self.decode_settings, self.metrics = limits, decode, metrics
@@ -439,7 +442,7 @@ class Session:
         self._decoded_at: collections.deque[float] = collections.deque()
         self._detections: collections.deque[FrameDetections] = collections.deque(
             maxlen=DETECTIONS_KEPT)
-        self._worker = DecodeWorker(log.path, out_dir, decode, self)
+        self._worker = DecodeWorker(log.path, out_dir, decode, self, slots)
         self._listeners: set = set()
         self._limiter = None  # kept across streams: reconnecting does not refill it
         if limits.max_session_bytes_per_s > 0:
@@ -929,6 +932,8 @@ class SessionManager:
         self.metrics = metrics or Metrics()
         self._sessions: dict[tuple[str, str], Session] = {}
         self._tenants: dict[str, TenantUsage] = {}
+        self._slots = (threading.BoundedSemaphore(self.limits.decode_threads)
+                       if self.limits.decode_threads > 0 else None)  # fmt: skip
         self._lock = threading.Lock()
         self._draining = False
 
@@ -967,7 +972,7 @@ class SessionManager:
             self._check_capacity(tenant)
             session = Session(tenant, session_id, state_dir, out_dir,
                               SessionLog.recover(state_dir / LOG_NAME), self.limits,
-                              self.decode, self.metrics, record)  # fmt: skip
+                              self.decode, self.metrics, record, self._slots)  # fmt: skip
             self._sessions[(tenant, session_id)] = session
         session.start()
         return session
@@ -1027,7 +1032,7 @@ class SessionManager:
                       "created": time.time(), "dropped": []}  # fmt: skip
             write_json_atomic(state_dir / RECORD_NAME, record)
             session = Session(tenant, session_id, state_dir, out_dir, log, self.limits,
-                              self.decode, self.metrics, record)  # fmt: skip
+                              self.decode, self.metrics, record, self._slots)  # fmt: skip
             self._sessions[(tenant, session_id)] = session
         session.start()
         return session

@@ -12,6 +12,7 @@ detections are handed to the session for the edge's feedback.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -77,13 +78,17 @@ class DecodeWorker(threading.Thread):
         out_dir: the final output folder (``OUT/<tenant>/<session-id>``).
         settings: reconstructor, overview, flow prior.
         source: the session: says when a unit is stored, a unit was dropped, or to finish.
+        slots: a semaphore shared by the server's decoders: a frame is decoded, reconstructed
+            and written while holding one (None: no bound). More decoders than cores only
+            queue for the interpreter lock, and the server's event loop with them.
     """
 
     def __init__(self, log_path: Path, out_dir: Path, settings: DecodeSettings,
-                 source: WorkSource) -> None:  # fmt: skip
+                 source: WorkSource, slots: threading.Semaphore | None = None) -> None:  # fmt: skip
         super().__init__(name=f"decode-{out_dir.name[:8]}", daemon=True)
         self.log_path, self.out_dir = log_path, out_dir
         self.settings, self.source = settings, source
+        self.slots = slots if slots is not None else contextlib.nullcontext()
 
     def run(self) -> None:
         frames, complete, error = 0, False, None
@@ -132,10 +137,11 @@ class DecodeWorker(threading.Thread):
                                         "the stream cannot be decoded past a gap")
                 self._wait_for_finish()
                 return
-            start = time.perf_counter()
-            frame = decoder.decode_unit(next(units))
-            if frame is not None:
-                outputs.add(frame, reconstructor.reconstruct(frame))
+            with self.slots:
+                start = time.perf_counter()
+                frame = decoder.decode_unit(next(units))
+                if frame is not None:
+                    outputs.add(frame, reconstructor.reconstruct(frame))
             decoded += 1
             self.source.frame_decoded(decoded, time.perf_counter() - start)
             if frame is None:  # END: nothing may follow

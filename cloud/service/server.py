@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import threading
 from concurrent import futures
@@ -71,7 +72,8 @@ def limits_of(settings: ServeSettings) -> ServiceLimits:
                          tenant_bytes_per_s=settings.tenant_max_kbps * 1000 / 8,
                          tenant_max_stored_bytes=int(settings.tenant_max_stored_mib * (1 << 20)),
                          session_idle_s=settings.session_idle_s,
-                         retain_s=settings.retain_s)  # fmt: skip
+                         retain_s=settings.retain_s,
+                         decode_threads=settings.decode_threads or os.cpu_count() or 2)  # fmt: skip
 
 
 def timeouts_of(settings: ServeSettings) -> StreamTimeouts:
