@@ -21,10 +21,13 @@ whole frame as one window.
    too small for the whole frame are the likely reason).
 
 :data:`PREFERRED_HEIGHT` is a property of the detector (its input size and anchor scales),
-not of a camera; it is the one constant of the choice. Measured with ground truth only to
-check it (never by the code): on 24 frames each, the layout it picks had the best MODA (or
-within 0.04 of it) on PETS09-S2L1 501-795 (people 0.14 of the frame: 2x2), TUD-Stadtmitte
-91-179 (0.32: one window), PETS 2x zoom (0.26: one window) and PETS at half size (0.14: 2x2).
+not of a camera; it is the one constant of the choice. Checked with ground truth (never by
+the code; the uncompressed detector's MODA per layout, ``detector.json`` of
+``semcodec-bench task``): PETS09-S2L1 501-795 (people 0.185 of the frame: 2x2 chosen, the
+best layout), TUD-Stadtmitte 91-179 (0.32: one window, as good as 2x2 at a quarter of the
+windows) and PETS 501-795 zoomed 2x (0.278: one window, MODA 0.66 against 0.70 for 2x2:
+there the choice sits near the boundary, at 0.25, and costs 4 points for a quarter of the
+windows).
 
 The profile is recorded in the stream header (the level's settings, or a detect-mode
 stream's layout), so a reader sees what the edge chose and on which frames.
