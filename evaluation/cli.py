@@ -496,6 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
     side.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
     side.add_argument("--start", type=positive_int, default=1, help="first frame read (1-based)")
     side.add_argument("--frames", type=positive_int, metavar="N", help="frames read")
+    side.add_argument("--camera-transform", type=_camera_transform, default="none",
+                      metavar="SPEC", help=CAMERA_TRANSFORM_HELP)  # fmt: skip
     side.add_argument("--show", action="append", required=True, metavar="CODEC:SETTING",
                       help="a codec and setting to show, e.g. 'x265:qp=51,ipratio=16,scale=0.5' "
                       "(repeat the option for more)")  # fmt: skip
@@ -644,7 +646,9 @@ def cmd_sidebyside(args: argparse.Namespace) -> int:
     if not args.output.parent.is_dir():
         raise UsageError(f"-o {args.output}: the folder {args.output.parent} does not exist")
     path = str(resolve_data_path(args.data, args.data_dir))
-    pixels, info, _ = load_sequence(path, args.frames, start=args.start)
+    options = () if args.camera_transform == "none" else (("camera_transform",
+                                                             args.camera_transform),)
+    pixels, info, _ = load_sequence(path, args.frames, options, start=args.start)
     try:
         picture = side_by_side(pixels, info.fps, shows, args.at, args.width)
     except ValueError as exc:
