@@ -1,0 +1,106 @@
+"""What bounds the calls strangers can hold (issue 25): the cap on unauthenticated streams,
+health ``Watch`` of unknown services, the cap per peer, the StreamStart deadline and the
+idle-stream deadline -- over real gRPC on 127.0.0.1, with health checks answered
+throughout."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from semcodec.edge.stream.client import open_request
+from semcodec.protos import semcodec_v1_pb2 as pb
+from semcodec.protos import semcodec_v1_pb2_grpc as pb_grpc
+
+from .test_service_grpc import code_of, semc, start_server  # noqa: F401  (semc: fixture)
+
+
+def _check(channel) -> int:
+    return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
+                                                     timeout=5).status  # fmt: skip
+
+
+def test_unauthenticated_streams_are_capped_and_health_checks_never_are(tmp_path):
+    server = start_server(tmp_path, max_open_streams=2)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    health = health_pb2_grpc.HealthStub(channel)
+    try:
+        watches = [health.Watch(health_pb2.HealthCheckRequest(service="")) for _ in range(2)]
+        for watch in watches:
+            assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        third = health.Watch(health_pb2.HealthCheckRequest(service=""))
+        code, details = code_of(lambda: next(third))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_open_streams" in details
+        assert _check(channel) == health_pb2.HealthCheckResponse.SERVING  # never capped
+        watches[0].cancel()
+        deadline = time.monotonic() + 5  # a stream that ended gives its place back
+        while time.monotonic() < deadline:
+            again = health.Watch(health_pb2.HealthCheckRequest(service=""))
+            try:
+                next(again)
+                break
+            except grpc.RpcError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("the cap did not free a place")
+        again.cancel()
+        watches[1].cancel()
+        unknown = health.Watch(health_pb2.HealthCheckRequest(service="x" * 10000))
+        code, details = code_of(lambda: next(unknown))
+        assert code == grpc.StatusCode.NOT_FOUND and len(details) < 200
+    finally:
+        channel.close()
+        server.stop(0)
+
+
+def test_calls_per_peer_are_capped_when_asked(tmp_path, semc):  # noqa: F811
+    server = start_server(tmp_path, max_calls_per_peer=1, stream_start_s=30)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    stub = pb_grpc.SemanticStreamStub(channel)
+    try:
+        held = stub.StreamUnits(_forever())
+        time.sleep(0.5)
+        code, details = code_of(lambda: stub.GetResults(
+            pb.GetResultsRequest(session_id="0" * 32), timeout=5))  # fmt: skip
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_calls_per_peer" in details
+        assert _check(channel) == health_pb2.HealthCheckResponse.SERVING
+        held.cancel()
+    finally:
+        channel.close()
+        server.stop(0)
+
+
+def _forever():
+    """A request stream that never sends anything and never ends."""
+    while True:
+        time.sleep(0.1)
+        yield from ()
+
+
+def test_a_stream_without_start_or_units_is_ended_by_its_deadlines(tmp_path, semc):  # noqa: F811
+    from semcodec.codec.bitstream import read_stream
+
+    server = start_server(tmp_path, stream_start_s=1, stream_idle_s=1)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    stub = pb_grpc.SemanticStreamStub(channel)
+    try:
+        start = time.monotonic()
+        code, details = code_of(lambda: list(stub.StreamUnits(_forever(), timeout=30)))
+        assert code == grpc.StatusCode.DEADLINE_EXCEEDED and "no StreamStart" in details
+        assert time.monotonic() - start < 5
+        sid = stub.OpenSession(open_request(read_stream(semc)[0].to_bytes())).session_id
+
+        def started():
+            yield pb.StreamRequest(start=pb.StreamStart(session_id=sid))
+            yield from _forever()
+
+        code, details = code_of(lambda: list(stub.StreamUnits(started(), timeout=30)))
+        assert code == grpc.StatusCode.DEADLINE_EXCEEDED and "no unit in 1 s" in details
+        assert stub.GetResults(pb.GetResultsRequest(session_id=sid)).state == \
+            pb.SESSION_STATE_OPEN  # fmt: skip
+    finally:
+        channel.close()
+        server.stop(0)
