@@ -28,24 +28,59 @@ class TokenFileError(ValueError):
     """A tokens file that cannot be used (says which line and why)."""
 
 
+#: Quotas a tokens file may set for a tenant (a third field ``max_sessions=8,max_kbps=64``),
+#: overriding the server's ``tenant_*`` settings for it.
+QUOTA_NAMES = ("max_sessions", "max_streams", "max_kbps", "max_stored_mib")
+
+
 def load_tokens(path: Path) -> dict[str, str]:
-    """``{token: tenant}`` from a tokens file.
+    """``{token: tenant}`` from a tokens file (see :func:`load_token_file`)."""
+    return load_token_file(path)[0]
+
+
+def _quotas(text: str, where: str) -> dict[str, float]:
+    quotas = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        if not sep or name not in QUOTA_NAMES:
+            raise TokenFileError(f"{where}: {item!r}: expected NAME=VALUE with NAME one of "
+                                 f"{', '.join(QUOTA_NAMES)}")  # fmt: skip
+        try:
+            quotas[name] = float(value)
+        except ValueError:
+            raise TokenFileError(f"{where}: {item!r}: not a number") from None
+        if quotas[name] < 0:
+            raise TokenFileError(f"{where}: {item!r}: must be 0 (none) or more")
+    return quotas
+
+
+def load_token_file(path: Path) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
+    """``({token: tenant}, {tenant: quotas})`` from a tokens file: one ``TOKEN TENANT``
+    pair per line, optionally followed by the tenant's quotas (``max_sessions=8,
+    max_streams=16,max_kbps=64,max_stored_mib=512``; see ``QUOTA_NAMES``).
 
     Raises:
-        TokenFileError: a malformed line, a short or repeated token, a bad tenant name, or
-            no token at all.
+        TokenFileError: a malformed line, a short or repeated token, a bad tenant name,
+            quotas of one tenant that differ between its lines, or no token at all.
         OSError: the file cannot be read.
     """
     tokens: dict[str, str] = {}
+    quotas: dict[str, dict[str, float]] = {}
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
         parts = text.split()
         where = f"{path}:{number}"
-        if len(parts) != 2:
-            raise TokenFileError(f"{where}: expected 'TOKEN TENANT', found {len(parts)} field(s)")
-        token, tenant = parts
+        if len(parts) not in (2, 3):
+            raise TokenFileError(f"{where}: expected 'TOKEN TENANT [QUOTAS]', found "
+                                 f"{len(parts)} field(s)")  # fmt: skip
+        token, tenant = parts[:2]
+        if len(parts) == 3:
+            given = _quotas(parts[2], where)
+            if quotas.setdefault(tenant, given) != given:
+                raise TokenFileError(f"{where}: tenant {tenant}'s quotas differ from an "
+                                     "earlier line's")  # fmt: skip
         if len(token) < MIN_TOKEN_CHARS:
             raise TokenFileError(f"{where}: the token is shorter than {MIN_TOKEN_CHARS} "
                                  "characters")  # fmt: skip
@@ -57,7 +92,7 @@ def load_tokens(path: Path) -> dict[str, str]:
             raise TokenFileError(f"{where}: {exc}") from None
     if not tokens:
         raise TokenFileError(f"{path}: no tokens in the file")
-    return tokens
+    return tokens, quotas
 
 
 class TokenTable:

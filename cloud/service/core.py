@@ -852,17 +852,25 @@ class TenantUsage:
         name: the tenant.
         limits: the server's limits (the ``tenant_*`` quotas).
         sessions_dir: ``OUT/.sessions/<tenant>``, whose stored streams count as its storage.
+        quotas: this tenant's own quotas, overriding ``limits`` (``max_sessions``,
+            ``max_streams``, ``max_kbps``, ``max_stored_mib``; from the tokens file).
     """
 
-    def __init__(self, name: str, limits: ServiceLimits, sessions_dir: Path) -> None:
+    def __init__(self, name: str, limits: ServiceLimits, sessions_dir: Path,
+                 quotas: dict[str, float] | None = None) -> None:  # fmt: skip
         self.name, self.limits, self.sessions_dir = name, limits, sessions_dir
+        quotas = quotas or {}
+        self.max_sessions = int(quotas.get("max_sessions", limits.tenant_max_sessions))
+        self.max_streams = int(quotas.get("max_streams", limits.tenant_max_streams))
+        self.max_stored_bytes = int(quotas["max_stored_mib"] * (1 << 20)
+                                    if "max_stored_mib" in quotas
+                                    else limits.tenant_max_stored_bytes)  # fmt: skip
+        rate = (quotas["max_kbps"] * 1000 / 8 if "max_kbps" in quotas
+                else limits.tenant_bytes_per_s)  # fmt: skip
         self.streams = 0
         self._stored: int | None = None  # read from disk on first use
         self._lock = threading.Lock()
-        self._limiter = None
-        if limits.tenant_bytes_per_s > 0:
-            rate = limits.tenant_bytes_per_s
-            self._limiter = RateLimiter(rate, max(rate, 4096))
+        self._limiter = RateLimiter(rate, max(rate, 4096)) if rate > 0 else None
 
     def open_stream(self) -> None:
         """Counts a new ``StreamUnits`` call (call :meth:`close_stream` when it ends).
@@ -871,7 +879,7 @@ class TenantUsage:
             QuotaError: the tenant holds ``tenant_max_streams`` streams already.
         """
         with self._lock:
-            quota = self.limits.tenant_max_streams
+            quota = self.max_streams
             if quota and self.streams >= quota:
                 raise QuotaError(f"tenant {self.name} has {self.streams} streams open, its "
                                  "quota (tenant_max_streams): end one first")  # fmt: skip
@@ -898,7 +906,7 @@ class TenantUsage:
     def check_storage(self, unit_bytes: int) -> None:
         """Raises :class:`QuotaError` when storing ``unit_bytes`` more would pass the
         tenant's ``tenant_max_stored_bytes``."""
-        quota = self.limits.tenant_max_stored_bytes
+        quota = self.max_stored_bytes
         if quota and self.stored_bytes + unit_bytes > quota:
             raise QuotaError(f"tenant {self.name} stores {self.stored_bytes} bytes; a unit of "
                              f"{unit_bytes} would pass its quota (tenant_max_stored_bytes, "
@@ -922,11 +930,15 @@ class SessionManager:
         limits: see :class:`ServiceLimits`.
         decode: how sessions are decoded.
         metrics: hooks for counters (default: none).
+        tenant_quotas: quotas of named tenants, overriding ``limits``' ``tenant_*`` (see
+            :class:`TenantUsage`).
     """
 
     def __init__(self, out_root: Path, limits: ServiceLimits | None = None,
-                 decode: DecodeSettings | None = None, metrics: Metrics | None = None):  # fmt: skip
+                 decode: DecodeSettings | None = None, metrics: Metrics | None = None,
+                 tenant_quotas: dict[str, dict[str, float]] | None = None):  # fmt: skip
         self.out_root = Path(out_root)
+        self.tenant_quotas = tenant_quotas or {}
         self.limits = limits or ServiceLimits()
         self.decode = decode or DecodeSettings()
         self.metrics = metrics or Metrics()
@@ -934,7 +946,7 @@ class SessionManager:
         self._tenants: dict[str, TenantUsage] = {}
         self._slots = (threading.BoundedSemaphore(self.limits.decode_threads)
                        if self.limits.decode_threads > 0 else None)  # fmt: skip
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._draining = False
 
     def tenant(self, tenant: str) -> TenantUsage:
@@ -943,7 +955,8 @@ class SessionManager:
         with self._lock:
             usage = self._tenants.get(tenant)
             if usage is None:
-                usage = TenantUsage(tenant, self.limits, self.out_root / SESSIONS_DIR / tenant)
+                usage = TenantUsage(tenant, self.limits, self.out_root / SESSIONS_DIR / tenant,
+                                    self.tenant_quotas.get(tenant))  # fmt: skip
                 self._tenants[tenant] = usage
             return usage
 
@@ -981,7 +994,7 @@ class SessionManager:
         """Room for one more session of ``tenant`` (call with ``_lock`` held)."""
         if self._draining:
             raise ShuttingDownError("the server is stopping: it takes no new sessions")
-        quota = self.limits.tenant_max_sessions
+        quota = self.tenant(tenant).max_sessions
         if quota:
             held = sum(1 for owner, _ in self._sessions if owner == tenant)
             if held >= quota:

@@ -24,7 +24,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from semcodec.cloud.service.auth import AuthInterceptor, TokenTable, load_tokens
+from semcodec.cloud.service.auth import AuthInterceptor, TokenTable, load_token_file
 from semcodec.cloud.service.config import (
     GRPC_MESSAGE_LIMIT,
     ConfigError,
@@ -126,7 +126,9 @@ class DecoderServer:
         self.metrics = PrometheusMetrics()
         decode = DecodeSettings(settings.decoder, settings.overview, settings.flow_prior,
                                 settings.bottleneck_dir)  # fmt: skip
-        self.manager = SessionManager(settings.out, limits_of(settings), decode, self.metrics)
+        self._tokens, quotas = self._load_tokens()
+        self.manager = SessionManager(settings.out, limits_of(settings), decode, self.metrics,
+                                      quotas)  # fmt: skip
         self.metrics.bind(self.manager)
         self.health: BoundedHealth | None = None  # made on the event loop
         self.port: int | None = None
@@ -140,15 +142,21 @@ class DecoderServer:
         self._server: grpc.aio.Server | None = None
         self._reaper: asyncio.Task | None = None
 
+    def _load_tokens(self) -> tuple[dict[str, str] | None, dict[str, dict[str, float]]]:
+        """``({token: tenant}, {tenant: quotas})`` of the tokens file (None: no tokens)."""
+        if self.settings.tokens is None:
+            return None, {}
+        try:
+            return load_token_file(self.settings.tokens)
+        except OSError as exc:
+            raise ServerStartError(f"cannot read the tokens file: {exc}") from exc
+
     def _make_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         guard = CallGuard(self.settings.max_open_streams, self.settings.max_calls_per_peer,
                           self.metrics.error)  # fmt: skip
-        if self.settings.tokens is None:
+        if self._tokens is None:
             return [guard]
-        try:
-            table = TokenTable(load_tokens(self.settings.tokens))
-        except OSError as exc:
-            raise ServerStartError(f"cannot read the tokens file: {exc}") from exc
+        table = TokenTable(self._tokens)
         return [guard, AuthInterceptor(table, lambda: self.metrics.error("UNAUTHENTICATED"))]
 
     # -- the event loop's side
