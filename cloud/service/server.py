@@ -116,8 +116,12 @@ class DecoderServer:
     """
 
     def __init__(self, settings: ServeSettings) -> None:
+        from semcodec.codec.keyframes import available_intra_coders
         from semcodec.codec.reconstruct import available_reconstructors
 
+        # the codec's registries load their built-ins on first use, without a lock: load
+        # them here, before the pool and decoder threads race to them
+        available_intra_coders()
         self.settings = settings.check()
         if settings.decoder not in available_reconstructors():
             raise ConfigError(f"decoder {settings.decoder!r}: expected one of "
