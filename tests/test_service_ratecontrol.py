@@ -240,6 +240,7 @@ class _FakeUnit:
 
 class _FakeEncoder(_Encoder):
     lookahead_frames = 0
+    primed = True  # codec.scaffold.codec.with_lookahead: nothing to read ahead
 
     def __init__(self) -> None:
         super().__init__()
