@@ -529,7 +529,7 @@ class ScaffoldEncoder:
         :meth:`header` names the chosen layout before any unit is sent); returns all
         ``frames``, the look-ahead ones first."""
         frames = iter(frames)
-        ahead = [frame for _, frame in zip(range(self.lookahead_frames), frames, strict=False)]
+        ahead = list(itertools.islice(frames, self.lookahead_frames))
         self.prime(ahead)
         return itertools.chain(ahead, frames)
 
@@ -888,7 +888,14 @@ def encode_frames(frames: Iterable[np.ndarray], config: LevelConfig, fps: float,
 def with_lookahead(encoder: ScaffoldEncoder, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
     """``frames`` unchanged, after the encoder was primed with the first
     ``encoder.lookahead_frames`` of them (read ahead once and held in memory)."""
-    yield from (frames if encoder.primed else encoder.start(frames))
+    if getattr(encoder, "primed", False):  # ScaffoldEncoder.start read ahead already
+        yield from frames
+        return
+    frames = iter(frames)
+    ahead = [frame for _, frame in zip(range(encoder.lookahead_frames), frames, strict=False)]
+    encoder.prime(ahead)
+    yield from ahead
+    yield from frames
 
 
 def encode_to_file(path: str | Path, frames: Iterable[np.ndarray], config: LevelConfig,
