@@ -104,3 +104,34 @@ def test_a_stream_without_start_or_units_is_ended_by_its_deadlines(tmp_path, sem
     finally:
         channel.close()
         server.stop(0)
+
+
+def test_a_unit_paused_at_a_window_end_with_enough_bytes_goes_on(tmp_path, semc):  # noqa: F811
+    """The progress window ends while the stream is quiet, but it brought enough: the stream
+    goes on and its unit is stored (the read in progress is not lost with the window)."""
+    from semcodec.codec.bitstream import read_stream
+    from semcodec.edge.stream.client import unit_chunks
+    from semcodec.edge.stream.spool import SpooledUnit
+
+    server = start_server(tmp_path, progress_window_s=1, min_progress_bytes=10)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    stub = pb_grpc.SemanticStreamStub(channel)
+    try:
+        header, units = read_stream(semc)
+        sid = stub.OpenSession(open_request(header.to_bytes())).session_id
+        unit = next(iter(units))
+        chunks = list(unit_chunks(SpooledUnit(0, int(unit.kind), 0, unit.to_bytes()), 200))
+        assert len(chunks) >= 3
+
+        def requests():
+            yield pb.StreamRequest(start=pb.StreamStart(session_id=sid))
+            yield chunks[0]
+            yield chunks[1]  # 200 bytes in the first window: enough
+            time.sleep(1.5)  # quiet past the first window's end, not the whole second
+            yield from chunks[2:]
+
+        replies = list(stub.StreamUnits(requests(), timeout=30))
+        assert replies[-1].ack.next_seq == 1
+    finally:
+        channel.close()
+        server.stop(0)

@@ -191,3 +191,33 @@ def test_the_tokens_file_sets_a_tenants_own_quotas(tmp_path, semc):  # noqa: F81
                     "alpha-token-9876543210 a max_sessions=2\n")  # fmt: skip
     with pytest.raises(TokenFileError, match="differ"):
         load_token_file(path)
+
+
+def test_decode_slots_are_handed_out_first_come_first_served():
+    import threading
+
+    from semcodec.cloud.service.decode import FairSlots
+
+    slots, order, started = FairSlots(1), [], threading.Barrier(2)
+    gate = threading.Event()
+
+    def hog() -> None:  # takes the slot, and goes straight back for it after each "frame"
+        for _ in range(3):
+            with slots:
+                order.append("hog")
+                if len(order) == 1:
+                    started.wait()
+                    gate.wait(5)
+
+    def other() -> None:
+        started.wait()
+        threading.Timer(0.2, gate.set).start()  # queued before the hog releases
+        with slots:
+            order.append("other")
+
+    threads = [threading.Thread(target=hog), threading.Thread(target=other)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert order[:2] == ["hog", "other"], order  # a plain semaphore: hog, hog, hog, other

@@ -129,7 +129,7 @@ def tenant_of(context) -> str:
     return getattr(context, "tenant", DEFAULT_TENANT)
 
 
-def _wrap(handler: grpc.RpcMethodHandler, wrap) -> grpc.RpcMethodHandler:
+def wrap_handler(handler: grpc.RpcMethodHandler, wrap) -> grpc.RpcMethodHandler:
     """``handler`` with each of its behaviours ``fn`` replaced by ``wrap(fn, streaming)``
     (``streaming``: the behaviour answers with a stream)."""
     names = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
@@ -153,8 +153,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if tenant is None:
             if self.on_refused is not None:
                 self.on_refused()
-            return _wrap(handler, lambda _fn, _streaming: _refuse)
-        return _wrap(handler, lambda fn, streaming: _as_tenant(fn, tenant, streaming))
+            return wrap_handler(handler, lambda _fn, _streaming: _refuse)
+        return wrap_handler(handler, lambda fn, streaming: _as_tenant(fn, tenant, streaming))
 
 
 async def _refuse(request, context):

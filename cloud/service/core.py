@@ -34,7 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from semcodec.cloud.service.assembler import AssembledUnit, Chunk, ChunkAssembler
-from semcodec.cloud.service.decode import DecodeSettings, DecodeWorker, load_flow_prior
+from semcodec.cloud.service.decode import (
+    DecodeSettings,
+    DecodeWorker,
+    FairSlots,
+    load_flow_prior,
+)
 from semcodec.cloud.service.detect import (
     BOTTLENECK_MODEL,
     FrameDetections,
@@ -421,7 +426,7 @@ class Session:
     def __init__(self, tenant: str, session_id: str, state_dir: Path, out_dir: Path,
                  log: SessionLog, limits: ServiceLimits, decode: DecodeSettings,
                  metrics: Metrics, record: dict,
-                 slots: threading.Semaphore | None = None) -> None:  # fmt: skip
+                 slots: FairSlots | None = None) -> None:  # fmt: skip
         self.tenant, self.session_id = tenant, session_id
         self.state_dir, self.out_dir, self.log = state_dir, out_dir, log
         self.limits, self.decode_settings, self.metrics = limits, decode, metrics
@@ -944,7 +949,7 @@ class SessionManager:
         self.metrics = metrics or Metrics()
         self._sessions: dict[tuple[str, str], Session] = {}
         self._tenants: dict[str, TenantUsage] = {}
-        self._slots = (threading.BoundedSemaphore(self.limits.decode_threads)
+        self._slots = (FairSlots(self.limits.decode_threads)
                        if self.limits.decode_threads > 0 else None)  # fmt: skip
         self._lock = threading.RLock()
         self._draining = False

@@ -12,6 +12,7 @@ detections are handed to the session for the edge's feedback.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import shutil
@@ -35,6 +36,37 @@ class DecodeSettings:
     overview: bool = True
     flow_prior: Path | None = None
     bottleneck_dir: Path | None = None
+
+
+class FairSlots:
+    """``n`` slots handed out first come, first served (a context manager). A releasing
+    thread hands its slot to the longest waiter, so a decoder that goes straight back for
+    the next frame queues behind the others instead of taking the slot again (a plain
+    semaphore lets it, and one session's decoder could wait for seconds while others ran)."""
+
+    def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ValueError(f"{n} slots: at least 1")
+        self._free = n
+        self._waiting: collections.deque[threading.Event] = collections.deque()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> FairSlots:
+        with self._lock:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return self
+            turn = threading.Event()
+            self._waiting.append(turn)
+        turn.wait()  # the slot was handed over with it
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().set()
+            else:
+                self._free += 1
 
 
 class Abandoned(Exception):
@@ -78,13 +110,13 @@ class DecodeWorker(threading.Thread):
         out_dir: the final output folder (``OUT/<tenant>/<session-id>``).
         settings: reconstructor, overview, flow prior.
         source: the session: says when a unit is stored, a unit was dropped, or to finish.
-        slots: a semaphore shared by the server's decoders: a frame is decoded, reconstructed
-            and written while holding one (None: no bound). More decoders than cores only
-            queue for the interpreter lock, and the server's event loop with them.
+        slots: :class:`FairSlots` shared by the server's decoders: a frame is decoded,
+            reconstructed and written while holding one (None: no bound). More decoders than
+            cores only queue for the interpreter lock, and the server's event loop with them.
     """
 
     def __init__(self, log_path: Path, out_dir: Path, settings: DecodeSettings,
-                 source: WorkSource, slots: threading.Semaphore | None = None) -> None:  # fmt: skip
+                 source: WorkSource, slots: FairSlots | None = None) -> None:  # fmt: skip
         super().__init__(name=f"decode-{out_dir.name[:8]}", daemon=True)
         self.log_path, self.out_dir = log_path, out_dir
         self.settings, self.source = settings, source

@@ -19,7 +19,7 @@ import logging
 import grpc
 from grpc_health.v1 import health
 
-from semcodec.cloud.service.auth import OPEN_METHODS, _wrap
+from semcodec.cloud.service.auth import OPEN_METHODS, wrap_handler
 from semcodec.cloud.service.errors import brief
 
 #: The longest log record the service writes, characters (before the handler's prefix).
@@ -90,7 +90,7 @@ class CallGuard(grpc.aio.ServerInterceptor):
         anonymous = method.startswith(OPEN_METHODS)
         if not (anonymous and self.max_open_streams) and not self.max_calls_per_peer:
             return handler
-        return _wrap(handler, lambda fn, streaming: self._guarded(fn, streaming, anonymous))
+        return wrap_handler(handler, lambda fn, streaming: self._guarded(fn, streaming, anonymous))
 
     def _enter(self, context, anonymous: bool) -> str | None:
         """Counts a call in; returns why it is refused (None: taken)."""

@@ -145,6 +145,34 @@ class Progress:
                 f"least {self.min_bytes} are required (a slower link: smaller units)")
 
 
+_TIMED_OUT = object()
+
+
+class _Reader:
+    """Reads a request stream with timeouts. A read that times out is kept, not cancelled:
+    cancelling the read of gRPC's request iterator (an async generator) would close it, and
+    the stream would seem to have ended."""
+
+    def __init__(self, request_iterator) -> None:
+        self._messages = aiter(request_iterator)
+        self._pending: asyncio.Future | None = None
+
+    async def next(self, timeout_s: float):
+        """The next message, None at the end, or ``_TIMED_OUT`` after ``timeout_s``."""
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(anext(self._messages, None))
+        done, _ = await asyncio.wait({self._pending}, timeout=max(timeout_s, 0.001))
+        if not done:
+            return _TIMED_OUT
+        read, self._pending = self._pending, None
+        return read.result()
+
+    def close(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+
+
 class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
     """``semcodec.v1.SemanticStream`` over a :class:`SessionManager`, asynchronous.
 
@@ -201,11 +229,11 @@ class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
 
     async def StreamUnits(self, request_iterator, context):
         receiver, usage = None, None
+        messages = _Reader(request_iterator)
         try:
             tenant = self.manager.tenant(tenant_of(context))
             tenant.open_stream()
             usage = tenant
-            messages = aiter(request_iterator)
             first = await self._next(messages, self.timeouts.start_s, "no StreamStart")
             if first is None or first.WhichOneof("body") != "start":
                 raise InvalidRequestError("the first message of a stream must be StreamStart")
@@ -238,21 +266,23 @@ class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
         except ServiceError as exc:
             await self._abort(context, exc)
         finally:
+            messages.close()
             if receiver is not None:
                 receiver.detach()
             if usage is not None:
                 usage.close_stream()
 
-    async def _next(self, messages, timeout_s: float, what: str | None):
+    async def _next(self, messages: _Reader, timeout_s: float, what: str | None):
         """The next message (None: the client ended its side); after ``timeout_s`` without
-        one: ProgressTimeoutError naming ``what``, or False when ``what`` is None."""
-        try:
-            return await asyncio.wait_for(anext(messages, None), max(timeout_s, 0.001))
-        except TimeoutError:
-            if what is None:
-                return False
-            raise ProgressTimeoutError(f"{what} in {timeout_s:.0f} s: the stream is ended "
-                                       "(resume it when there is something to send)") from None
+        one: ProgressTimeoutError naming ``what``, or False when ``what`` is None (the read
+        goes on: the next call gets its message)."""
+        message = await messages.next(timeout_s)
+        if message is not _TIMED_OUT:
+            return message
+        if what is None:
+            return False
+        raise ProgressTimeoutError(f"{what} in {timeout_s:.0f} s: the stream is ended "
+                                   "(resume it when there is something to send)")
 
     async def _take(self, receiver, chunk):
         """One chunk into the session: the rate limits and the decoder's backlog are waited
