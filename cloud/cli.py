@@ -324,7 +324,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from semcodec.cloud.service.server import DecoderServer
 
     settings = load_settings({k: getattr(args, k) for k in _SERVE_FLAGS}, args.config)
+    _fixed_mmap_threshold()
     return DecoderServer(settings).run()
+
+
+def _fixed_mmap_threshold(nbytes: int = 128 * 1024) -> None:
+    """Keeps glibc's mmap threshold at ``nbytes`` in the server process. glibc raises it
+    after a large block is freed, so later chunks (up to 1 MiB each) come from the threads'
+    arenas and their memory stays resident; fixed, each chunk's memory goes back when it is
+    freed. (Not glibc: nothing to do.)"""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").mallopt(-3, nbytes)  # M_MMAP_THRESHOLD
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
