@@ -126,10 +126,10 @@ class ScaffoldCodec(Codec):
             sizes = [unit.payload_bytes + unit_overhead_bytes(unit) for unit in units[:-1]]
             low_high = window_rates(sizes, fps, frame_bytes)
             rate = {"target_bpp": config.target_bpp}
-        if stats.profile:  # what the edge chose for this camera (a column of the row)
-            rate["camera_profile"] = stats.profile
             if low_high is not None:
                 rate.update(rate_window_min=low_high[0], rate_window_max=low_high[1])
+        if stats.profile:  # what the edge chose for this camera (a column of the row)
+            rate["camera_profile"] = stats.profile
         if sum(streams.values()) != len(payload):
             raise AssertionError(f"per-stream bytes {streams} do not add up to {len(payload)}")
         return Encoded(

@@ -87,3 +87,19 @@ def test_bad_camera_transform_is_a_usage_error(tmp_path, capsys):
     assert exit_info.value.code == 2
     assert "zoom must be in [1, 16]" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_scaffold_rows_name_the_camera_profile(sample_frames, level):
+    """Every level chooses its windows per camera and the benchmark row says what; level 1
+    (rate-controlled) also reports its window rates."""
+    from semcodec.evaluation.codecs import Setting, create_codec
+
+    codec = create_codec("scaffold")
+    encoded = codec.encode(sample_frames[:4], Setting.parse(f"level={level}"), fps=7.0)
+    rate = encoded.metadata["rate"]
+    assert rate["camera_profile"].startswith("2x2 tiles")
+    assert ("rate_window_min" in rate) == (level == 1)
+    decoded = codec.decode(encoded)
+    assert decoded.shape == sample_frames[:4].shape
+    assert encoded.metadata["counts"]["person_frames"] >= 0
