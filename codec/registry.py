@@ -4,6 +4,7 @@ third parties can add classes through an ``entry_points`` group without editing 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
@@ -31,6 +32,7 @@ class Registry(Generic[T]):
         self._builtins = builtins
         self._classes: dict[str, type[T]] = {}
         self._loaded = False
+        self._lock = threading.RLock()  # threads that ask at once wait for one loader
 
     def register(self, name: str) -> Callable[[type[T]], type[T]]:
         """Class decorator: registers the class under ``name`` and sets its ``name``."""
@@ -48,15 +50,20 @@ class Registry(Generic[T]):
         return decorator
 
     def _load(self) -> None:
+        """Imports the built-ins and the entry points once. Thread-safe; marked loaded only
+        when it succeeded (a failed import is raised, and tried again by the next call)."""
         if self._loaded:
             return
-        self._loaded = True
-        if self._builtins is not None:
-            self._builtins()
-        if self.entry_point_group:
-            for ep in entry_points(group=self.entry_point_group):
-                if ep.name not in self._classes:
-                    self.register(ep.name)(ep.load())
+        with self._lock:
+            if self._loaded:
+                return
+            if self._builtins is not None:
+                self._builtins()
+            if self.entry_point_group:
+                for ep in entry_points(group=self.entry_point_group):
+                    if ep.name not in self._classes:
+                        self.register(ep.name)(ep.load())
+            self._loaded = True
 
     def names(self) -> list[str]:
         """Registered names, sorted."""
