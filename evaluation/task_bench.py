@@ -126,13 +126,14 @@ def baseline_row(codec_name: str, setting: str, pixels: np.ndarray, fps: float, 
 def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_period: int,
                  model, threads, threshold: float | None = None,
                  skip_threshold: int | None = None, fps: float = 25.0,
-                 person_detector=None) -> dict:  # fmt: skip
+                 person_detector=None, camera=None) -> dict:  # fmt: skip
     """Codes the frames with one bottleneck; bytes, MODA and compute of both halves.
 
     As the edge does: the windows and the cloud's threshold are chosen on the first
     :data:`~codec.scaffold.profile.PROFILE_SECONDS` of ``pixels`` without ground truth
     (:func:`codec.task.calibrate.profile_detect`, with ``person_detector``, the full
-    detector); ``threshold`` replaces the chosen threshold."""
+    detector; ``camera``: the profile when already chosen on those frames); ``threshold``
+    replaces the chosen threshold."""
     import torch
 
     from semcodec.codec.entropy.features import encode_features
@@ -144,7 +145,7 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
 
     bottleneck = load_bottleneck(path)
     startup = pixels[: max(1, round(PROFILE_SECONDS * fps))]
-    profile = profile_detect(startup, bottleneck, model, person_detector)
+    profile = profile_detect(startup, bottleneck, model, person_detector, camera)
     split = profile.split(bottleneck.split)
     if threshold is not None:
         split = dataclasses.replace(split, score_threshold=threshold)
@@ -216,6 +217,7 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     the same command again resumes; other bottlenecks can be added then)."""
     import torch
 
+    from semcodec.codec.scaffold.profile import PROFILE_SECONDS, choose_profile
     from semcodec.codec.task.split import load_split_model
     from semcodec.edge.sources import resolve_data_path
     from semcodec.evaluation.bench import load_sequence
@@ -256,13 +258,17 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
             write_text_atomic(cell, json.dumps({"key": key, "row": row}) + "\n")
         rows.append(row)
     model = load_split_model(config.models_dir)
+    profile = None
+    if config.bottlenecks:  # the windows do not depend on the bottleneck: chosen once
+        startup = pixels[: max(1, round(PROFILE_SECONDS * info.fps))]
+        profile = choose_profile(startup, detector)
     for name in config.bottlenecks:
         log.info("features %s", name)
         rows.append({**common, **features_row(name, pixels, gt, frames, config.intra_period,
                                               model, config.threads,
                                               config.features_threshold,
                                               config.skip_threshold, info.fps,
-                                              detector)})  # fmt: skip
+                                              detector, profile)})  # fmt: skip
         _write(out, rows)
     rows = add_savings(rows)
     if config.bottlenecks and camera.is_identity:  # the child reads the sequence as it is

@@ -528,10 +528,7 @@ class ScaffoldEncoder:
         """Reads the look-ahead frames now and primes the encoder with them (so that
         :meth:`header` names the chosen layout before any unit is sent); returns all
         ``frames``, the look-ahead ones first."""
-        frames = iter(frames)
-        ahead = list(itertools.islice(frames, self.lookahead_frames))
-        self.prime(ahead)
-        return itertools.chain(ahead, frames)
+        return _primed_frames(self, frames)
 
     def _keyframe_picture(self, frame: np.ndarray) -> bytes:
         """The intra-coded keyframe picture: the frame, or the background plate."""
@@ -888,14 +885,17 @@ def encode_frames(frames: Iterable[np.ndarray], config: LevelConfig, fps: float,
 def with_lookahead(encoder: ScaffoldEncoder, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
     """``frames`` unchanged, after the encoder was primed with the first
     ``encoder.lookahead_frames`` of them (read ahead once and held in memory)."""
-    if getattr(encoder, "primed", False):  # ScaffoldEncoder.start read ahead already
-        yield from frames
-        return
+    primed = getattr(encoder, "primed", False)  # ScaffoldEncoder.start read ahead already
+    yield from (frames if primed else _primed_frames(encoder, frames))
+
+
+def _primed_frames(encoder, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+    """Reads ``encoder.lookahead_frames`` of ``frames`` now, primes the encoder with them
+    and returns all the frames, the look-ahead ones first."""
     frames = iter(frames)
-    ahead = [frame for _, frame in zip(range(encoder.lookahead_frames), frames, strict=False)]
+    ahead = list(itertools.islice(frames, encoder.lookahead_frames))
     encoder.prime(ahead)
-    yield from ahead
-    yield from frames
+    return itertools.chain(ahead, frames)
 
 
 def encode_to_file(path: str | Path, frames: Iterable[np.ndarray], config: LevelConfig,

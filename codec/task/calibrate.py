@@ -100,7 +100,8 @@ def split_from_settings(settings: dict[str, str], base: SplitConfig) -> SplitCon
 
 
 def profile_detect(frames: Sequence[np.ndarray], bottleneck: TaskBottleneck,
-                   model, person_detector: PersonDetector) -> DetectProfile:  # fmt: skip
+                   model, person_detector: PersonDetector,
+                   camera: CameraProfile | None = None) -> DetectProfile:  # fmt: skip
     """Chooses the windows and the cloud's threshold on start-up frames (module docstring).
 
     Args:
@@ -108,8 +109,10 @@ def profile_detect(frames: Sequence[np.ndarray], bottleneck: TaskBottleneck,
         bottleneck: the stream's bottleneck.
         model: the split detector's network (:func:`codec.task.split.load_split_model`).
         person_detector: the full detector (its session is shared, its config unused).
+        camera: the camera's profile when already chosen on these frames (it does not
+            depend on the bottleneck: a benchmark of several bottlenecks chooses it once).
     """
-    camera = choose_profile(frames, person_detector)
+    camera = camera or choose_profile(frames, person_detector)
     base = DetectProfile(camera, REFERENCE_THRESHOLD)
     split = dataclasses.replace(base.split(bottleneck.split), score_threshold=0.0)
     detector = SplitDetector(model, split)

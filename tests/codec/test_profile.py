@@ -22,13 +22,11 @@ def person_detector():
     return PersonDetector(threads=1)
 
 
-def zoomed(frames: np.ndarray, zoom: float, cx: float = 0.5, cy: float = 0.55) -> np.ndarray:
+def zoomed(frames: np.ndarray, zoom: float) -> np.ndarray:
     """A closer camera: the central 1/zoom of each frame, resized back to the frame size."""
-    h, w = frames.shape[1:3]
-    ch, cw = round(h / zoom), round(w / zoom)
-    y0, x0 = round(cy * h - ch / 2), round(cx * w - cw / 2)
-    return np.stack([cv2.resize(f[y0:y0 + ch, x0:x0 + cw], (w, h), interpolation=cv2.INTER_CUBIC)
-                     for f in frames])  # fmt: skip
+    from semcodec.evaluation.camera import CameraTransform
+
+    return CameraTransform(zoom=zoom, y=0.55).frames(frames)
 
 
 def test_window_fraction_known_values():

@@ -191,16 +191,11 @@ def test_detect_mode_with_the_shipped_bottleneck_finds_people(sample_dir, tmp_pa
 
 def _zoomed_sample(count: int, zoom: float = 3.0) -> np.ndarray:
     """A closer camera made from the sample: people about half the frame tall."""
-    import cv2
-
     from semcodec.edge.sources import open_source, sample_path
+    from semcodec.evaluation.camera import CameraTransform
 
     frames = open_source(sample_path()).read(start=1, count=count)
-    h, w = frames.shape[1:3]
-    ch, cw = round(h / zoom), round(w / zoom)
-    y0, x0 = round(0.55 * h - ch / 2), round(0.5 * w - cw / 2)
-    return np.stack([cv2.resize(f[y0:y0 + ch, x0:x0 + cw], (w, h), interpolation=cv2.INTER_CUBIC)
-                     for f in frames])  # fmt: skip
+    return CameraTransform(zoom=zoom, y=0.55).frames(frames)
 
 
 @pytest.mark.parametrize("zoom, tiles, windows", [(1.0, 2, 4), (3.0, 1, 1)])
