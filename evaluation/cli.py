@@ -444,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="correct the teacher's person targets with the training ranges' "
                        "MOT ground truth (false positives taught away, misses taught in)")
     bneck.add_argument("--threads", type=positive_int, help="torch threads (default: all)")
+    bneck.add_argument("--device", default="cpu", metavar="DEVICE",
+                       help="where the training steps run: cpu (default) or cuda[:N]")
 
     task = sub.add_parser(
         "task",
@@ -851,7 +853,9 @@ def cmd_train_bottleneck(args: argparse.Namespace) -> int:
                                  bottleneck=BottleneckConfig(latent=args.latent))  # fmt: skip
     if args.data:
         base = dataclasses.replace(base, data=tuple(_data_range(d) for d in args.data))
-    rows = run_sweep(args.beta, args.out, cache, base, args.data_dir)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"--device {args.device}: PyTorch sees no CUDA device here")
+    rows = run_sweep(args.beta, args.out, cache, base, args.data_dir, device=args.device)
     for row in rows:
         print(f"beta {row['beta']:g}  {row['file']}  {row['seconds']:.0f} s  "
               f"distill {row.get('distill', float('nan')):.4f}  "

@@ -292,9 +292,15 @@ def distillation_loss(detector: SplitDetector, reconstructed: torch.Tensor,
 def train_bottleneck(config: BottleneckTrainConfig, detector: SplitDetector,
                      caches: list[WindowCache],
                      progress: Callable[[int, int, dict], None] | None = None,
-                     ) -> TaskBottleneck:  # fmt: skip
-    """Trains one bottleneck on ``caches`` and fits its entropy tables."""
+                     device: str | torch.device = "cpu") -> TaskBottleneck:  # fmt: skip
+    """Trains one bottleneck on ``caches`` and fits its entropy tables.
+
+    ``device`` runs the transforms, the density models and the detector's cloud half there
+    (``"cuda"`` where there is one); the returned bottleneck and the detector are on the CPU.
+    """
     from compressai.entropy_models import EntropyBottleneck
+
+    device = torch.device(device)
 
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
@@ -309,6 +315,10 @@ def train_bottleneck(config: BottleneckTrainConfig, detector: SplitDetector,
     priors = {"intra": EntropyBottleneck(model.config.latent)}
     if temporal:
         priors["change"] = EntropyBottleneck(model.config.latent)
+    model.to(device)
+    detector.model.to(device)
+    for prior in priors.values():
+        prior.to(device)
     density = [p for prior in priors.values() for n, p in prior.named_parameters()
                if not n.endswith("quantiles")]  # fmt: skip
     optimizer = torch.optim.Adam([  # the density models learn 10x faster than the transforms
@@ -324,19 +334,19 @@ def train_bottleneck(config: BottleneckTrainConfig, detector: SplitDetector,
         order = rng.permutation(samples)
         for b in range(steps_per_epoch):
             idx = np.sort(order[b * config.batch_size:(b + 1) * config.batch_size])
-            f = _batch(feats, idx)
+            f = _batch(feats, idx, device)
             y = model.latents(f)
             kbits = _kbits(priors["intra"], y)
             if temporal:
                 with torch.no_grad():
-                    reference = torch.round(model.latents(_batch(feats, previous[idx])))
+                    reference = torch.round(model.latents(_batch(feats, previous[idx], device)))
                 change = y + (torch.round(y) - y).detach() - reference
                 kbits = _kbits_at(priors["change"], change) + config.intra_weight * kbits
             rounded = y + (torch.round(y) - y).detach()
             recon = model.synthesize(rounded).contiguous(memory_format=torch.channels_last)
             distill = distillation_loss(detector, recon, f,
-                                        torch.from_numpy(encs[idx].astype(np.float32)),
-                                        torch.from_numpy(logits[idx].astype(np.float32)))
+                                        torch.from_numpy(encs[idx].astype(np.float32)).to(device),
+                                        torch.from_numpy(logits[idx].astype(np.float32)).to(device))
             loss = distill + config.beta * kbits
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -346,7 +356,8 @@ def train_bottleneck(config: BottleneckTrainConfig, detector: SplitDetector,
             if progress is not None:
                 values = {"loss": loss, "distill": distill, "kbit_per_window": kbits}
                 progress(step, total, {k: float(v.detach()) for k, v in values.items()})
-    model.eval()
+    model.cpu().eval()
+    detector.model.cpu()
     for p in model.parameters():
         p.requires_grad_(False)
     metadata = {"beta": config.beta, "epochs": config.epochs, "steps": total,
@@ -380,9 +391,9 @@ def _previous_windows(caches: list[WindowCache]) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
-def _batch(feats: np.ndarray, idx: np.ndarray) -> torch.Tensor:
-    """Cached float16 windows ``idx`` -> float32 ``(B, C, S, S)`` channels-last."""
-    f = torch.from_numpy(feats[idx].astype(np.float32))
+def _batch(feats: np.ndarray, idx: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Cached float16 windows ``idx`` -> float32 ``(B, C, S, S)`` channels-last on ``device``."""
+    f = torch.from_numpy(feats[idx].astype(np.float32)).to(device)
     return f.contiguous(memory_format=torch.channels_last)
 
 
@@ -417,9 +428,10 @@ def _latent_sequences(model: FeatureBottleneck, caches: list[WindowCache]) -> li
 
 def run_sweep(betas: Sequence[float], out_dir: Path, cache_dir: Path,
               base: BottleneckTrainConfig | None = None, data_dir: str | None = None,
-              models_dir: str | None = None) -> list[dict]:  # fmt: skip
-    """Trains one bottleneck per β into ``out_dir/bottleneck-beta<β>.pt``; returns (and
-    writes to ``out_dir/sweep.json``) a row per β: file, sha256, seconds, last losses."""
+              models_dir: str | None = None, device: str = "cpu") -> list[dict]:  # fmt: skip
+    """Trains one bottleneck per β into ``out_dir/bottleneck-beta<β>.pt`` (training steps
+    on ``device``); returns (and writes to ``out_dir/sweep.json``) a row per β: file, sha256,
+    seconds, last losses."""
     from semcodec.codec.task.split import load_split_model
 
     base = base or BottleneckTrainConfig()
@@ -439,7 +451,7 @@ def run_sweep(betas: Sequence[float], out_dir: Path, cache_dir: Path,
                 log.info("beta %g step %d/%d  %s", beta, step, total,
                          "  ".join(f"{k} {v:.4f}" for k, v in values.items()))  # fmt: skip
 
-        trained = train_bottleneck(config, detector, caches, progress)
+        trained = train_bottleneck(config, detector, caches, progress, device)
         trained.metadata["train_seconds"] = round(time.perf_counter() - start, 1)
         path = trained.save(out_dir / f"bottleneck-beta{beta:g}.pt")
         rows.append({"beta": config.beta, "file": str(path), "sha256": trained.sha256(),

@@ -471,3 +471,13 @@ def test_start_reads_a_frame_range_and_cuts_the_ground_truth_to_it(tmp_path):
         c.key() for c in bench.plan_cells(config, {}))  # fmt: skip
     with pytest.raises(bench.BenchError, match="start"):
         bench.validate_grid(dataclasses.replace(config, start=0))
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
+def test_train_bottleneck_on_cuda_without_cuda_exits_2(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["train-bottleneck", "--beta", "0.01", "--out", str(out), "--device", "cuda"]
+    assert _status(main, argv) == 2
+    err = capsys.readouterr().err
+    assert "--device cuda: PyTorch sees no CUDA device here" in err
+    assert not out.exists()
