@@ -270,8 +270,9 @@ class AppearanceSelector:
         max_difference: refresh when the reference differs from the frame's box by more
             than this mean absolute RGB difference (0..255).
         overdue_frames: a person tracked this many frames without any reference gets the
-            smallest thumbnail whatever the budget (default: an eighth of
-            ``refresh_frames``, half a second at the default 4-second refresh).
+            smallest thumbnail whatever the budget (at the lowest quality when over it;
+            default: an eighth of ``refresh_frames``, half a second at the default 4-second
+            refresh).
     """
 
     def __init__(self, quality: int, refresh_frames: int, size_change: float = 0.3,
@@ -347,6 +348,8 @@ class AppearanceSelector:
             else:
                 if not overdue:
                     continue
+                # over budget but overdue: the smallest thumbnail at the lowest quality
+                data = encode_ref(crop_box(frame, region, size), 1)
             chosen[tid] = data
             spent += len(data) + 6
             self._refs[tid] = _Ref(number, float(box[3] - box[1]), decode_ref(data),

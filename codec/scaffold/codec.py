@@ -57,6 +57,9 @@ STREAM_NAMES = {
 }
 
 
+#: Seconds a tracked person may wait for a reference in the rate's budget before the
+#: smallest thumbnail is sent whatever it costs (a person seen for 1 s is never a silhouette).
+OVERDUE_S = 0.75
 #: Seconds of video the background plate's median covers (``plate="median"``).
 PLATE_WINDOW_S = 10.0
 #: Bytes of an END unit (framing only), paid up front by the rate controller.
@@ -343,7 +346,9 @@ class ScaffoldEncoder:
             from semcodec.codec.scaffold.appearance import AppearanceSelector
 
             refresh = max(1, round(config.appearance_refresh_s * self.fps))
-            self._appearance = AppearanceSelector(config.appearance_quality, refresh)
+            overdue = max(1, round(OVERDUE_S * self.fps))
+            self._appearance = AppearanceSelector(config.appearance_quality, refresh,
+                                                  overdue_frames=overdue)  # fmt: skip
         self._previous_frame: np.ndarray | None = None
         self._primed = False
         self._sizes: dict[int, np.ndarray] = {}

@@ -23,6 +23,8 @@ frame's cost is spread over the rest of the clip: the rest is forgiven, so that 
 clip (which pays the first frame once) and every later window (which repays it) land near
 the target -- with a first frame of ``K`` of the clip's budget, the clip comes to about
 ``1 + (1 - first_repay) K`` of the target and each later window to ``1 - first_repay K``.
+A clip no longer than one window has no later window: it repays the whole first frame and
+lands on the target.
 """
 
 from __future__ import annotations
@@ -56,7 +58,10 @@ class RateController:
         clip_keyframe_share: with ``expected_frames``, most of the clip's whole budget the
             first keyframe may take.
         first_repay: with ``expected_frames``, the share of the first frame's cost the
-            later frames repay (the rest is forgiven: see the module docstring).
+            later frames repay (the rest is forgiven: see the module docstring); 1 for a clip
+            no longer than a window and its first frame.
+        debt_repay_share: with ``expected_frames``, the share of what the rest of the clip
+            can repay that references of new people may borrow.
     """
 
     def __init__(self, target_bpp: float, frame_size: tuple[int, int], fps: float,
@@ -64,13 +69,15 @@ class RateController:
                  keyframe_share: float = 0.3, spare_frames: float = 2.0,
                  debt_share: float = 0.25, expected_frames: int = 0, fixed_bytes: int = 0,
                  margin: float = 0.99, clip_keyframe_share: float = 0.1,
-                 first_repay: float = 0.5) -> None:  # fmt: skip
+                 first_repay: float = 0.5, debt_repay_share: float = 0.5) -> None:  # fmt: skip
         if not target_bpp > 0 or not fps > 0:
             raise ValueError(f"target_bpp and fps must be > 0, got {target_bpp}, {fps}")
         self._margin, self._pixels = margin, frame_size[0] * frame_size[1]
         self.frame_bytes = margin * target_bpp * frame_size[0] * frame_size[1] / 8
         self.window_frames = max(1, round(window_s * fps))
         self.expected_frames = max(0, int(expected_frames))
+        if 0 < self.expected_frames <= self.window_frames + 1:  # no window after the first
+            first_repay = 1.0
         if self.expected_frames:  # a clip shorter than a window: the shares are of the clip
             self.window_frames = min(self.window_frames, self.expected_frames)
         self.first_keyframe_share = first_keyframe_share
@@ -79,6 +86,7 @@ class RateController:
         self.debt_share = debt_share
         self.clip_keyframe_share = clip_keyframe_share
         self.first_repay = first_repay
+        self.debt_repay_share = debt_repay_share
         self.balance = -float(fixed_bytes)  # bytes earned minus bytes spent so far
         self.frames = 0
         self._earn = self.frame_bytes  # what each frame earns (changes after the first)
@@ -122,11 +130,14 @@ class RateController:
         """Bytes this frame may spend on references of people who have none yet: they may
         run the account up to ``debt_share`` of a window into debt (a person drawn as a grey
         silhouette costs more quality than a refresh saved) -- less as a clip of known
-        length nears its end, so that it ends with the debt repaid."""
+        length nears its end, and never more than ``debt_repay_share`` of what the rest of
+        the clip can repay from what its frames earn beyond their other streams (the rest is
+        left for people who come later), so that it ends with the debt repaid."""
         debt = self.debt_share * self.window_bytes
         if self.expected_frames:
             left = max(0, self.expected_frames - self.frames)
             debt *= min(1.0, left / self.window_frames)
+            debt = min(debt, self.debt_repay_share * max(0.0, self._earn - self._other) * left)
         return max(0, int(self.balance + debt - self._other))
 
     def spare(self) -> bool:
@@ -165,7 +176,8 @@ def fit_quality(encode: Callable[[int], bytes], cap: int, low: int = 1,
 def window_rates(unit_bytes, fps: float, frame_bytes: float,
                  window_s: float = 10.0) -> tuple[float, float] | None:  # fmt: skip
     """The least and largest rate over every ``window_s`` window of frames after the first
-    (its keyframe excluded), as ratios to the target (``frame_bytes`` per frame).
+    (its keyframe excluded), as ratios to the target (``frame_bytes`` per frame); a clip
+    shorter than that is one window.
 
     Args:
         unit_bytes: bytes of each frame's unit, in order (the first is the first keyframe).
@@ -173,13 +185,18 @@ def window_rates(unit_bytes, fps: float, frame_bytes: float,
         frame_bytes: the target's bytes per frame (> 0).
 
     Returns:
-        ``(min, max)``, or ``None`` with fewer than two frames. A clip shorter than one window
-        after its first frame is one window.
+        ``(min, max)``, or ``None`` with fewer than two frames. A clip with no whole window
+        after its first frame has no later window: its one window is the whole clip, first
+        frame included (``min == max``).
     """
-    sizes = np.asarray(list(unit_bytes), np.float64)[1:]
+    everything = np.asarray(list(unit_bytes), np.float64)
+    sizes = everything[1:]
     if sizes.size == 0 or not frame_bytes > 0:
         return None
-    n = min(sizes.size, max(1, round(window_s * fps)))
+    n = max(1, round(window_s * fps))
+    if sizes.size < n:
+        ratio = float(everything.sum() / (everything.size * frame_bytes))
+        return ratio, ratio
     sums = np.convolve(sizes, np.ones(n), mode="valid")
     ratios = sums / (n * frame_bytes)
     return float(ratios.min()), float(ratios.max())

@@ -178,6 +178,14 @@ def test_a_person_without_a_reference_for_too_long_gets_a_thumbnail_over_budget(
         assert selector.select(frame, number, person, 0, new_budget_bytes=0) == {}
     got = selector.select(frame, 5, person, 0, new_budget_bytes=0)
     assert sorted(got) == [1] and decode_ref(got[1]).shape[0] == MIN_THUMB_HEIGHT
+    # over budget, it is coded at the lowest quality: no larger than at the selector's own
+    from semcodec.codec.scaffold.appearance import crop_box, encode_ref, ref_region
+
+    thumb = decode_ref(got[1])
+    region = ref_region(person.boxes[0])
+    own = encode_ref(crop_box(frame, region, (thumb.shape[1], thumb.shape[0])), 50)
+    assert got[1] == encode_ref(crop_box(frame, region, (thumb.shape[1], thumb.shape[0])), 1)
+    assert len(got[1]) <= len(own)
 
 
 def test_thumbnail_sizes_halve_down_to_the_smallest():
@@ -243,10 +251,10 @@ def test_rate_account_earns_per_frame_and_spends_bytes():
 
 def test_a_clip_of_known_length_spreads_its_first_frame_and_lands_on_the_target():
     frame_bytes = 0.004 * 768 * 576 / 8
-    rate = RateController(0.004, (768, 576), fps=10.0, expected_frames=100, fixed_bytes=700,
+    rate = RateController(0.004, (768, 576), fps=10.0, expected_frames=300, fixed_bytes=700,
                           margin=1.0)  # fmt: skip
     spent = 700
-    for n in range(100):
+    for n in range(300):
         rate.start_frame()
         if n == 0:
             total = rate.keyframe_cap() + 50
@@ -260,10 +268,10 @@ def test_a_clip_of_known_length_spreads_its_first_frame_and_lands_on_the_target(
         if n >= 1:
             assert rate.balance > -31  # no debt to repay after the first frame
     assert rate.keyframe_cap() >= 200
-    # half the first frame's debt is repaid by the later frames, half is forgiven: the clip
+    # 30 s, three windows: half the first frame's debt is repaid by the later frames, half is forgiven: the clip
     # lands above the target by half of it, the later frames below it by the other half
-    assert spent == pytest.approx(100 * frame_bytes + debt / 2, abs=31)
-    assert debt / 2 < 0.1 * 100 * frame_bytes
+    assert spent == pytest.approx(300 * frame_bytes + debt / 2, abs=31)
+    assert debt / 2 < 0.1 * 300 * frame_bytes
 
 
 def test_the_first_keyframe_of_a_short_clip_takes_at_most_a_tenth_of_it():
@@ -286,6 +294,8 @@ def test_window_rates_known_answer():
     low, high = window_rates([5000, 100, 100, 300, 100], fps=0.2, frame_bytes=100.0)
     assert (low, high) == pytest.approx((1.0, 2.0))  # 2-frame windows: 200, 400, 400 bytes
     assert window_rates([5000], 1.0, 100.0) is None
+    # no whole window after the first frame: the clip is the window, first frame included
+    assert window_rates([500, 100, 100], fps=1.0, frame_bytes=100.0) == pytest.approx((7 / 3,) * 2)
 
 
 def test_new_people_cannot_leave_a_clip_in_debt():
@@ -297,3 +307,28 @@ def test_new_people_cannot_leave_a_clip_in_debt():
         rate.spend(int(rate.frame_bytes), 0, 0)
     assert budgets[0] > 2 * rate.frame_bytes  # early on: some debt allowed
     assert budgets[-1] <= rate.frame_bytes + 1  # at the end: only what the frame earns
+
+
+def test_a_clip_no_longer_than_a_window_repays_its_whole_first_frame():
+    """40 frames at 10 fps (one 10-s window): a 1,000-byte first frame is repaid in full
+    by the 39 frames after it; a 300-frame clip repays half of it (first_repay)."""
+    for frames, repaid in ((40, 1.0), (300, 0.5)):
+        rate = RateController(0.004, (1000, 1000), fps=10.0, expected_frames=frames, margin=1.0)
+        rate.start_frame()
+        rate.spend(1000 + int(rate.frame_bytes), 0, 1000)
+        earned = rate.frame_bytes - repaid * 1000 / (frames - 1)
+        assert rate._earn == pytest.approx(earned)  # noqa: SLF001
+
+
+def test_new_people_borrow_at_most_half_of_what_the_clip_can_repay():
+    rate = RateController(0.004, (640, 480), fps=25.0, expected_frames=1000, margin=1.0)
+    rate.start_frame()
+    rate.spend(int(rate.frame_bytes), 0, 0)  # the first frame: on budget, nothing to repay
+    rate.start_frame()
+    rate.spend(int(0.8 * rate.frame_bytes), 0, 0)  # other streams take 80 % of a frame
+    rate.start_frame()
+    left = 1000 - 3
+    other = rate._other  # noqa: SLF001
+    repayable = 0.5 * (rate.frame_bytes - other) * left
+    debt = min(rate.debt_share * rate.window_bytes, repayable)
+    assert rate.new_reference_budget() == int(rate.balance + debt - other)
