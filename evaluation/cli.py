@@ -425,6 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--refit", type=Path, nargs="+", metavar="FILE",
                       help="instead of training: recount the entropy tables of these trained "
                       "bottlenecks (any format version) for --skip-threshold, into OUT/")
+    what.add_argument("--pack", type=Path, metavar="FILE",
+                      help="instead of training: write the cached windows' features (every "
+                      "--frame-step-th frame) as 8-bit codes to FILE, to train elsewhere with "
+                      "--packed (a sixth of the cache's size)")  # fmt: skip
     bneck.add_argument("--skip-threshold", type=non_negative_int, nargs="+", default=[0],
                        metavar="T", help="the encoder's default skip threshold the tables are "
                        "counted for (L1 change of a position's latents; one value, or one per "
@@ -446,6 +450,11 @@ def build_parser() -> argparse.ArgumentParser:
     bneck.add_argument("--threads", type=positive_int, help="torch threads (default: all)")
     bneck.add_argument("--device", default="cpu", metavar="DEVICE",
                        help="where the training steps run: cpu (default) or cuda[:N]")
+    bneck.add_argument("--frame-step", type=positive_int, default=1, metavar="K",
+                       help="train on (or --pack) every K-th frame of each range")
+    bneck.add_argument("--packed", type=Path, metavar="FILE",
+                       help="train from a --pack file instead of the cache (teacher outputs "
+                       "are recomputed from its features)")  # fmt: skip
 
     task = sub.add_parser(
         "task",
@@ -846,6 +855,23 @@ def cmd_train_bottleneck(args: argparse.Namespace) -> int:
         for row in refitted:
             print(f"{row['file']}  skip threshold {row['skip_threshold']}  sha256 {row['sha256']}")
         return 0
+    if args.pack:
+        from semcodec.codec.task.split import SplitDetector, load_split_model
+        from semcodec.evaluation.train_bottleneck import (
+            DEFAULT_DATA,
+            cache_windows,
+            every_kth_frame,
+            pack_windows,
+        )
+
+        data = tuple(_data_range(d) for d in args.data) if args.data else DEFAULT_DATA
+        detector = SplitDetector(load_split_model())
+        caches = every_kth_frame(cache_windows(detector, data, cache, args.data_dir),
+                                 args.frame_step)  # fmt: skip
+        print(pack_windows(caches, args.pack))
+        return 0
+    if args.packed is not None and not args.packed.is_file():
+        raise UsageError(f"--packed {args.packed}: no such file")
     if len(args.skip_threshold) != 1:
         raise UsageError("training takes one --skip-threshold")
     base = BottleneckTrainConfig(epochs=args.epochs, skip_threshold=args.skip_threshold[0],
@@ -855,7 +881,11 @@ def cmd_train_bottleneck(args: argparse.Namespace) -> int:
         base = dataclasses.replace(base, data=tuple(_data_range(d) for d in args.data))
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise UsageError(f"--device {args.device}: PyTorch sees no CUDA device here")
-    rows = run_sweep(args.beta, args.out, cache, base, args.data_dir, device=args.device)
+    try:
+        rows = run_sweep(args.beta, args.out, cache, base, args.data_dir, device=args.device,
+                         frame_step=args.frame_step, packed=args.packed)  # fmt: skip
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     for row in rows:
         print(f"beta {row['beta']:g}  {row['file']}  {row['seconds']:.0f} s  "
               f"distill {row.get('distill', float('nan')):.4f}  "

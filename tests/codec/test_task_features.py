@@ -286,3 +286,35 @@ def test_ground_truth_teaches_people_in_and_false_positives_away() -> None:
     # no ground truth at all: every anchor is background
     assert (ground_truth_logits(teacher + 1, np.zeros((0, 4)), np.zeros((0, 4)),
                                 (0, 0, 300, 300)) == NEGATIVE_LOGIT).all()  # fmt: skip
+
+
+def test_packed_windows_round_trip_within_half_a_step(random_detector, tmp_path) -> None:
+    """pack_windows keeps every k-th frame as 8-bit codes; load_packed decodes them within
+    half a code step and recomputes the teacher outputs from the decoded features."""
+    from semcodec.evaluation.train_bottleneck import (
+        WindowCache,
+        every_kth_frame,
+        load_packed,
+        pack_windows,
+    )
+
+    torch.manual_seed(2)
+    feats = (torch.randn(6, 2, 64, 19, 19) * 2).numpy().astype(np.float16)
+    zeros = np.zeros((6, 2, 1917), np.float16)
+    cache = WindowCache("r", feats, np.zeros((6, 2, 1917, 4), np.float16), zeros)
+    path = pack_windows(every_kth_frame([cache], 3), tmp_path / "w.npz")
+    (back,) = load_packed(path, random_detector)
+    assert back.name == "r" and back.features.shape == (2, 2, 64, 19, 19)
+    kept = feats[::3].astype(np.float32)
+    step = (kept.max(axis=(0, 1, 3, 4)) - kept.min(axis=(0, 1, 3, 4))) / 255
+    error = np.abs(back.features.astype(np.float32) - kept).max(axis=(0, 1, 3, 4))
+    assert np.all(error <= step / 2 + 2e-2)  # + float16 rounding of the decoded values
+    with torch.no_grad():
+        enc, logits = random_detector.raw_outputs(
+            torch.from_numpy(back.features.reshape(4, 64, 19, 19).astype(np.float32)))
+    np.testing.assert_allclose(back.logits.reshape(4, -1), logits[..., 1].numpy(), atol=1e-2)
+    with pytest.raises(ValueError, match="not a packed windows file"):
+        np.savez(tmp_path / "other.npz", x=np.zeros(1))
+        load_packed(tmp_path / "other.npz", random_detector)
+    with pytest.raises(ValueError, match="frame step"):
+        every_kth_frame([cache], 0)
