@@ -23,7 +23,7 @@ import numpy as np
 from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, register_codec
 
 #: Setting keys that choose the decoder, not the stream.
-DECODER_KEYS = ("decoder", "steps", "seed", "weights", "previous")
+DECODER_KEYS = ("decoder", "steps", "seed", "weights", "previous", "matte")
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
 STREAMS = ("keyframe", "seg", "pose", "flow", "boxes", "appearance", "header")
 
@@ -76,6 +76,11 @@ class ScaffoldCodec(Codec):
         if options and name == "warp":
             raise SettingError(f"scaffold: '{setting}': steps, seed, weights and previous "
                                "need decoder=diffusion")  # fmt: skip
+        if setting.get("matte") is not None:
+            if setting.get("matte") not in ("0", "1") or name != "warp":
+                raise SettingError(f"scaffold: matte={setting.get('matte')}: expected 0 or 1, "
+                                   "with decoder=warp")  # fmt: skip
+            options["matte"] = setting.get("matte") == "1"
         return name, options
 
     def _level(self, setting: Setting):

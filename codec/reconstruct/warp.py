@@ -19,7 +19,11 @@ from their latest appearance reference, resized to their decoded box's height wi
 reference's own aspect ratio (:func:`with_aspect`), farther people (box
 bottom higher in the picture) first; a person with no reference yet is a grey silhouette
 (the ellipse in the box). References are kept from the frame they came with until the next
-keyframe. The flow and the label map are not needed for this.
+keyframe. The flow and the label map are not needed for this. With ``matte=True`` a
+reference is drawn only where it differs from the plate under it
+(:func:`~codec.scaffold.appearance.matte`): no box of stale background around a person, but
+on PETS09-S2L1-full 651-795 the detector found fewer of the people drawn so (MODA 0.327
+against 0.367 with boxes), so boxes stay the default.
 
 Everything is a fixed function of the decoded scaffolds, so two runs give the same frames.
 """
@@ -66,8 +70,9 @@ def label_image(segmentation: Segmentation) -> np.ndarray:
 class WarpReconstructor(Reconstructor):
     """Keyframe + flow warping + mask compositing over an inpainted background plate."""
 
-    def __init__(self, inpaint_radius: int = 5):
+    def __init__(self, inpaint_radius: int = 5, matte: bool = False):
         self.inpaint_radius = inpaint_radius
+        self.matte = bool(matte)
         self.reset()
 
     def reset(self) -> None:
@@ -111,7 +116,8 @@ class WarpReconstructor(Reconstructor):
             ref = self._refs.get(track_id)
             if ref is not None:
                 box = with_aspect(box, ref.shape[1] / ref.shape[0])
-                draw_ref(canvas, ref, ref_region(box), inner=box)
+                draw_ref(canvas, ref, ref_region(box), inner=box,
+                         plate=self._background if self.matte else None)  # fmt: skip
             else:
                 draw_silhouette(canvas, box, UNKNOWN_PERSON_RGB)
         out = np.clip(canvas + 0.5, 0, 255).astype(np.uint8)

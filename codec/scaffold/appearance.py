@@ -178,10 +178,12 @@ FEATHER_PX = 2.0
 
 
 def draw_ref(canvas: np.ndarray, ref: np.ndarray, region: np.ndarray,
-             inner: np.ndarray | None = None) -> None:  # fmt: skip
+             inner: np.ndarray | None = None, plate: np.ndarray | None = None) -> None:  # fmt: skip
     """Draws ``(h, w, 3)`` uint8 ``ref`` resized to ``region`` onto ``(H, W, 3)`` float32
     ``canvas`` (in place). Opaque inside ``inner`` (default: ``region`` less
-    :data:`FEATHER_PX`), fading linearly to nothing at the edge of ``region``."""
+    :data:`FEATHER_PX`), fading linearly to nothing at the edge of ``region``; with the
+    ``(H, W, 3)`` float32 background ``plate``, only where the reference differs from it
+    (:func:`matte`)."""
     height, width = canvas.shape[:2]
     x1, y1, x2, y2 = (float(v) for v in region)
     bw, bh = x2 - x1, y2 - y1
@@ -199,8 +201,37 @@ def draw_ref(canvas: np.ndarray, ref: np.ndarray, region: np.ndarray,
         inner = np.array([x1 + FEATHER_PX, y1 + FEATHER_PX, x2 - FEATHER_PX, y2 - FEATHER_PX])
     alpha = _ramp(np.arange(c0, c1) + 0.5, x1, inner[0], inner[2], x2)
     alpha = _ramp(np.arange(r0, r1) + 0.5, y1, inner[1], inner[3], y2)[:, None] * alpha[None]
+    if plate is not None:
+        alpha = alpha * matte(patch, plate[r0:r1, c0:c1])
     region_px = canvas[r0:r1, c0:c1]
     region_px += alpha[..., None].astype(np.float32) * (patch.astype(np.float32) - region_px)
+
+
+def matte(patch: np.ndarray, plate: np.ndarray) -> np.ndarray:
+    """``(h, w)`` float32 opacity in [0, 1] of a person's reference ``patch`` ``(h, w, 3)``
+    uint8 drawn over ``plate`` ``(h, w, 3)`` float32 (the decoded background under it): the
+    pixels that differ from the plate more than the box's sides do (a person's box holds
+    background at its sides) are the person; holes closed, edges soft. A centred core of
+    the box stays opaque, so a person dressed like the background keeps a body."""
+    h, w = patch.shape[:2]
+    sigma = max(0.6, h / 80)
+    diff = np.abs(cv2.GaussianBlur(patch.astype(np.float32), (0, 0), sigma)
+                  - cv2.GaussianBlur(plate, (0, 0), sigma)).max(axis=-1)  # fmt: skip
+    side = max(1, w // 6)
+    noise = float(np.median(np.concatenate([diff[:, :side].ravel(), diff[:, -side:].ravel()])))
+    lo = noise + MATTE_MARGIN
+    alpha = np.clip((diff - lo) / (noise + 2 * MATTE_MARGIN), 0.0, 1.0)
+    k = max(3, (w // 6) | 1)
+    alpha = cv2.morphologyEx(alpha, cv2.MORPH_CLOSE, np.ones((k, k), np.uint8))
+    yy, xx = np.mgrid[0:h, 0:w]
+    core = ((xx + 0.5 - w / 2) / (0.22 * w)) ** 2 + ((yy + 0.5 - h / 2) / (0.45 * h)) ** 2 <= 1
+    alpha = np.maximum(alpha, core.astype(np.float32))
+    return cv2.GaussianBlur(alpha, (0, 0), max(0.8, h / 60)).astype(np.float32)
+
+
+#: Colour difference (0..255, max over RGB) above the box sides' median where a reference's
+#: pixel starts to count as the person's (:func:`matte`).
+MATTE_MARGIN = 12.0
 
 
 def _ramp(x: np.ndarray, lo: float, a: float, b: float, hi: float) -> np.ndarray:

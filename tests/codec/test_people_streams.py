@@ -268,8 +268,9 @@ def test_a_clip_of_known_length_spreads_its_first_frame_and_lands_on_the_target(
         if n >= 1:
             assert rate.balance > -31  # no debt to repay after the first frame
     assert rate.keyframe_cap() >= 200
-    # 30 s, three windows: half the first frame's debt is repaid by the later frames, half is forgiven: the clip
-    # lands above the target by half of it, the later frames below it by the other half
+    # 30 s, three windows: half the first frame's debt is repaid by the later frames, half
+    # is forgiven: the clip lands above the target by half of it, the later frames below it
+    # by the other half
     assert spent == pytest.approx(300 * frame_bytes + debt / 2, abs=31)
     assert debt / 2 < 0.1 * 300 * frame_bytes
 
@@ -332,3 +333,34 @@ def test_new_people_borrow_at_most_half_of_what_the_clip_can_repay():
     repayable = 0.5 * (rate.frame_bytes - other) * left
     debt = min(rate.debt_share * rate.window_bytes, repayable)
     assert rate.new_reference_budget() == int(rate.balance + debt - other)
+
+
+def test_matte_keeps_the_person_and_drops_the_background_around_them():
+    from semcodec.codec.scaffold.appearance import matte
+
+    plate = np.full((60, 30, 3), 100.0, np.float32)
+    patch = np.full((60, 30, 3), 104, np.uint8)  # the reference's background: near the plate
+    patch[20:50, 12:18] = 220  # the person: bright, a thin figure off the centre column
+    patch[5:12, 2:5] = 230  # something bright at the box's side, away from the person
+    alpha = matte(patch, plate)
+    assert alpha.shape == (60, 30) and alpha.dtype == np.float32
+    assert alpha[35, 15] > 0.95  # the person
+    assert alpha[55, 2] < 0.05 and alpha[2, 27] < 0.05  # background corners
+    assert alpha.min() >= 0 and alpha.max() <= 1
+
+
+def test_warp_with_matte_draws_no_box_of_reference_background():
+    from semcodec.codec.reconstruct import DecodedFrame
+    from semcodec.codec.reconstruct.warp import WarpReconstructor
+    from semcodec.codec.scaffold.types import FrameScaffold
+
+    plate = np.full((120, 160, 3), 100, np.uint8)
+    ref = np.full((40, 20, 3), 160, np.uint8)  # stale background, far from the plate's
+    ref[8:36, 7:13] = 250
+    scaffold = FrameScaffold(number=1, tracks=tracks([[40, 40, 60, 80]], [7]))
+    frame = DecodedFrame(scaffold, (160, 120), plate, {7: ref}, plate=True)
+    boxed = WarpReconstructor().reconstruct(frame)
+    matted = WarpReconstructor(matte=True).reconstruct(frame)
+    assert boxed[42, 42].tolist() == [160, 160, 160]  # the box's corner: the ref's background
+    assert abs(int(matted[42, 42, 0]) - 100) < abs(int(boxed[42, 42, 0]) - 100)
+    assert matted[60, 50].tolist() == boxed[60, 50].tolist() == [250, 250, 250]  # the person

@@ -144,3 +144,11 @@ def test_static_camera_family_joins_the_x265_grid():
     settings = grid_from_args(args).codecs["x265"]
     assert settings[:4] == ["crf=23", "crf=28", "crf=33", "crf=38"]
     assert settings[4:] == list(STATIC_CAMERA_SETTINGS) and "qp=51,ipratio=16" in settings
+
+
+def test_scaffold_matte_setting_reaches_the_warp_decoder():
+    codec = create_codec("scaffold")
+    assert codec._decoder(Setting.parse("level=1,matte=1")) == ("warp", {"matte": True})  # noqa: SLF001
+    for bad in ("level=1,matte=2", "level=1,decoder=diffusion,matte=1"):
+        with pytest.raises(SettingError, match="matte"):
+            codec._decoder(Setting.parse(bad))  # noqa: SLF001
