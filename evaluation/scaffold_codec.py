@@ -159,15 +159,19 @@ class ScaffoldCodec(Codec):
         boxes: list[np.ndarray] = []  # the people the scaffolds carry, per frame
         silhouettes = SilhouetteCount(encoded.fps)
 
+        refreshes = 0
+
         def images():
+            nonlocal refreshes
             for unit, image in decode_stream(encoded.payload, reconstructor):
                 boxes.append(unit.scaffold.tracks.boxes)
                 silhouettes.add(unit)
+                refreshes += unit.plate_refresh
                 yield image
 
         frames = list(_counted(images(), progress))
         encoded.metadata["person_boxes"] = boxes
-        encoded.metadata["counts"] = silhouettes.row()
+        encoded.metadata["counts"] = {**silhouettes.row(), "plate_refreshes": refreshes}
         if len(frames) != encoded.frames:
             raise RuntimeError(f"scaffold: decoded {len(frames)} frames, expected {encoded.frames}")
         flops = reconstructor.flops_per_frame()
@@ -197,7 +201,7 @@ class SilhouetteCount:
     def add(self, decoded) -> None:
         """Books one :class:`~codec.reconstruct.DecodedFrame`."""
         self._frame += 1
-        if decoded.keyframe_image is not None:
+        if decoded.keyframe_image is not None and not decoded.plate_refresh:
             self._with_ref.clear()
         self._with_ref.update(int(t) for t in decoded.appearances)
         for tid in decoded.scaffold.tracks.ids.tolist():

@@ -103,7 +103,8 @@ class WarpReconstructor(Reconstructor):
         """v2: the plate with every person drawn from their reference (or a silhouette)."""
         if frame.keyframe_image is not None:
             self._background = self._checked_picture(frame).astype(np.float32)
-            self._refs = {}
+            if not frame.plate_refresh:
+                self._refs = {}
         if self._background is None:
             raise ReconstructionError(
                 f"frame {frame.scaffold.number}: the stream must start with a keyframe"

@@ -11,7 +11,9 @@ at each keyframe.
 The decoder trusts nothing in a stream: the header is checked against :class:`StreamLimits`
 (frame size, frame rate, scales, quantization steps, label-map and flow-grid sizes) before
 anything is allocated; units must be numbered 0, 1, 2, ... from a keyframe, each carrying
-exactly the sub-streams its kind and the level send; an END unit must close the stream
+exactly the sub-streams its kind and the level send (a frame unit of a plate level may add a
+keyframe picture: a plate refresh, which replaces the plate and keeps every other state);
+an END unit must close the stream
 (:meth:`ScaffoldDecoder.finish`). Every failure is a :class:`ScaffoldCodecError` subclass
 (or a ``BitstreamError`` / ``KeyframeError`` from the layers below) saying what is wrong.
 """
@@ -57,6 +59,9 @@ STREAM_NAMES = {
 }
 
 
+#: A plate refresh is tried when the rate has saved up this many times the bytes of the
+#: plate the decoder holds (or of the last try that bought no better quality).
+PLATE_REFRESH_GAIN = 1.5
 #: Seconds a tracked person may wait for a reference in the rate's budget before the
 #: smallest thumbnail is sent whatever it costs (a person seen for 1 s is never a silhouette).
 OVERDUE_S = 0.75
@@ -227,6 +232,8 @@ class EncoderStats:
     stage_seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     #: what the camera's profile chose (empty when the level fixes the detector's layout)
     profile: str = ""
+    #: plates sent again in frame units at a better quality (see ``_plate_refresh``)
+    plate_refreshes: int = 0
 
     def add_unit(self, unit: Unit) -> None:
         for sub in unit.substreams:
@@ -352,6 +359,7 @@ class ScaffoldEncoder:
         self._previous_frame: np.ndarray | None = None
         self._primed = False
         self._sizes: dict[int, np.ndarray] = {}
+        self._plate_quality, self._plate_retry = 0, math.inf  # the decoder's plate
         self._index = 0
         self._models = self._model_entries(models_dir)
         if config.target_bpp > 0:
@@ -471,6 +479,14 @@ class ScaffoldEncoder:
                 refs = self._select_refs(frame, number, scaffold)
             if refs:
                 substreams.append(SubStream(SubStreamType.APPEARANCE, refs))
+        if not is_key and self._background is not None and self._rate is not None:
+            pending = sum(len(sub.payload) for sub in substreams)
+            with _Timer(stats, "plate_refresh"):
+                data = self._plate_refresh(pending)
+            if data:
+                substreams.append(SubStream(SubStreamType.KEYFRAME_IMAGE, data))
+                scaffold.keyframe = data
+                stats.plate_refreshes += 1
         self._previous_frame = frame
         kind = UnitKind.KEYFRAME if is_key else UnitKind.FRAME
         unit = Unit(kind, self._index, tuple(substreams))
@@ -549,8 +565,29 @@ class ScaffoldEncoder:
             return self._intra.encode(picture, self.config.keyframe_quality)
         from semcodec.codec.scaffold.rate import fit_quality
 
-        cap = self._rate.keyframe_cap()
-        return fit_quality(lambda q: self._intra.encode(picture, q), cap)[1]
+        quality, data = fit_quality(lambda q: self._intra.encode(picture, q),
+                                    self._rate.keyframe_cap())  # fmt: skip
+        self._plate_quality, self._plate_retry = quality, PLATE_REFRESH_GAIN * len(data)
+        return data
+
+    def _plate_refresh(self, pending: int) -> bytes:
+        """The plate coded again at a better quality than the decoder holds, when the rate
+        has saved up enough for it beyond this frame's ``pending`` bytes (else ``b""``).
+        After a try that bought no better quality, the next waits for
+        :data:`PLATE_REFRESH_GAIN` times the bytes of that try."""
+        from semcodec.codec.scaffold.rate import fit_quality
+
+        budget = self._rate.plate_budget(pending)
+        if budget < self._plate_retry or not len(self._background):
+            return b""
+        plate = cv2.resize(self._background.plate(), self.frame_size,
+                           interpolation=cv2.INTER_LINEAR)  # fmt: skip
+        quality, data = fit_quality(lambda q: self._intra.encode(plate, q), budget)
+        if quality <= self._plate_quality or len(data) > budget:
+            self._plate_retry = PLATE_REFRESH_GAIN * budget
+            return b""
+        self._plate_quality, self._plate_retry = quality, PLATE_REFRESH_GAIN * len(data)
+        return data
 
     def _smooth(self, tracks):
         """Boxes with their size smoothed over time per track (exponentially, weight
@@ -703,7 +740,8 @@ class ScaffoldDecoder:
         refs = self._decode_appearance(parts.get(SubStreamType.APPEARANCE), scaffold)
         self._next_seq += 1
         return DecodedFrame(scaffold, self.frame_size, image, refs,
-                            plate=self.config.plate != "frame")  # fmt: skip
+                            plate=self.config.plate != "frame",
+                            plate_refresh=image is not None and not is_key)  # fmt: skip
 
     def _decode_appearance(self, payload: bytes | None, scaffold: FrameScaffold) -> dict:
         if payload is None:
@@ -782,6 +820,8 @@ class ScaffoldDecoder:
         wanted = self._expected(unit.kind)
         if self.config.sends_appearance and SubStreamType.APPEARANCE in parts:
             wanted.add(SubStreamType.APPEARANCE)  # optional: only when a reference is sent
+        if self.config.plate != "frame" and SubStreamType.KEYFRAME_IMAGE in parts:
+            wanted.add(SubStreamType.KEYFRAME_IMAGE)  # optional in a frame: a plate refresh
         extra = sorted(t.name for t in set(parts) - wanted)
         missing = sorted(t.name for t in wanted - set(parts))
         if extra or missing:

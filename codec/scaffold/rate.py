@@ -9,6 +9,9 @@ lands on the target). Two knobs are driven from the account:
   byte cap (:meth:`RateController.keyframe_cap`): the first keyframe may take up to
   ``first_keyframe_share`` of one window's budget, later ones ``keyframe_share``; the encoder
   codes the highest quality that fits (:func:`fit_quality`).
+* **plate refreshes**: with more saved up than references take (a quiet scene), the
+  plate is sent again at the best quality the savings buy (:meth:`RateController.plate_budget`),
+  so a static camera's background improves instead of the rate falling under its target.
 * **appearance references**: each frame may spend on references what the account holds
   beyond the bytes the frame's other streams are expected to take
   (:meth:`RateController.appearance_budget`; a person without any reference may run the
@@ -139,6 +142,16 @@ class RateController:
             debt *= min(1.0, left / self.window_frames)
             debt = min(debt, self.debt_repay_share * max(0.0, self._earn - self._other) * left)
         return max(0, int(self.balance + debt - self._other))
+
+    def plate_budget(self, pending: int = 0) -> int:
+        """Bytes a plate refresh may take on this frame, after ``pending`` bytes already
+        chosen for it (references): what the account holds beyond the frame's other streams
+        and ``spare_frames`` frames of reserve for references; 0 while a clip of known length
+        is in its last window (the refresh would be repaid after its end)."""
+        if self.expected_frames and self.expected_frames - self.frames < self.window_frames:
+            return 0
+        reserve = self.spare_frames * self.frame_bytes
+        return max(0, int(self.balance - pending - self._other - reserve))
 
     def spare(self) -> bool:
         """Whether enough budget is saved up to refresh references early."""

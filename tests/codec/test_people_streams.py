@@ -3,6 +3,9 @@ and ``warp`` v2 drawing people from their references."""
 
 from __future__ import annotations
 
+import io
+
+import cv2
 import numpy as np
 import pytest
 
@@ -364,3 +367,44 @@ def test_warp_with_matte_draws_no_box_of_reference_background():
     assert boxed[42, 42].tolist() == [160, 160, 160]  # the box's corner: the ref's background
     assert abs(int(matted[42, 42, 0]) - 100) < abs(int(boxed[42, 42, 0]) - 100)
     assert matted[60, 50].tolist() == boxed[60, 50].tolist() == [250, 250, 250]  # the person
+
+
+def test_plate_budget_is_the_savings_beyond_a_reserve_and_none_in_a_clips_last_window():
+    live = RateController(0.004, (1000, 1000), fps=10.0, margin=1.0)  # 500 bytes a frame
+    live.start_frame()
+    live.spend(500, 0, 0)
+    for _ in range(4):
+        live.start_frame()
+    # 2,000 saved; 2 frames (1,000) of reserve for references; 300 pending on this frame
+    assert live.plate_budget(pending=300) == 2000 - 300 - int(live._other) - 1000  # noqa: SLF001
+    clip = RateController(0.004, (1000, 1000), fps=10.0, expected_frames=300, margin=1.0)
+    for _ in range(199):
+        clip.start_frame()
+    assert clip.plate_budget() > 0  # 101 frames left: more than the 100-frame window
+    clip.start_frame()
+    clip.start_frame()
+    assert clip.plate_budget() == 0  # 99 left: a refresh would be repaid after the end
+
+
+def test_a_quiet_scene_refreshes_the_plate_at_a_better_quality():
+    """Nobody in view: the bytes saved up buy the plate again at a better quality, in a
+    frame unit; the decoder takes it without starting over, and the picture improves."""
+    from semcodec.codec.bitstream import SubStreamType, UnitKind, write_stream
+    from semcodec.codec.reconstruct.warp import WarpReconstructor
+    from semcodec.codec.scaffold.codec import decode_stream, encode_frames
+    from semcodec.codec.scaffold.levels import level_config
+
+    rng = np.random.default_rng(0)
+    scene = cv2.GaussianBlur(rng.integers(0, 255, (240, 320, 3), dtype=np.uint8), (0, 0), 2)
+    frames = [scene] * 120  # 24 s at 5 fps, a live stream (no clip length); nobody found
+    config = level_config(1, target_bpp=0.01, detector_tiles=1, detector_threshold=0.99)
+    header, units, stats = encode_frames(iter(frames), config, 5.0, (320, 240))
+    refreshes = [u.seq for u in units if u.kind == UnitKind.FRAME
+                 and SubStreamType.KEYFRAME_IMAGE in {s.type for s in u.substreams}]  # fmt: skip
+    assert stats.plate_refreshes == len(refreshes) >= 1 and stats.keyframes == 1
+    buffer = io.BytesIO()
+    write_stream(buffer, header, units)
+    decoded = list(decode_stream(buffer.getvalue(), WarpReconstructor()))
+    assert [d.plate_refresh for d, _ in decoded].count(True) == len(refreshes)
+    error = [float(np.abs(image.astype(np.float32) - scene).mean()) for _, image in decoded]
+    assert error[-1] < error[0]  # the refreshed plate is closer to the scene

@@ -152,3 +152,26 @@ def test_scaffold_matte_setting_reaches_the_warp_decoder():
     for bad in ("level=1,matte=2", "level=1,decoder=diffusion,matte=1"):
         with pytest.raises(SettingError, match="matte"):
             codec._decoder(Setting.parse(bad))  # noqa: SLF001
+
+
+def test_silhouette_count_keeps_references_over_a_plate_refresh_not_a_keyframe():
+    from semcodec.codec.reconstruct import DecodedFrame
+    from semcodec.codec.scaffold.types import FrameScaffold, Tracks
+    from semcodec.evaluation.scaffold_codec import SilhouetteCount
+
+    one = Tracks(np.array([[0, 0, 10, 30]], np.float32), np.ones(1, np.float32), np.array([4]))
+    picture = np.zeros((8, 8, 3), np.uint8)
+    ref = np.zeros((30, 10, 3), np.uint8)
+
+    def frame(n, image=None, refs=None, refresh=False):
+        return DecodedFrame(FrameScaffold(number=n, tracks=one), (8, 8), image, refs or {},
+                            plate=True, plate_refresh=refresh)  # fmt: skip
+
+    count = SilhouetteCount(fps=1.0)
+    count.add(frame(1, picture))  # keyframe, no reference yet: a silhouette
+    count.add(frame(2, refs={4: ref}))
+    count.add(frame(3, picture, refresh=True))  # a better plate: the reference stays
+    count.add(frame(4, picture))  # a keyframe: references start over
+    row = count.row()
+    assert row["silhouettes"] == 2 and row["person_frames"] == 4
+    assert row["silhouettes_after_1s"] == 1  # frame 4: seen since frame 1, 3 s before
