@@ -360,6 +360,7 @@ class ScaffoldEncoder:
         self._primed = False
         self._sizes: dict[int, np.ndarray] = {}
         self._plate_quality, self._plate_retry = 0, math.inf  # the decoder's plate
+        self._scene: tuple[int, set[int], list[np.ndarray]] | None = None  # see _follow_scene
         self._index = 0
         self._models = self._model_entries(models_dir)
         if config.target_bpp > 0:
@@ -428,6 +429,8 @@ class ScaffoldEncoder:
         stats = self.stats
         with _Timer(stats, "schedule"):
             is_key = self._schedule.is_keyframe(self._index, frame)
+        if self.profile is not None:  # the layout is the camera's: follow a new scene
+            self._follow_scene(frame, is_key and self._schedule.last_was_cut)
         if self._rate is not None:
             self._rate.start_frame()
         substreams: list[SubStream] = []
@@ -524,6 +527,38 @@ class ScaffoldEncoder:
                 dataclasses.replace(detector.config, tiles=self.profile.tiles))
         if self._background is not None:
             self._background.prime(frames)
+
+    def _follow_scene(self, frame: np.ndarray, cut: bool) -> None:
+        """After a scene cut, chooses the camera's profile again on the first
+        :data:`~codec.scaffold.profile.PROFILE_SECONDS` of the new scene (the frames
+        :func:`~codec.scaffold.profile.profile_frame_indices` picks, kept as they come) and
+        moves the tracker's detector to its layout. The layout is the edge's own: the cloud
+        draws the boxes it is sent, so the stream header keeps the start-up choice and
+        :attr:`EncoderStats.profile` says what was chosen after each cut."""
+        from semcodec.codec.scaffold.profile import (
+            PROFILE_SECONDS,
+            choose_profile,
+            profile_frame_indices,
+        )
+
+        span = max(1, round(PROFILE_SECONDS * self.fps))
+        if cut:
+            self._scene = (self._index, set(profile_frame_indices(span)), [])
+        if self._scene is None:
+            return
+        start, wanted, kept = self._scene
+        if self._index - start in wanted:
+            kept.append(frame)
+        if self._index - start < span - 1:
+            return
+        self._scene = None
+        detector = self._people.detector
+        with _Timer(self.stats, "profile"):
+            self.profile = choose_profile(kept, detector)
+        self.stats.profile += (f"; after the scene cut at frame {start + 1}: "
+                               f"{self.profile.describe()}")  # fmt: skip
+        self._people.detector = detector.with_config(
+            dataclasses.replace(detector.config, tiles=self.profile.tiles))
 
     @property
     def lookahead_frames(self) -> int:

@@ -125,3 +125,23 @@ def test_rate_over_a_two_second_clip(sample_frames):
     low, high = window_rates(sizes[:-1], 25.0, frame_bytes)
     assert low == high == pytest.approx(sum(sizes[:-1]) / (50 * frame_bytes))
     assert 0.85 <= low <= 1.1
+
+
+def test_level1_chooses_the_layout_again_after_a_scene_cut(sample_dir):
+    """20 frames of small people (2x2 tiles), then a cut to the same scene 3x closer: 4 s
+    after the cut the tracker's detector works on one window."""
+    from semcodec.codec.scaffold.codec import ScaffoldEncoder
+    from semcodec.codec.scaffold.levels import level_config
+    from semcodec.edge.sources import open_source
+
+    sample = open_source(sample_dir).read(start=1, count=50)
+    frames = np.concatenate([sample[:20], zoomed(sample[:30], 3.0)])
+    encoder = ScaffoldEncoder(level_config(1), (384, 288), 7.0, expected_frames=len(frames))
+    tiles = []
+    for frame in encoder.start(iter(frames)):
+        unit, _ = encoder.encode_frame(frame)
+        tiles.append(encoder._people.detector.config.tiles)  # noqa: SLF001
+    assert tiles[:20] == [2] * 20 and tiles[-1] == 1
+    assert tiles.index(1) == 20 + 27  # the 28th frame after the cut (4 s at 7 fps)
+    assert encoder.header(len(frames)).settings["detector_tiles"] == "2"  # the start-up choice
+    assert "after the scene cut at frame 21: whole frame" in encoder.stats.profile
