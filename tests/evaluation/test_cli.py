@@ -481,3 +481,12 @@ def test_train_bottleneck_on_cuda_without_cuda_exits_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--device cuda: PyTorch sees no CUDA device here" in err
     assert not out.exists()
+
+
+def test_train_bottleneck_from_a_missing_packed_file_exits_2(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["train-bottleneck", "--beta", "0.01", "--out", str(out),
+            "--packed", str(tmp_path / "nowhere.npz")]  # fmt: skip
+    assert _status(main, argv) == 2
+    assert "nowhere.npz: no such file" in capsys.readouterr().err
+    assert not out.exists()
