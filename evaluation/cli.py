@@ -856,19 +856,10 @@ def cmd_train_bottleneck(args: argparse.Namespace) -> int:
             print(f"{row['file']}  skip threshold {row['skip_threshold']}  sha256 {row['sha256']}")
         return 0
     if args.pack:
-        from semcodec.codec.task.split import SplitDetector, load_split_model
-        from semcodec.evaluation.train_bottleneck import (
-            DEFAULT_DATA,
-            cache_windows,
-            every_kth_frame,
-            pack_windows,
-        )
+        from semcodec.evaluation.train_bottleneck import DEFAULT_DATA, run_pack
 
         data = tuple(_data_range(d) for d in args.data) if args.data else DEFAULT_DATA
-        detector = SplitDetector(load_split_model())
-        caches = every_kth_frame(cache_windows(detector, data, cache, args.data_dir),
-                                 args.frame_step)  # fmt: skip
-        print(pack_windows(caches, args.pack))
+        print(run_pack(args.pack, cache, data, args.frame_step, args.data_dir))
         return 0
     if args.packed is not None and not args.packed.is_file():
         raise UsageError(f"--packed {args.packed}: no such file")

@@ -179,11 +179,10 @@ def cache_windows(detector: SplitDetector, data: Sequence[tuple[str, int, int]],
         feats, encs, logits = [], [], []
         for frame in frames:
             f = ranged.edge_features(frame)
-            with torch.inference_mode():
-                enc, logit = ranged.raw_outputs(f)
+            enc, logit = teacher_outputs(ranged, f)
             feats.append(f.numpy().astype(np.float16))
-            encs.append(enc.numpy().astype(np.float16))
-            logits.append(logit[..., 1].numpy().astype(np.float16))
+            encs.append(enc)
+            logits.append(logit)
         cache = WindowCache(name, np.stack(feats), np.stack(encs), np.stack(logits))
         cache_dir.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + ".partial.npz")
@@ -243,18 +242,26 @@ def load_packed(path: Path, detector: SplitDetector,
             f = (codes.astype(np.float32) * step + low).astype(np.float16)
             t, w = f.shape[:2]
             flat = torch.from_numpy(f.reshape(t * w, *f.shape[2:]).astype(np.float32))
-            encs, logits = [], []
-            with torch.inference_mode():
-                for b in range(0, len(flat), 256):
-                    enc, logit = detector.raw_outputs(flat[b:b + 256].to(device))
-                    encs.append(enc.cpu().numpy())
-                    logits.append(logit[..., 1].cpu().numpy())
-            caches.append(WindowCache(name, f, np.concatenate(encs).reshape(t, w, -1, 4)
-                                      .astype(np.float16),
-                                      np.concatenate(logits).reshape(t, w, -1).astype(np.float16)))
+            enc, logit = teacher_outputs(detector, flat, device)
+            caches.append(WindowCache(name, f, enc.reshape(t, w, -1, 4), logit.reshape(t, w, -1)))
     finally:
         detector.model.cpu()
     return caches
+
+
+def teacher_outputs(detector: SplitDetector, features: torch.Tensor,
+                    device: str | torch.device = "cpu",
+                    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The unsplit detector's outputs on float32 split ``features`` ``(N, C, S, S)``, run
+    on ``device`` (where ``detector.model`` is) 256 windows at a time: float16 box
+    encodings ``(N, 1917, 4)`` and person logits ``(N, 1917)``."""
+    encs, logits = [], []
+    with torch.inference_mode():
+        for b in range(0, len(features), 256):
+            enc, logit = detector.raw_outputs(features[b:b + 256].to(device))
+            encs.append(enc.cpu().numpy().astype(np.float16))
+            logits.append(logit[..., 1].cpu().numpy().astype(np.float16))
+    return np.concatenate(encs), np.concatenate(logits)
 
 
 #: Logits the ground truth sets: at least POSITIVE_LOGIT on person anchors, at most
@@ -533,6 +540,17 @@ def run_sweep(betas: Sequence[float], out_dir: Path, cache_dir: Path,
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "sweep.json").write_text(json.dumps(rows, indent=1) + "\n")
     return rows
+
+
+def run_pack(path: Path, cache_dir: Path, data: Sequence = DEFAULT_DATA, frame_step: int = 1,
+             data_dir: str | None = None, models_dir: str | None = None) -> Path:  # fmt: skip
+    """Writes the cached windows of ``data`` (every ``frame_step``-th frame, computed into
+    ``cache_dir`` first where missing) to ``path`` with :func:`pack_windows`."""
+    from semcodec.codec.task.split import load_split_model
+
+    detector = SplitDetector(load_split_model(models_dir))
+    caches = cache_windows(detector, data, cache_dir, data_dir)
+    return pack_windows(every_kth_frame(caches, frame_step), path)
 
 
 def run_refit(paths: Sequence[Path], skip_thresholds: Sequence[int], out_dir: Path,

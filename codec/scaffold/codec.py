@@ -594,14 +594,26 @@ class ScaffoldEncoder:
                 self._background.reset()
             if not len(self._background):
                 self._background.update(frame)
-            plate = self._background.plate()
-            picture = cv2.resize(plate, self.frame_size, interpolation=cv2.INTER_LINEAR)
+            picture = self._plate_picture()
         if self._rate is None:
             return self._intra.encode(picture, self.config.keyframe_quality)
+        return self._hold_plate(*self._fit_plate(picture, self._rate.keyframe_cap()))
+
+    def _plate_picture(self) -> np.ndarray:
+        """The background model's plate at the frame size, ``(H, W, 3)`` uint8 RGB."""
+        return cv2.resize(self._background.plate(), self.frame_size,
+                          interpolation=cv2.INTER_LINEAR)  # fmt: skip
+
+    def _fit_plate(self, picture: np.ndarray, cap: int) -> tuple[int, bytes]:
+        """``picture`` coded at the highest quality within ``cap`` bytes: ``(quality,
+        bytes)``."""
         from semcodec.codec.scaffold.rate import fit_quality
 
-        quality, data = fit_quality(lambda q: self._intra.encode(picture, q),
-                                    self._rate.keyframe_cap())  # fmt: skip
+        return fit_quality(lambda q: self._intra.encode(picture, q), cap)
+
+    def _hold_plate(self, quality: int, data: bytes) -> bytes:
+        """Records ``data`` as the plate the decoder holds (a refresh must beat its
+        ``quality``) and returns it."""
         self._plate_quality, self._plate_retry = quality, PLATE_REFRESH_GAIN * len(data)
         return data
 
@@ -610,19 +622,14 @@ class ScaffoldEncoder:
         has saved up enough for it beyond this frame's ``pending`` bytes (else ``b""``).
         After a try that bought no better quality, the next waits for
         :data:`PLATE_REFRESH_GAIN` times the bytes of that try."""
-        from semcodec.codec.scaffold.rate import fit_quality
-
         budget = self._rate.plate_budget(pending)
         if budget < self._plate_retry or not len(self._background):
             return b""
-        plate = cv2.resize(self._background.plate(), self.frame_size,
-                           interpolation=cv2.INTER_LINEAR)  # fmt: skip
-        quality, data = fit_quality(lambda q: self._intra.encode(plate, q), budget)
+        quality, data = self._fit_plate(self._plate_picture(), budget)
         if quality <= self._plate_quality or len(data) > budget:
             self._plate_retry = PLATE_REFRESH_GAIN * budget
             return b""
-        self._plate_quality, self._plate_retry = quality, PLATE_REFRESH_GAIN * len(data)
-        return data
+        return self._hold_plate(quality, data)
 
     def _smooth(self, tracks):
         """Boxes with their size smoothed over time per track (exponentially, weight
