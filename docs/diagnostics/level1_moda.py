@@ -3,13 +3,16 @@ tiles plus the whole frame, score 0.5) on the original frames and on the decoded
 2nd frame; the share of the carried people found again on the decoded frames, by box height.
 
     python docs/diagnostics/level1_moda.py PETS09-S2L1-full 651 145 [--camera zoom=2,...]
-        [--setting level=1,matte=1] [--oracle-plate]
+        [--setting level=1,matte=1] [--oracle-plate] [--out FILE.json]
 
 ``--oracle-plate`` draws the people on the original frames' median instead of the decoded
-plate. Prints a few lines; writes nothing. (Issue 22 notes in the README.)
+plate. Prints a few lines and, with ``--out``, writes them as JSON. (Issue 22 notes in the
+README.)
 """
 
 import argparse
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -29,6 +32,7 @@ parser.add_argument("frames", type=int)
 parser.add_argument("--camera", default="none")
 parser.add_argument("--setting", default="level=1")
 parser.add_argument("--oracle-plate", action="store_true")
+parser.add_argument("--out", type=Path, help="also write the figures here (JSON)")
 args = parser.parse_args()
 options = () if args.camera == "none" else (("camera_transform", args.camera),)
 frames, info, gt = load_sequence(str(resolve_data_path(args.sequence, None)), args.frames,
@@ -61,15 +65,29 @@ for k, (unit, image) in enumerate(decode_stream(encoded.payload, reconstructor))
         rows.append((len(found_d) and box_iou(person, found_d).max() >= 0.5,
                      len(found_o) and box_iou(person, found_o).max() >= 0.5,
                      boxes[j][3] - boxes[j][1]))  # fmt: skip
-print(f"bpp {8 * len(encoded.payload) / (args.frames * frames.shape[1] * frames.shape[2]):.5f}")
-for label, found in (("carried boxes", carried), ("original frames", original),
-                     ("decoded frames", decoded)):  # fmt: skip
-    print(f"MODA, {label}: {clear_mod(found, gt, frames=every).moda:.3f}")
 rows = np.array(rows, float).reshape(-1, 3)
-print(f"carried people found again: decoded {rows[:, 0].mean():.3f}, original "
-      f"{rows[:, 1].mean():.3f} (of {len(rows)})")
+figures = {"command": vars(args) | {"out": str(args.out)},
+           "bpp": 8 * len(encoded.payload) / (args.frames * frames.shape[1] * frames.shape[2]),
+           "moda": {label: clear_mod(found, gt, frames=every).moda
+                    for label, found in (("carried", carried), ("original", original),
+                                         ("decoded", decoded))},
+           "found_again": {"decoded": rows[:, 0].mean(), "original": rows[:, 1].mean(),
+                           "people": len(rows)},
+           "by_height": []}  # fmt: skip
 for low, high in ((0, 60), (60, 80), (80, 100), (100, 10_000)):
     pick = (rows[:, 2] >= low) & (rows[:, 2] < high)
     if pick.any():
-        print(f"  boxes {low}-{high} px: decoded {rows[pick, 0].mean():.3f}, original "
-              f"{rows[pick, 1].mean():.3f} (of {pick.sum()})")
+        figures["by_height"].append({"px": [low, high], "decoded": rows[pick, 0].mean(),
+                                     "original": rows[pick, 1].mean(),
+                                     "people": int(pick.sum())})  # fmt: skip
+print(f"bpp {figures['bpp']:.5f}")
+for label, value in figures["moda"].items():
+    print(f"MODA, {label}: {value:.3f}")
+found = figures["found_again"]
+print(f"carried people found again: decoded {found['decoded']:.3f}, original "
+      f"{found['original']:.3f} (of {found['people']})")
+for row in figures["by_height"]:
+    print(f"  boxes {row['px'][0]}-{row['px'][1]} px: decoded {row['decoded']:.3f}, original "
+          f"{row['original']:.3f} (of {row['people']})")
+if args.out:
+    args.out.write_text(json.dumps(figures, indent=1, default=float) + "\n")
