@@ -1,7 +1,8 @@
 """Replicas for real (issue 25): two ``cloud-decoder serve`` processes on a shared ``--out``
 behind a real NGINX (Debian's package: ``grpc_pass``, ``hash $http_x_semcodec_stream
 consistent``), configured with the block of docs/deployment.md (addresses replaced). Six
-agents stream through it and land on both replicas; one replica is SIGKILLed mid-stream and
+agents stream through it and land on both replicas, three each (their stream keys are chosen
+by probing NGINX's hash with health calls); one replica is SIGKILLed mid-stream and
 restarted on the same port; every stream completes, each unit stored exactly once (the
 stored stream equals the file byte for byte).
 
@@ -13,6 +14,7 @@ sending a pre-encoded stream paced to 16 kbit/s, so that the kill lands mid-stre
 from __future__ import annotations
 
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -22,10 +24,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from semcodec.codec.bitstream import read_stream
-from semcodec.edge.stream.client import StreamClient
+from semcodec.edge.stream.client import AFFINITY_HEADER, StreamClient
 from semcodec.edge.stream.pacer import TokenBucket
 from semcodec.edge.stream.spool import Spool
 
@@ -36,6 +40,7 @@ pytestmark = pytest.mark.slow
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "deployment.md"
 AGENTS = 6
 RATE_BPS = 16_000
+HEALTH_URI = "/grpc.health.v1.Health/Check"
 
 
 def nginx_config_from_docs() -> str:
@@ -101,6 +106,37 @@ def _replica(port: int, metrics: int, out: Path, log: Path) -> subprocess.Popen:
                                 stdout=subprocess.DEVNULL, stderr=fh)  # fmt: skip
 
 
+def _route(listen: int, key: str, log: Path) -> str:
+    """The replica address NGINX sends ``key``'s calls to: one health call through it, read
+    back from its access log."""
+    before = log.read_text().count("\n") if log.exists() else 0
+    with grpc.insecure_channel(f"127.0.0.1:{listen}") as channel:
+        grpc.channel_ready_future(channel).result(timeout=10)  # NGINX is listening
+        health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10,
+                                                  metadata=[(AFFINITY_HEADER, key)])  # fmt: skip
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        lines = log.read_text().splitlines()[before:]
+        if lines:
+            return lines[-1].split(" ")[1].rstrip(",")
+        time.sleep(0.05)
+    raise AssertionError(f"NGINX logged no call for {key}")
+
+
+def _keys_on_both(listen: int, ports: list[int], log: Path) -> list[str]:
+    """AGENTS stream keys, half routed to each replica (random keys put all six on one
+    replica about one run in 32)."""
+    by_port: dict[str, list[str]] = {f"127.0.0.1:{p}": [] for p in ports}
+    for _ in range(200):
+        key = secrets.token_hex(16)
+        chosen = by_port[_route(listen, key, log)]
+        if len(chosen) < AGENTS // 2:
+            chosen.append(key)
+        if all(len(v) == AGENTS // 2 for v in by_port.values()):
+            return [k for v in by_port.values() for k in v]
+    raise AssertionError(f"NGINX's hash never reached both replicas: {by_port}")
+
+
 def _opened(metrics: int) -> float:
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5).read()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.decode().splitlines()
@@ -137,9 +173,11 @@ def test_six_agents_through_nginx_survive_a_replica_killed_and_restarted(nginx, 
         balancer = nginx(listen, ports)
         header, units = read_stream(long_semc)
         units = list(units)
+        keys = _keys_on_both(listen, ports, tmp_path / "nginx" / "access.log")
         spools, clients, results, errors = [], [], [None] * AGENTS, []
         for k in range(AGENTS):
             spool = Spool(tmp_path / f"spool{k}", 1 << 20)
+            spool.state["stream_key"] = keys[k]
             spool.bind(header.to_bytes())
             for seq, unit in enumerate(units):
                 spool.put(seq, int(unit.kind), unit.to_bytes())
@@ -194,6 +232,8 @@ def test_six_agents_through_nginx_survive_a_replica_killed_and_restarted(nginx, 
     # replica (the killed one's keys: it, then the one they moved to)
     routes: dict[str, set[str]] = {}
     for line in (tmp_path / "nginx" / "access.log").read_text().splitlines():
+        if line.endswith(HEALTH_URI):
+            continue  # the probes that chose the keys
         key, upstreams = line.split(" ", 1)[0], line.split(" ")[1:-1]
         assert re.fullmatch(r"[0-9a-f]{32}", key), line
         routes.setdefault(key, set()).update(u.rstrip(",") for u in upstreams)
