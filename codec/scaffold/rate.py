@@ -21,13 +21,17 @@ lands on the target). Two knobs are driven from the account:
 
 A window is ``window_s`` seconds (10 s: what the transport's feedback averages over). The
 stream header is paid up front. When the clip's length is known, the first keyframe may take
-at most ``clip_keyframe_share`` of the whole clip's budget, and ``first_repay`` of the first
+at most ``clip_keyframe_share`` of the whole clip's budget, and a share ``r`` of the first
 frame's cost is spread over the rest of the clip: the rest is forgiven, so that both the
 clip (which pays the first frame once) and every later window (which repays it) land near
 the target -- with a first frame of ``K`` of the clip's budget, the clip comes to about
-``1 + (1 - first_repay) K`` of the target and each later window to ``1 - first_repay K``.
-A clip no longer than one window has no later window: it repays the whole first frame and
-lands on the target.
+``1 + (1 - r) K`` of the target and each later window to ``1 - r K``. A window also wanders
+around the account's rate by about ``window_wander`` (people come and go; measured: ±0.05
+over 10 s on PETS), while the clip averages it out, so ``r`` is chosen once the first frame
+is coded to leave the clip and the *lowest* window equally far from the target:
+``(1 - r) K = r K + window_wander``, i.e. ``r = (K - window_wander) / 2K`` (0 for a cheap
+first frame). ``first_repay`` fixes ``r`` instead. A clip no longer than one window has no
+later window: it repays the whole first frame and lands on the target.
 """
 
 from __future__ import annotations
@@ -61,8 +65,11 @@ class RateController:
         clip_keyframe_share: with ``expected_frames``, most of the clip's whole budget the
             first keyframe may take.
         first_repay: with ``expected_frames``, the share of the first frame's cost the
-            later frames repay (the rest is forgiven: see the module docstring); 1 for a clip
-            no longer than a window and its first frame.
+            later frames repay (the rest is forgiven: see the module docstring); ``None``:
+            chosen from the first frame's cost and ``window_wander``; 1 for a clip no longer
+            than a window and its first frame.
+        window_wander: how far (a ratio to the target) a 10-s window's rate wanders around
+            the account's (what ``first_repay=None`` leaves room for).
         debt_repay_share: with ``expected_frames``, the share of what the rest of the clip
             can repay that references of new people may borrow.
     """
@@ -72,7 +79,8 @@ class RateController:
                  keyframe_share: float = 0.3, spare_frames: float = 2.0,
                  debt_share: float = 0.25, expected_frames: int = 0, fixed_bytes: int = 0,
                  margin: float = 0.99, clip_keyframe_share: float = 0.1,
-                 first_repay: float = 0.5, debt_repay_share: float = 0.5) -> None:  # fmt: skip
+                 first_repay: float | None = None, debt_repay_share: float = 0.5,
+                 window_wander: float = 0.05) -> None:  # fmt: skip
         if not target_bpp > 0 or not fps > 0:
             raise ValueError(f"target_bpp and fps must be > 0, got {target_bpp}, {fps}")
         self._margin, self._pixels = margin, frame_size[0] * frame_size[1]
@@ -89,6 +97,7 @@ class RateController:
         self.debt_share = debt_share
         self.clip_keyframe_share = clip_keyframe_share
         self.first_repay = first_repay
+        self.window_wander = window_wander
         self.debt_repay_share = debt_repay_share
         self.balance = -float(fixed_bytes)  # bytes earned minus bytes spent so far
         self.frames = 0
@@ -164,9 +173,16 @@ class RateController:
         self._other = other if self.frames <= 1 else 0.9 * self._other + 0.1 * other
         if self.frames == 1 and self.expected_frames > 1:  # spread the first frame's debt
             left = self.expected_frames - 1
-            debt = min(0.0, self.balance) * self.first_repay
+            debt = min(0.0, self.balance) * self._repay_share(-min(0.0, self.balance))
             self._earn = max(0.0, self.frame_bytes + debt / left)
             self.balance = max(0.0, self.balance)
+
+    def _repay_share(self, debt: float) -> float:
+        """The share ``r`` of the first frame's ``debt`` (bytes) the clip repays."""
+        if self.first_repay is not None:
+            return self.first_repay
+        k = debt / (self.frame_bytes * self.expected_frames)  # of the clip's budget
+        return 0.0 if k <= self.window_wander else (k - self.window_wander) / (2 * k)
 
 
 def fit_quality(encode: Callable[[int], bytes], cap: int, low: int = 1,

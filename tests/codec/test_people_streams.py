@@ -315,13 +315,27 @@ def test_new_people_cannot_leave_a_clip_in_debt():
 
 def test_a_clip_no_longer_than_a_window_repays_its_whole_first_frame():
     """40 frames at 10 fps (one 10-s window): a 1,000-byte first frame is repaid in full
-    by the 39 frames after it; a 300-frame clip repays half of it (first_repay)."""
+    by the 39 frames after it; a 300-frame clip repays what first_repay says."""
     for frames, repaid in ((40, 1.0), (300, 0.5)):
-        rate = RateController(0.004, (1000, 1000), fps=10.0, expected_frames=frames, margin=1.0)
+        rate = RateController(0.004, (1000, 1000), fps=10.0, expected_frames=frames, margin=1.0,
+                              first_repay=0.5)  # fmt: skip
         rate.start_frame()
         rate.spend(1000 + int(rate.frame_bytes), 0, 1000)
         earned = rate.frame_bytes - repaid * 1000 / (frames - 1)
         assert rate._earn == pytest.approx(earned)  # noqa: SLF001
+
+
+@pytest.mark.parametrize(("first_share", "repaid"), [(0.15, 1 / 3), (0.25, 0.4), (0.04, 0.0)])
+def test_a_long_clip_repays_what_leaves_clip_and_lowest_window_equally_near(first_share, repaid):
+    """A first frame of K of a 300-frame clip's budget: the later frames repay r of it with
+    (1 - r) K = r K + 0.05 (the clip K(1 - r) over the target, the lowest window as far
+    under it), and nothing when K is under the windows' wander."""
+    rate = RateController(0.004, (1000, 1000), fps=10.0, expected_frames=300, margin=1.0)
+    debt = first_share * 300 * rate.frame_bytes  # bytes the first frame leaves unpaid
+    rate.start_frame()
+    rate.spend(int(debt + rate.frame_bytes), 0, int(debt + rate.frame_bytes))
+    repayment = (rate.frame_bytes - rate._earn) * 299  # noqa: SLF001
+    assert repayment == pytest.approx(repaid * debt, abs=1.0)
 
 
 def test_new_people_borrow_at_most_half_of_what_the_clip_can_repay():
