@@ -271,11 +271,13 @@ def test_a_clip_of_known_length_spreads_its_first_frame_and_lands_on_the_target(
         if n >= 1:
             assert rate.balance > -31  # no debt to repay after the first frame
     assert rate.keyframe_cap() >= 200
-    # 30 s, three windows: half the first frame's debt is repaid by the later frames, half
-    # is forgiven: the clip lands above the target by half of it, the later frames below it
-    # by the other half
-    assert spent == pytest.approx(300 * frame_bytes + debt / 2, abs=31)
-    assert debt / 2 < 0.1 * 300 * frame_bytes
+    # 30 s, three windows: a share r of the first frame's debt is repaid by the later
+    # frames, the rest is forgiven: the clip lands above the target by (1 - r) of it
+    k = debt / (300 * frame_bytes)
+    repaid = (k - 0.05) / (2 * k)
+    assert 0.2 < repaid < 0.3
+    assert spent == pytest.approx(300 * frame_bytes + (1 - repaid) * debt, abs=31)
+    assert (1 - repaid) * debt < 0.1 * 300 * frame_bytes
 
 
 def test_the_first_keyframe_of_a_short_clip_takes_at_most_a_tenth_of_it():
