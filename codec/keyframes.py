@@ -50,6 +50,12 @@ class KeyframeError(ValueError):
     """Bad input to an intra coder (frame, quality, option, name) or undecodable bytes."""
 
 
+class KeyframeSizeError(KeyframeError):
+    """The picture's bytes are of another size than the coder expects (a plate coded at
+    another of the stream's scales, or hostile bytes): refused before decoding where the
+    coder can read the declared size."""
+
+
 class IntraCoder(ABC):
     """Codes one ``(H, W, 3) uint8`` RGB picture to bytes and back.
 
@@ -130,7 +136,7 @@ class IntraCoder(ABC):
             raise KeyframeError(f"{self.name}: undecodable data: {exc}") from exc
         if picture is None or picture.shape != (ph, pw, 3):
             shape = None if picture is None else picture.shape
-            raise KeyframeError(
+            raise KeyframeSizeError(
                 f"{self.name}: decoded picture has shape {shape}, expected ({ph}, {pw}, 3) "
                 f"for a {width}x{height} frame at downscale {self.downscale:g}"
             )
@@ -269,7 +275,7 @@ class _PyAVIntraCoder(IntraCoder):
         packets = list(ctx.parse(data)) + list(ctx.parse(None))
         declared = (ctx.width, ctx.height)
         if size is not None and declared != (0, 0) and declared != tuple(size):
-            raise KeyframeError(
+            raise KeyframeSizeError(
                 f"{self.name}: the picture header declares {declared[0]}x{declared[1]}, "
                 f"expected {size[0]}x{size[1]} (refused before decoding)"
             )
@@ -387,7 +393,7 @@ class WebpIntraCoder(IntraCoder):
     def _decode_checked(self, data: bytes, size: tuple[int, int]) -> np.ndarray | None:
         declared = webp_size(data)
         if declared != tuple(size):
-            raise KeyframeError(
+            raise KeyframeSizeError(
                 f"webp: the picture header declares {declared[0]}x{declared[1]}, expected "
                 f"{size[0]}x{size[1]} (refused before decoding)"
             )

@@ -79,10 +79,10 @@ class BackgroundModel:
         if not self._frames:
             raise ValueError("the background model has seen no frame yet")
         stack = np.stack(self._frames)
-        # median of uint8 values: sort along time, take the middle (the lower one for even
-        # counts), which stays an exact uint8 and is deterministic
-        stack.sort(axis=0)
-        return np.ascontiguousarray(stack[(len(stack) - 1) // 2])
+        # median of uint8 values: the middle along time (the lower one for even counts),
+        # which stays an exact uint8 and is deterministic
+        middle = (len(stack) - 1) // 2
+        return np.ascontiguousarray(np.partition(stack, middle, axis=0)[middle])
 
     def _shrink(self, frame: np.ndarray) -> np.ndarray:
         if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:

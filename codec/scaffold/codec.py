@@ -67,6 +67,24 @@ PLATE_REFRESH_GAIN = 1.5
 OVERDUE_S = 0.75
 #: Seconds of video the background plate's median covers (``plate="median"``).
 PLATE_WINDOW_S = 10.0
+#: Most pixels of the background model's frames (its memory: 64 of them; larger plates are
+#: coded from it upscaled).
+PLATE_MODEL_PIXELS = 768 * 576
+
+
+def _plate_coders(config):
+    """An intra coder per :attr:`LevelConfig.keyframe_scales`, smallest first."""
+    from semcodec.codec.keyframes import create_intra_coder
+
+    return [create_intra_coder(config.keyframe_coder, downscale=scale)
+            for scale in config.keyframe_scales]  # fmt: skip
+
+
+def _background_size(size: tuple[int, int]) -> tuple[int, int]:
+    """``size`` shrunk (aspect kept) to at most :data:`PLATE_MODEL_PIXELS`."""
+    width, height = size
+    shrink = min(1.0, math.sqrt(PLATE_MODEL_PIXELS / (width * height)))
+    return max(1, round(width * shrink)), max(1, round(height * shrink))
 #: Bytes of an END unit (framing only), paid up front by the rate controller.
 END_UNIT_BYTES = 16
 #: Most frames the edge reads ahead to build the first plate (96 frames of 768x576: 127 MB).
@@ -312,6 +330,9 @@ class ScaffoldEncoder:
         self.flow_prior = flow_prior or default_flow_prior(config)
         self._schedule = KeyframeSchedule(config.keyframe_interval, config.scene_change)
         self._intra = create_intra_coder(config.keyframe_coder, downscale=config.keyframe_scale)
+        self._plate_coders = [self._intra]
+        if config.target_bpp > 0:  # a byte cap per plate: its size is chosen among the scales
+            self._plate_coders = _plate_coders(config)
         from semcodec.codec.scaffold.profile import DEFAULT_TILES
 
         # tiles 0: the camera's profile chooses them on the look-ahead frames (prime)
@@ -347,7 +368,7 @@ class ScaffoldEncoder:
 
             window = 64
             stride = max(1, round(PLATE_WINDOW_S * self.fps / window))
-            plate_size = self._intra.coded_size(self.frame_size)
+            plate_size = _background_size(self._plate_coders[-1].coded_size(self.frame_size))
             self._background = BackgroundModel(plate_size, window=window, stride=stride)
         if config.sends_appearance:
             from semcodec.codec.scaffold.appearance import AppearanceSelector
@@ -359,7 +380,7 @@ class ScaffoldEncoder:
         self._previous_frame: np.ndarray | None = None
         self._primed = False
         self._sizes: dict[int, np.ndarray] = {}
-        self._plate_quality, self._plate_retry = 0, math.inf  # the decoder's plate
+        self._plate_error, self._plate_retry = math.inf, math.inf  # the decoder's plate
         self._scene: tuple[int, set[int], list[np.ndarray]] | None = None  # see _follow_scene
         self._index = 0
         self._models = self._model_entries(models_dir)
@@ -604,17 +625,27 @@ class ScaffoldEncoder:
         return cv2.resize(self._background.plate(), self.frame_size,
                           interpolation=cv2.INTER_LINEAR)  # fmt: skip
 
-    def _fit_plate(self, picture: np.ndarray, cap: int) -> tuple[int, bytes]:
-        """``picture`` coded at the highest quality within ``cap`` bytes: ``(quality,
-        bytes)``."""
+    def _fit_plate(self, picture: np.ndarray, cap: int) -> tuple[float, bytes]:
+        """``picture`` coded within ``cap`` bytes at the size (one of the stream's
+        :attr:`LevelConfig.keyframe_scales`) and quality that leave the least mean squared
+        error against it: ``(error, bytes)``. When no size fits, the smallest coding."""
         from semcodec.codec.scaffold.rate import fit_quality
 
-        return fit_quality(lambda q: self._intra.encode(picture, q), cap)
+        best: tuple[tuple[bool, float], float, bytes] | None = None
+        for coder in self._plate_coders:
+            _, data = fit_quality(lambda q, c=coder: c.encode(picture, q), cap)
+            decoded = coder.decode(data, self.frame_size).astype(np.float32)
+            error = float(np.mean((decoded - picture) ** 2))
+            key = (len(data) > cap, error if len(data) <= cap else len(data))
+            if best is None or key < best[0]:
+                best = (key, error, data)
+        assert best is not None  # at least one coder
+        return best[1], best[2]
 
-    def _hold_plate(self, quality: int, data: bytes) -> bytes:
-        """Records ``data`` as the plate the decoder holds (a refresh must beat its
-        ``quality``) and returns it."""
-        self._plate_quality, self._plate_retry = quality, PLATE_REFRESH_GAIN * len(data)
+    def _hold_plate(self, error: float, data: bytes) -> bytes:
+        """Records ``data`` as the plate the decoder holds (a refresh must beat its mean
+        squared ``error``) and returns it."""
+        self._plate_error, self._plate_retry = error, PLATE_REFRESH_GAIN * len(data)
         return data
 
     def _plate_refresh(self, pending: int) -> bytes:
@@ -625,11 +656,11 @@ class ScaffoldEncoder:
         budget = self._rate.plate_budget(pending)
         if budget < self._plate_retry or not len(self._background):
             return b""
-        quality, data = self._fit_plate(self._plate_picture(), budget)
-        if quality <= self._plate_quality or len(data) > budget:
+        error, data = self._fit_plate(self._plate_picture(), budget)
+        if error >= self._plate_error or len(data) > budget:
             self._plate_retry = PLATE_REFRESH_GAIN * budget
             return b""
-        return self._hold_plate(quality, data)
+        return self._hold_plate(error, data)
 
     def _smooth(self, tracks):
         """Boxes with their size smoothed over time per track (exponentially, weight
@@ -714,7 +745,6 @@ class ScaffoldDecoder:
     def __init__(self, header: StreamHeader, flow_prior=None,
                  limits: StreamLimits = DEFAULT_LIMITS):  # fmt: skip
         from semcodec.codec.entropy.rans import EntropyCodingError
-        from semcodec.codec.keyframes import create_intra_coder
 
         self.header = header
         try:
@@ -732,8 +762,7 @@ class ScaffoldDecoder:
             raise ScaffoldCodecError(
                 f"the stream's entropy coders cannot be set up: {exc}"
             ) from exc
-        self._intra = create_intra_coder(self.config.keyframe_coder,
-                                         downscale=self.config.keyframe_scale)  # fmt: skip
+        self._plate_coders = _plate_coders(self.config)
         self._started = False
         self._next_seq = 0
         self._end_seq: int | None = None
@@ -777,13 +806,27 @@ class ScaffoldDecoder:
         image = None
         if SubStreamType.KEYFRAME_IMAGE in parts:
             scaffold.keyframe = parts[SubStreamType.KEYFRAME_IMAGE]
-            image = self._intra.decode(scaffold.keyframe, self.frame_size)
+            image = self._decode_plate(scaffold.keyframe)
         self._decode_scaffolds(parts, scaffold)
         refs = self._decode_appearance(parts.get(SubStreamType.APPEARANCE), scaffold)
         self._next_seq += 1
         return DecodedFrame(scaffold, self.frame_size, image, refs,
                             plate=self.config.plate != "frame",
                             plate_refresh=image is not None and not is_key)  # fmt: skip
+
+    def _decode_plate(self, data: bytes) -> np.ndarray:
+        """The keyframe picture at the frame size, from whichever of the stream's scales it
+        was coded at (each size is checked before decoding)."""
+        from semcodec.codec.keyframes import KeyframeError, KeyframeSizeError
+
+        for coder in self._plate_coders:
+            try:
+                return coder.decode(data, self.frame_size)
+            except KeyframeSizeError:
+                continue
+        sizes = ", ".join("x".join(map(str, c.coded_size(self.frame_size)))
+                          for c in self._plate_coders)  # fmt: skip
+        raise KeyframeError(f"the keyframe picture is none of the stream's sizes ({sizes})")
 
     def _decode_appearance(self, payload: bytes | None, scaffold: FrameScaffold) -> dict:
         if payload is None:

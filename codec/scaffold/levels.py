@@ -43,6 +43,10 @@ class LevelConfig:
         keyframe_coder: intra coder name (``hevc``, ``av1``, ``webp``).
         keyframe_quality: 0–100, higher is better (the coder maps it to its own scale).
         keyframe_scale: keyframes are coded at this fraction of the size, upscaled on decode.
+        plate_scales: with a rate target, other fractions of the size a keyframe or plate
+            refresh may be coded at, comma-separated (``"0.5,0.75,1"``): each picture takes the
+            one that leaves the least squared error within its byte cap. ``""``: only
+            ``keyframe_scale``.
         scene_change: also send a keyframe when the scene changes.
         detect_every: run the person detector on every k-th frame, track in between.
         detector_tiles: 0: chosen per camera by the edge from its start-up frames
@@ -72,6 +76,7 @@ class LevelConfig:
     keyframe_coder: str = "hevc"
     keyframe_quality: int = 40
     keyframe_scale: float = 1.0
+    plate_scales: str = ""
     scene_change: bool = True
     detect_every: int = 1
     detector_tiles: int = 0
@@ -92,6 +97,14 @@ class LevelConfig:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
         if not 0 < self.keyframe_scale <= 1:
             raise ValueError(f"keyframe_scale must be in (0, 1], got {self.keyframe_scale}")
+        try:
+            scales = self.keyframe_scales
+        except ValueError:
+            raise ValueError(f"plate_scales must be numbers separated by commas, got "
+                             f"{self.plate_scales!r}") from None  # fmt: skip
+        if not all(0 < v <= 1 for v in scales) or len(scales) > 4:
+            raise ValueError(f"plate_scales must be at most 4 numbers in (0, 1], got "
+                             f"{self.plate_scales!r}")  # fmt: skip
         if not 0 <= self.keyframe_quality <= 100:
             raise ValueError(f"keyframe_quality must be 0..100, got {self.keyframe_quality}")
         if self.keyframe_interval < 0 or self.detect_every < 1:
@@ -111,6 +124,13 @@ class LevelConfig:
             raise ValueError("appearance_refresh_s must be > 0 and target_bpp >= 0")
         if self.plate not in PLATES:
             raise ValueError(f"plate must be one of {PLATES}, got {self.plate!r}")
+
+    @property
+    def keyframe_scales(self) -> tuple[float, ...]:
+        """Every fraction of the size a keyframe picture may be coded at, ascending:
+        ``keyframe_scale`` and the ``plate_scales``."""
+        extra = [float(v) for v in self.plate_scales.split(",") if v.strip()]
+        return tuple(sorted({self.keyframe_scale, *extra}))
 
     @property
     def sends_pose(self) -> bool:
@@ -167,7 +187,7 @@ LEVELS: dict[int, LevelConfig] = {
                    keyframe_scale=0.5),
     1: LevelConfig(level=1, seg_scale=0.0, pose_model="", pose_step_px=2.0, flow_scale=0.0,
                    flow_step_px=1.0, keyframe_interval=300, keyframe_quality=35,
-                   keyframe_scale=0.5, detector_threshold=0.4,
+                   keyframe_scale=0.5, plate_scales="0.75,1", detector_threshold=0.4,
                    detector_full_frame=False, box_step_px=2.0, appearance_quality=30,
                    plate="median", target_bpp=0.004),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,

@@ -424,3 +424,68 @@ def test_a_quiet_scene_refreshes_the_plate_at_a_better_quality():
     assert [d.plate_refresh for d, _ in decoded].count(True) == len(refreshes)
     error = [float(np.abs(image.astype(np.float32) - scene).mean()) for _, image in decoded]
     assert error[-1] < error[0]  # the refreshed plate is closer to the scene
+
+
+def _keyframe_picture(units) -> bytes:
+    from semcodec.codec.bitstream import SubStreamType
+
+    return next(s.payload for s in units[0].substreams if s.type == SubStreamType.KEYFRAME_IMAGE)
+
+
+def test_a_plate_is_coded_at_the_scale_that_leaves_the_least_error():
+    """Fine detail and room in the cap: the full-size plate beats the half-size one at the
+    same bytes (it keeps the detail a downscale loses), so the edge sends it, and the
+    decoder, which accepts every size the header lists, draws it."""
+    from semcodec.codec.bitstream import write_stream
+    from semcodec.codec.keyframes import KeyframeSizeError, create_intra_coder
+    from semcodec.codec.reconstruct.warp import WarpReconstructor
+    from semcodec.codec.scaffold.codec import decode_stream, encode_frames
+    from semcodec.codec.scaffold.levels import level_config
+
+    rng = np.random.default_rng(1)
+    scene = cv2.GaussianBlur(rng.integers(0, 255, (240, 320, 3), dtype=np.uint8), (0, 0), 1.2)
+    config = level_config(1, target_bpp=0.2, detector_tiles=1, detector_threshold=0.99)
+    assert config.keyframe_scales == (0.5, 0.75, 1.0)
+    header, units, _ = encode_frames(iter([scene] * 20), config, 5.0, (320, 240))
+    picture = _keyframe_picture(units)
+    assert create_intra_coder("hevc", downscale=1.0).decode(picture, (320, 240)).shape == (
+        240, 320, 3)  # fmt: skip
+    with pytest.raises(KeyframeSizeError):
+        create_intra_coder("hevc", downscale=0.5).decode(picture, (320, 240))
+    buffer = io.BytesIO()
+    write_stream(buffer, header, units)
+    (_, image), *_ = decode_stream(buffer.getvalue(), WarpReconstructor())
+    assert float(np.abs(image.astype(np.float32) - scene).mean()) < 12
+
+
+def test_a_plate_of_a_size_the_header_does_not_list_is_refused():
+    from semcodec.codec.bitstream import SubStream, SubStreamType, Unit, write_stream
+    from semcodec.codec.keyframes import KeyframeError, create_intra_coder
+    from semcodec.codec.reconstruct.warp import WarpReconstructor
+    from semcodec.codec.scaffold.codec import decode_stream, encode_frames
+    from semcodec.codec.scaffold.levels import level_config
+
+    scene = np.full((240, 320, 3), 120, np.uint8)
+    config = level_config(1, target_bpp=0.01, detector_tiles=1, detector_threshold=0.99)
+    header, units, _ = encode_frames(iter([scene] * 3), config, 5.0, (320, 240))
+    quarter = create_intra_coder("hevc", downscale=0.25).encode(scene, 30)
+    first = units[0]
+    swapped = tuple(SubStream(s.type, quarter) if s.type == SubStreamType.KEYFRAME_IMAGE else s
+                    for s in first.substreams)  # fmt: skip
+    buffer = io.BytesIO()
+    write_stream(buffer, header, [Unit(first.kind, first.seq, swapped), *units[1:]])
+    with pytest.raises(KeyframeError, match="none of the stream's sizes"):
+        list(decode_stream(buffer.getvalue(), WarpReconstructor()))
+
+
+def test_plate_scales_are_checked_and_kept_by_the_header():
+    from semcodec.codec.scaffold.levels import LevelConfig, level_config
+
+    config = level_config(1, plate_scales="1, 0.75")
+    assert config.keyframe_scales == (0.5, 0.75, 1.0)
+    assert LevelConfig.from_dict(config.to_dict()) == config
+    older = {k: v for k, v in config.to_dict().items() if k != "plate_scales"}
+    assert LevelConfig.from_dict(older).keyframe_scales == (0.5,)  # a stream before the field
+    for bad in ("0.5,x", "0,1", "1.5", "0.1,0.2,0.3,0.4,0.6"):
+        with pytest.raises(ValueError, match="plate_scales"):
+            level_config(1, plate_scales=bad)
