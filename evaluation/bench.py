@@ -63,6 +63,7 @@ BASE_COLUMNS = [
     "st_lpips",
     "person_psnr",
     "person_st_lpips",
+    "seam",
     "frozen_blocks",
     "frozen_max_s",
     "person_recall",
@@ -339,11 +340,16 @@ def measure_quality(
         out["st_lpips"] = float(scorer.distances(sample, callback).mean())
         out["st_lpips_frames"] = len(sample)
     if "person" in cell.metrics and gt is not None:
-        from semcodec.evaluation.person_region import frozen_person_blocks, person_region_scores
+        from semcodec.evaluation.person_region import (
+            frozen_person_blocks,
+            person_region_scores,
+            seam_score,
+        )
 
         progress(f"metrics: person regions (every {cell.lpips_every})", 1)
         out.update(person_region_scores(reference, decoded, gt, cell.lpips_every,
                                         cell.models_dir))  # fmt: skip
+        out.update(seam_score(reference, decoded, gt, cell.lpips_every))
         if fps:
             out.update(frozen_person_blocks(decoded, gt, fps))
     if "temporal" in cell.metrics:

@@ -88,6 +88,50 @@ def person_region_scores(reference: np.ndarray, decoded: np.ndarray, gt: GroundT
             "person_st_lpips": float(lpips.mean()), "person_crops": len(ref)}  # fmt: skip
 
 
+#: The seam band around a ground-truth box: between the box scaled by these two factors
+#: about its centre (where a pasted rectangle's edge shows, whatever its exact size).
+SEAM_BAND = (0.8, 1.4)
+
+
+def seam_score(reference: np.ndarray, decoded: np.ndarray, gt: GroundTruth,
+               every: int = 1) -> dict[str, float | None]:  # fmt: skip
+    """``seam``: the excess edge energy on a band around each counted ground-truth person,
+    decoded against reference (0: no seam), on frames 1, 1+every, ...
+
+    Per person, the mean Sobel gradient magnitude of the luma on the band (:data:`SEAM_BAND`)
+    of the decoded frame and of the reference frame; the person's seam is the decoded one's
+    excess, relative to the reference's, ``max(0, G_dec - G_ref) / G_ref``. A codec that blurs
+    scores 0 (no excess), one that pastes a box of foreign background scores its edges. The
+    score is the mean over people; None without people.
+
+    Args:
+        reference, decoded: ``(T, H, W, 3)`` uint8 RGB of the same shape; ``[0]`` is frame 1.
+    """
+    if reference.shape != decoded.shape:
+        raise ValueError(f"reference {reference.shape} and decoded {decoded.shape} differ")
+    height, width = reference.shape[1:3]
+    excess = []
+    for number in range(1, len(reference) + 1, every):
+        inner = crop_windows(gt, number, width, height, SEAM_BAND[0])
+        outer = crop_windows(gt, number, width, height, SEAM_BAND[1])
+        if len(inner) != len(outer) or not outer:  # a box too small for its inner window
+            continue
+        grads = [_gradient(frame[number - 1]) for frame in (reference, decoded)]
+        for (ix0, iy0, ix1, iy1), (x0, y0, x1, y1) in zip(inner, outer, strict=True):
+            band = np.ones((y1 - y0, x1 - x0), bool)
+            band[iy0 - y0 : iy1 - y0, ix0 - x0 : ix1 - x0] = False
+            ref, dec = (float(g[y0:y1, x0:x1][band].mean()) for g in grads)
+            excess.append(max(0.0, dec - ref) / max(ref, 1.0))
+    return {"seam": float(np.mean(excess)) if excess else None}
+
+
+def _gradient(frame: np.ndarray) -> np.ndarray:
+    """``(H, W)`` float32 Sobel gradient magnitude of ``frame``'s luma (0..255 scale)."""
+    luma = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    return cv2.magnitude(cv2.Sobel(luma, cv2.CV_32F, 1, 0, ksize=3),
+                         cv2.Sobel(luma, cv2.CV_32F, 0, 1, ksize=3))  # fmt: skip
+
+
 #: Side of the blocks the frozen-person check looks at, pixels.
 FROZEN_BLOCK = 10
 #: A block frozen for longer than this (seconds) while its person moves is a frozen person.

@@ -315,6 +315,7 @@ RESULT_COLUMNS = [
     "ms_ssim",
     "st_lpips",
     "person_st_lpips",
+    "seam",
     "frozen_blocks",
     "person_recall",
     "twe",

@@ -12,6 +12,7 @@ from semcodec.evaluation.person_region import (
     frozen_person_blocks,
     person_crops,
     person_region_scores,
+    seam_score,
 )
 
 
@@ -93,3 +94,26 @@ def test_scaffold_person_recall_counts_matched_ground_truth_people():
                                                  "scaffold_people": 1.5}  # fmt: skip
     empty = [np.zeros((0, 4), np.float32)] * 2
     assert scaffold_person_recall(empty, gt)["person_recall"] == 0.0
+
+
+def test_seam_is_zero_for_identical_or_blurred_frames_and_positive_for_a_pasted_box():
+    """A textured background with a smooth person; the decoded frame pastes the person's box
+    cut from another background (a rectangle whose edges the original does not have)."""
+    import cv2
+
+    rng = np.random.default_rng(1)
+    background = cv2.GaussianBlur(rng.integers(0, 256, (120, 160, 3), dtype=np.uint8),
+                                  (0, 0), 3)  # fmt: skip
+    reference = np.stack([background] * 2)
+    reference[:, 30:90, 60:84] = 200  # the person, 24 x 60
+    gt = _gt([(n, 60, 30, 24, 60, 1) for n in (1, 2)])
+    assert seam_score(reference, reference, gt) == {"seam": 0.0}
+    blurred = np.stack([cv2.GaussianBlur(f, (0, 0), 2) for f in reference])
+    assert seam_score(reference, blurred, gt) == {"seam": 0.0}  # less edge, no excess
+    pasted = reference.copy()
+    pasted[:, 22:98, 55:89] = 40  # a box of foreign (dark) background around the person
+    pasted[:, 30:90, 60:84] = 200
+    assert seam_score(reference, pasted, gt)["seam"] > 0.5
+    assert seam_score(reference, pasted, _gt([(3, 60, 30, 24, 60, 1)])) == {"seam": None}
+    with pytest.raises(ValueError, match="differ"):
+        seam_score(reference, pasted[:1], gt)
