@@ -371,12 +371,13 @@ class ScaffoldEncoder:
             plate_size = _background_size(self._plate_coders[-1].coded_size(self.frame_size))
             self._background = BackgroundModel(plate_size, window=window, stride=stride)
         if config.sends_appearance:
-            from semcodec.codec.scaffold.appearance import AppearanceSelector
+            from semcodec.codec.scaffold.appearance import AppearanceSelector, WholePersonCheck
 
             refresh = max(1, round(config.appearance_refresh_s * self.fps))
             overdue = max(1, round(OVERDUE_S * self.fps))
+            check = WholePersonCheck(detector) if config.check_refs else None
             self._appearance = AppearanceSelector(config.appearance_quality, refresh,
-                                                  overdue_frames=overdue)  # fmt: skip
+                                                  overdue_frames=overdue, check=check)  # fmt: skip
         self._previous_frame: np.ndarray | None = None
         self._primed = False
         self._sizes: dict[int, np.ndarray] = {}

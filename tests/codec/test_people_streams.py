@@ -489,3 +489,40 @@ def test_plate_scales_are_checked_and_kept_by_the_header():
     for bad in ("0.5,x", "0,1", "1.5", "0.1,0.2,0.3,0.4,0.6"):
         with pytest.raises(ValueError, match="plate_scales"):
             level_config(1, plate_scales=bad)
+
+
+def test_the_whole_person_check_passes_people_and_refuses_parts_and_background(sample_frames):
+    """Frame 1 of the embedded sample: the people of its ground truth (ids 9, 15, 19; 38-44
+    px tall) and the top third of each box (a head: a part) and a box on the background."""
+    from semcodec.codec.scaffold.appearance import WholePersonCheck
+    from semcodec.codec.scaffold.detector import PersonDetector
+
+    check = WholePersonCheck(PersonDetector(threads=1))
+    frame = sample_frames[0]
+    people = [[249.5, 79.0, 265.0, 116.6], [129.0, 109.5, 145.5, 153.9],
+              [316.5, 121.0, 337.7, 161.5]]  # fmt: skip
+    assert [check(frame, np.array(box)) for box in people] == [True, True, True]
+    for x1, y1, x2, y2 in people:
+        assert not check(frame, np.array([x1, y1, x2, y1 + (y2 - y1) / 3]))
+    assert not check(frame, np.array([300.0, 10.0, 330.0, 80.0]))
+    assert (check.checks, check.refused) == (7, 4)
+
+
+def test_a_box_the_check_refuses_gets_no_reference_until_it_is_overdue():
+    yy, xx = np.mgrid[0:120, 0:160]
+    frame = np.stack([xx, yy, xx + yy], -1).astype(np.uint8)
+    asked = []
+
+    def refuse(picture, box):
+        asked.append(tuple(np.round(box)))
+        return False
+
+    selector = AppearanceSelector(quality=50, refresh_frames=32, check=refuse)  # overdue: 4
+    person = tracks([[10, 10, 40, 106]], [1])
+    for number in range(1, 5):
+        assert selector.select(frame, number, person, None) == {}
+    assert len(asked) == 4
+    assert sorted(selector.select(frame, 5, person, None)) == [1]  # overdue: sent unchecked
+    assert len(asked) == 4
+    passing = AppearanceSelector(quality=50, refresh_frames=32, check=lambda f, b: True)
+    assert sorted(passing.select(frame, 1, person, None)) == [1]
