@@ -23,7 +23,7 @@ import numpy as np
 from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, register_codec
 
 #: Setting keys that choose the decoder, not the stream.
-DECODER_KEYS = ("decoder", "steps", "seed", "weights", "previous", "matte")
+DECODER_KEYS = ("decoder", "steps", "seed", "weights", "previous", "matte", "fade")
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
 STREAMS = ("keyframe", "seg", "pose", "flow", "boxes", "appearance", "header")
 
@@ -81,6 +81,12 @@ class ScaffoldCodec(Codec):
                 raise SettingError(f"scaffold: matte={setting.get('matte')}: expected 0 or 1, "
                                    "with decoder=warp")  # fmt: skip
             options["matte"] = setting.get("matte") == "1"
+        if setting.get("fade") is not None:
+            fade = setting.number("fade")
+            if fade is None or not float(fade).is_integer() or fade < 0 or name != "warp":
+                raise SettingError(f"scaffold: fade={setting.get('fade')}: expected frames "
+                                   ">= 0, with decoder=warp")  # fmt: skip
+            options["fade"] = int(fade)
         return name, options
 
     def _level(self, setting: Setting):

@@ -24,7 +24,9 @@ reference is drawn only where it differs from the plate under it
 (:func:`~codec.scaffold.appearance.matte`): no box of stale background around a person, but
 on PETS09-S2L1-full 651-795 at 0.004 BPP it measured worse than the boxes (MODA 0.346
 against 0.364, person-region ST-LPIPS 0.315 against 0.290: the blurred plate shows where
-the matte cuts), so boxes stay the default.
+the matte cuts), so boxes stay the default. With ``fade=N`` a refreshed reference replaces
+the one before over N frames (drawn over it at opacity 1/(N+1), 2/(N+1), ...) instead of at
+once, so a person does not jump when their picture is renewed.
 
 Everything is a fixed function of the decoded scaffolds, so two runs give the same frames.
 """
@@ -71,9 +73,12 @@ def label_image(segmentation: Segmentation) -> np.ndarray:
 class WarpReconstructor(Reconstructor):
     """Keyframe + flow warping + mask compositing over an inpainted background plate."""
 
-    def __init__(self, inpaint_radius: int = 5, matte: bool = False):
+    def __init__(self, inpaint_radius: int = 5, matte: bool = False, fade: int = 0):
+        if isinstance(fade, bool) or not isinstance(fade, int) or fade < 0:
+            raise ValueError(f"fade must be an int >= 0 (frames), got {fade!r}")
         self.inpaint_radius = inpaint_radius
         self.matte = bool(matte)
+        self.fade = fade
         self.reset()
 
     def reset(self) -> None:
@@ -81,6 +86,8 @@ class WarpReconstructor(Reconstructor):
         self._previous: np.ndarray | None = None
         self._colours: dict[int, np.ndarray] = {}
         self._refs: dict[int, np.ndarray] = {}
+        #: track id -> (the reference being replaced, frames of the fade done so far)
+        self._fading: dict[int, tuple[np.ndarray, int]] = {}
 
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
         scaffold = frame.scaffold
@@ -105,26 +112,48 @@ class WarpReconstructor(Reconstructor):
         if frame.keyframe_image is not None:
             self._background = self._checked_picture(frame).astype(np.float32)
             if not frame.plate_refresh:
-                self._refs = {}
+                self._refs, self._fading = {}, {}
         if self._background is None:
             raise ReconstructionError(
                 f"frame {frame.scaffold.number}: the stream must start with a keyframe"
             )
-        self._refs.update(frame.appearances)
+        self._start_fades(frame.appearances)
         canvas = self._background.copy()
         tracks = frame.scaffold.tracks
+        plate = self._background if self.matte else None
         for k in np.argsort(tracks.boxes[:, 3], kind="stable"):
             box, track_id = tracks.boxes[k], int(tracks.ids[k])
             ref = self._refs.get(track_id)
-            if ref is not None:
-                box = with_aspect(box, ref.shape[1] / ref.shape[0])
-                draw_ref(canvas, ref, ref_region(box), inner=box,
-                         plate=self._background if self.matte else None)  # fmt: skip
-            else:
+            if ref is None:
                 draw_silhouette(canvas, box, UNKNOWN_PERSON_RGB)
+                continue
+            opacity = 1.0
+            if track_id in self._fading:
+                old, done = self._fading[track_id]
+                old_box = with_aspect(box, old.shape[1] / old.shape[0])
+                draw_ref(canvas, old, ref_region(old_box), inner=old_box, plate=plate)
+                opacity = (done + 1) / (self.fade + 1)
+            box = with_aspect(box, ref.shape[1] / ref.shape[0])
+            draw_ref(canvas, ref, ref_region(box), inner=box, plate=plate, opacity=opacity)
+        self._advance_fades()
         out = np.clip(canvas + 0.5, 0, 255).astype(np.uint8)
         self._previous = out
         return out
+
+    def _start_fades(self, appearances: dict[int, np.ndarray]) -> None:
+        """Takes this frame's references; a refreshed one starts fading in over the last."""
+        for track_id, ref in appearances.items():
+            old = self._refs.get(track_id)
+            if self.fade and old is not None:
+                self._fading[track_id] = (old, 0)
+            self._refs[track_id] = ref
+
+    def _advance_fades(self) -> None:
+        for track_id, (old, done) in list(self._fading.items()):
+            if done + 1 >= self.fade:
+                del self._fading[track_id]
+            else:
+                self._fading[track_id] = (old, done + 1)
 
     def _checked_picture(self, frame: DecodedFrame) -> np.ndarray:
         image = np.ascontiguousarray(frame.keyframe_image)

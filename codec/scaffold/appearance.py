@@ -183,9 +183,10 @@ FEATHER_PX = 2.0
 
 
 def draw_ref(canvas: np.ndarray, ref: np.ndarray, region: np.ndarray,
-             inner: np.ndarray | None = None, plate: np.ndarray | None = None) -> None:  # fmt: skip
+             inner: np.ndarray | None = None, plate: np.ndarray | None = None,
+             opacity: float = 1.0) -> None:  # fmt: skip
     """Draws ``(h, w, 3)`` uint8 ``ref`` resized to ``region`` onto ``(H, W, 3)`` float32
-    ``canvas`` (in place). Opaque inside ``inner`` (default: ``region`` less
+    ``canvas`` (in place). ``opacity`` (0..1) inside ``inner`` (default: ``region`` less
     :data:`FEATHER_PX`), fading linearly to nothing at the edge of ``region``; with the
     ``(H, W, 3)`` float32 background ``plate``, only where the reference differs from it
     (:func:`matte`)."""
@@ -206,6 +207,7 @@ def draw_ref(canvas: np.ndarray, ref: np.ndarray, region: np.ndarray,
         inner = np.array([x1 + FEATHER_PX, y1 + FEATHER_PX, x2 - FEATHER_PX, y2 - FEATHER_PX])
     alpha = _ramp(np.arange(c0, c1) + 0.5, x1, inner[0], inner[2], x2)
     alpha = _ramp(np.arange(r0, r1) + 0.5, y1, inner[1], inner[3], y2)[:, None] * alpha[None]
+    alpha = alpha * opacity
     if plate is not None:
         alpha = alpha * matte(patch, plate[r0:r1, c0:c1])
     region_px = canvas[r0:r1, c0:c1]

@@ -526,3 +526,26 @@ def test_a_box_the_check_refuses_gets_no_reference_until_it_is_overdue():
     assert len(asked) == 4
     passing = AppearanceSelector(quality=50, refresh_frames=32, check=lambda f, b: True)
     assert sorted(passing.select(frame, 1, person, None)) == [1]
+
+
+@pytest.mark.parametrize(("fade", "centre"), [(0, [50, 250, 250, 250]),
+                                              (2, [50, 117, 183, 250])])  # fmt: skip
+def test_a_refreshed_reference_fades_in_over_the_frames_asked(fade, centre):
+    """Frame 1 brings reference A (50), frame 2 its refresh B (250): the box's centre goes
+    50, 250 at once without a fade; 50, 50 + 200/3, 50 + 400/3, 250 with fade=2."""
+    from semcodec.codec.reconstruct import DecodedFrame
+    from semcodec.codec.reconstruct.warp import WarpReconstructor
+    from semcodec.codec.scaffold.types import FrameScaffold
+
+    plate = np.full((120, 160, 3), 100, np.uint8)
+    warp = WarpReconstructor(fade=fade)
+    refs = {1: {7: np.full((40, 20, 3), 50, np.uint8)}, 2: {7: np.full((40, 20, 3), 250, np.uint8)}}
+    got = []
+    for number in (1, 2, 3, 4):
+        scaffold = FrameScaffold(number=number, tracks=tracks([[40, 40, 60, 80]], [7]))
+        frame = DecodedFrame(scaffold, (160, 120), plate if number == 1 else None,
+                             refs.get(number, {}), plate=True)  # fmt: skip
+        got.append(int(warp.reconstruct(frame)[60, 50, 0]))
+    assert got == centre
+    with pytest.raises(ValueError, match="fade"):
+        WarpReconstructor(fade=-1)

@@ -154,6 +154,14 @@ def test_scaffold_matte_setting_reaches_the_warp_decoder():
             codec._decoder(Setting.parse(bad))  # noqa: SLF001
 
 
+def test_scaffold_fade_setting_reaches_the_warp_decoder():
+    codec = create_codec("scaffold")
+    assert codec._decoder(Setting.parse("level=1,fade=3")) == ("warp", {"fade": 3})  # noqa: SLF001
+    for bad in ("level=1,fade=-1", "level=1,fade=1.5", "level=1,decoder=diffusion,fade=2"):
+        with pytest.raises(SettingError, match="fade"):
+            codec._decoder(Setting.parse(bad))  # noqa: SLF001
+
+
 def test_silhouette_count_keeps_references_over_a_plate_refresh_not_a_keyframe():
     from semcodec.codec.reconstruct import DecodedFrame
     from semcodec.codec.scaffold.types import FrameScaffold, Tracks
