@@ -814,10 +814,14 @@ def open_source(
 
     Raises:
         SourceError: the path is missing, empty or of an unsupported kind; a live source
-            cannot be reached within ``timeout`` or has an unsupported scheme.
+            cannot be reached within ``timeout`` or has an unsupported scheme; ``options``
+            for a file or folder (they would be ignored).
     """
     if is_live_url(path):
         return LiveSource(str(path), fps=fps, timeout=timeout, options=options)
+    if options:
+        raise SourceError(f"{path}: input options ({', '.join(sorted(options))}) are FFmpeg "
+                          "options of live streams; a file or folder takes none")  # fmt: skip
     path = Path(path)
     if not path.exists():
         raise SourceError(f"{path}: no such file or folder")

@@ -525,3 +525,17 @@ def test_edge_agent_encodes_an_http_stream(http_root: tuple[str, Path], tmp_path
     assert main(["-q", "encode", url, "-o", str(out), "--level", "0", "--start", "2",
                  "--frames", "5", "--input-option", "reconnect=1"]) == 0  # fmt: skip
     assert len(list(decode_stream(out))) == 5
+
+
+def test_input_options_for_a_file_or_folder_are_refused_not_ignored(sample_dir, tmp_path, capsys):
+    """``--input-option`` is FFmpeg's, for live streams; on a folder it used to do nothing."""
+    from semcodec.edge.cli import main
+
+    out = tmp_path / "zoomed.semc"
+    assert main(["encode", str(sample_dir), "-o", str(out), "--frames", "2",
+                 "--input-option", "camera_transform=zoom=2"]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "input options (camera_transform)" in err[0]
+    assert not out.exists()
+    with pytest.raises(SourceError, match="take"):
+        open_source(sample_dir, options={"rtsp_transport": "tcp"})
