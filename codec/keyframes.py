@@ -33,6 +33,7 @@ picture: that is what the checksum of the bitstream unit is for.
 
 from __future__ import annotations
 
+import os
 import struct
 from abc import ABC, abstractmethod
 from fractions import Fraction
@@ -360,6 +361,7 @@ class Av1IntraCoder(_PyAVIntraCoder):
         if isinstance(preset, bool) or not isinstance(preset, int) or not 0 <= preset <= 13:
             raise KeyframeError(f"av1 preset must be an int 0..13, got {preset!r}")
         _require_codecs("libsvtav1", "libdav1d")
+        os.environ.setdefault("SVT_LOG", "1")  # errors only: SVT-AV1 prints its set-up per picture
         self.preset = preset
 
     def _options(self) -> str:
@@ -372,6 +374,22 @@ class Av1IntraCoder(_PyAVIntraCoder):
 
     def _codec_options(self, quality: int) -> dict[str, str]:
         return {"preset": str(self.preset), "crf": str(self.crf(quality))}
+
+    def _padded_size(self, width: int, height: int) -> tuple[int, int]:
+        """The base padding, and a side under :data:`AV1_SAFE_SIDE` padded to it when the
+        other is over 64: SVT-AV1 4.1 never returns from such pictures (probed: 16x96, 24x80,
+        20x1080, 400x24, 96x20 hang; 26 and 28 code at every length probed, to 1080), so no
+        stream can hold one and the padding changes no decodable stream."""
+        width, height = super()._padded_size(width, height)
+        if width < AV1_SAFE_SIDE and height > 64:
+            width = AV1_SAFE_SIDE
+        if height < AV1_SAFE_SIDE and width > 64:
+            height = AV1_SAFE_SIDE
+        return width, height
+
+
+#: See :meth:`Av1IntraCoder._padded_size`.
+AV1_SAFE_SIDE = 28
 
 
 @register_intra_coder("webp")
