@@ -610,7 +610,9 @@ def test_per_session_rate_limit_slows_each_stream_without_failing_it(semc, offli
         text = metrics.read().decode()
     finally:
         server.stop(0)
-    least = (size - burst - 512) / rate_bytes  # the last chunk's debt is not waited for
+    # the last chunk's debt is not waited for; the limiter's sleeps may end a few ms early
+    # (1.3518 s against 1.3540 once), so 20 ms of slack
+    least = (size - burst - 512) / rate_bytes - 0.02
     for i in range(2):
         assert results[i] is not None and results[i].complete, results[i]
         assert clients[i].stats.units_resent == 0 and clients[i].stats.reconnects == 0
