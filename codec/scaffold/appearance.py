@@ -340,7 +340,8 @@ class WholePersonCheck:
 
 #: The whole-person check looks at a square this many times the box's longer side: the
 #: person is then :data:`codec.scaffold.profile.PREFERRED_HEIGHT` of the detector's window
-#: (filling the window, people score under 0.1; at a third, 0.86 on the sample).
+#: (filling the window, the sample's people are missed; at a third they are found: the
+#: known answers of ``tests/codec/test_people_streams.py``).
 CHECK_CONTEXT = 3.0
 #: And wants a detection overlapping the box by at least this IoU.
 CHECK_IOU = 0.5
