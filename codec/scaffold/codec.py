@@ -70,6 +70,15 @@ PLATE_WINDOW_S = 10.0
 #: Most pixels of the background model's frames (its memory: 64 of them; larger plates are
 #: coded from it upscaled).
 PLATE_MODEL_PIXELS = 768 * 576
+#: Bytes of an END unit (framing only), paid up front by the rate controller.
+END_UNIT_BYTES = 16
+#: Most frames the edge reads ahead to build the first plate (96 frames of 768x576: 127 MB).
+MAX_LOOKAHEAD_FRAMES = 96
+#: Weight of the old size when a box stream's box sizes are smoothed over time (the decoder
+#: draws a person's reference at the box's height: the detector's jitter would make people
+#: pump). On PETS09-S2L1-full 101-200 at level 1, MODA on the reconstruction went from
+#: 0.112 (no smoothing) to 0.159 (0.7), 0.192 (0.85) and 0.184 (0.93).
+BOX_SIZE_SMOOTHING = 0.85
 
 
 def _plate_coders(config):
@@ -85,15 +94,6 @@ def _background_size(size: tuple[int, int]) -> tuple[int, int]:
     width, height = size
     shrink = min(1.0, math.sqrt(PLATE_MODEL_PIXELS / (width * height)))
     return max(1, round(width * shrink)), max(1, round(height * shrink))
-#: Bytes of an END unit (framing only), paid up front by the rate controller.
-END_UNIT_BYTES = 16
-#: Most frames the edge reads ahead to build the first plate (96 frames of 768x576: 127 MB).
-MAX_LOOKAHEAD_FRAMES = 96
-#: Weight of the old size when a box stream's box sizes are smoothed over time (the decoder
-#: draws a person's reference at the box's height: the detector's jitter would make people
-#: pump). On PETS09-S2L1-full 101-200 at level 1, MODA on the reconstruction went from
-#: 0.112 (no smoothing) to 0.159 (0.7), 0.192 (0.85) and 0.184 (0.93).
-BOX_SIZE_SMOOTHING = 0.85
 
 
 class ScaffoldCodecError(RuntimeError):
@@ -330,9 +330,8 @@ class ScaffoldEncoder:
         self.flow_prior = flow_prior or default_flow_prior(config)
         self._schedule = KeyframeSchedule(config.keyframe_interval, config.scene_change)
         self._intra = create_intra_coder(config.keyframe_coder, downscale=config.keyframe_scale)
-        self._plate_coders = [self._intra]
-        if config.target_bpp > 0:  # a byte cap per plate: its size is chosen among the scales
-            self._plate_coders = _plate_coders(config)
+        # with a byte cap per plate, its size is chosen among the stream's scales
+        self._plate_coders = _plate_coders(config) if config.target_bpp > 0 else [self._intra]
         from semcodec.codec.scaffold.profile import DEFAULT_TILES
 
         # tiles 0: the camera's profile chooses them on the look-ahead frames (prime)
