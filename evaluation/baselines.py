@@ -129,7 +129,7 @@ class _PyAVVideoCodec(Codec):
         cw, ch = scaled_size(w, h, setting.number("scale", 1.0))
         start = time.perf_counter()
         small = resize_to(frames, cw, ch)
-        payload, mp4_bytes = self._encode(small, mode, value, fps, setting)
+        payload, mp4_bytes, packet_bytes = self._encode(small, mode, value, fps, setting)
         seconds = time.perf_counter() - start
         return Encoded(
             codec=self.name,
@@ -143,6 +143,7 @@ class _PyAVVideoCodec(Codec):
             container_bytes=mp4_bytes - len(payload),
             encode_seconds=seconds,
             metadata={"coded_width": cw, "coded_height": ch},
+            frame_bytes=[{"video": n} for n in packet_bytes],
         )
 
     #: NAL unit types dropped from the payload (FFmpeg's ``filter_units`` bitstream filter):
@@ -150,15 +151,19 @@ class _PyAVVideoCodec(Codec):
     drop_nal_types: str = ""
 
     def _encode(self, frames: np.ndarray, mode: str, value: int, fps: float, setting: Setting):
-        """Returns (payload, size of the same stream in an MP4 file).
+        """Returns (payload, size of the same stream in an MP4 file, bytes of each frame's
+        packet in frame order).
 
         The payload is the parameter sets followed by every packet the encoder wrote: an
         Annex-B elementary stream, which is what a link carries. The packets are also
         muxed into an in-memory MP4 so that the container's overhead can be reported.
+        With no B-frames each frame is one packet; a packet is booked to its frame by its
+        timestamp.
         """
         t, h, w, _ = frames.shape
         buf = io.BytesIO()
         packets = bytearray()
+        per_frame = [0] * t
         rate = Fraction(fps).limit_denominator(1001)
         with av.open(buf, mode="w", format="mp4") as container:
             stream = container.add_stream(self.encoder_name, rate=rate)
@@ -174,13 +179,15 @@ class _PyAVVideoCodec(Codec):
                     frame = av.VideoFrame.from_ndarray(frames[i], format="rgb24")
                     frame.pts = i
                 for packet in keep(stream.encode(frame), flush=i == t):
-                    packets += bytes(packet)
+                    data = bytes(packet)
+                    packets += data
+                    per_frame[min(max(int(packet.pts or 0), 0), t - 1)] += len(data)
                     container.mux(packet)
             # The MP4 muxer asks for global headers, so the parameter sets are in extradata.
             headers = bytes(stream.codec_context.extradata or b"")
         if headers and not headers.startswith((b"\x00\x00\x00\x01", b"\x00\x00\x01")):
             raise CodecError(f"{self.name}: expected Annex-B parameter sets from the encoder")
-        return headers + bytes(packets), len(buf.getvalue())
+        return headers + bytes(packets), len(buf.getvalue()), per_frame
 
     def _packet_filter(self, stream):
         """``keep(packets, flush) -> packets`` without the NAL types of ``drop_nal_types``."""
@@ -289,6 +296,7 @@ class _ImageCodec(Codec):
             stream_bytes={"images": len(payload)},
             encode_seconds=time.perf_counter() - start,
             metadata={"frame_bytes": sizes, "coded_width": cw, "coded_height": ch},
+            frame_bytes=[{"images": n} for n in sizes],
         )
 
     def decode(self, encoded: Encoded) -> np.ndarray:
@@ -352,6 +360,7 @@ class Raw(Codec):
             payload=payload,
             stream_bytes={"rgb": len(payload)},
             encode_seconds=time.perf_counter() - start,
+            frame_bytes=[{"rgb": h * w * 3}] * t,
         )
 
     def decode(self, encoded: Encoded) -> np.ndarray:

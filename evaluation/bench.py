@@ -33,7 +33,7 @@ from typing import Protocol
 import numpy as np
 
 from semcodec.codec.console import package_version
-from semcodec.evaluation.codecs import Codec, Setting, create_codec
+from semcodec.evaluation.codecs import Codec, Setting, bytes_of_frames, create_codec
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +110,17 @@ def _no_progress(stage: str, total: int) -> FrameCallback:
     return lambda done: None
 
 
+#: How a codec meets the measured range (``--protocol``): ``cold`` starts every codec at
+#: the range's first frame (a new stream: its first intra frame or plate is paid inside the
+#: range); ``steady`` runs every codec from the sequence's first frame without a break and
+#: charges it only for the bytes of the range's frames, as a camera that has been streaming
+#: for a while is (stream headers sent before the range are not charged).
+PROTOCOLS = ("cold", "steady")
+#: Frames between intra frames (x264/x265 ``keyint``, the scaffold's plates) under the
+#: steady-state protocol unless ``--gop`` says otherwise: one period for every codec.
+STEADY_INTRA_PERIOD = 300
+
+
 @dataclass(frozen=True)
 class CellSpec:
     """One (sequence, codec, setting) cell; picklable, so any executor can run it.
@@ -122,6 +133,9 @@ class CellSpec:
     ``encoder_version``); it is part of the key, so a row made by other code is not reused.
     ``lpips_every`` / ``moda_every``: ST-LPIPS / MODA on every k-th frame only (frames 1,
     1+k, ...; the other metrics use every frame).
+    ``warmup``: frames coded before ``start`` and not measured (the steady-state protocol:
+    the codec runs from frame ``start - warmup`` on and is charged only for the bytes of
+    the measured frames; 0: it starts cold at ``start``).
     """
 
     sequence: str
@@ -138,11 +152,14 @@ class CellSpec:
     versions: str = ""
     moda_every: int = 1
     start: int = 1
+    warmup: int = 0
 
     def key(self) -> str:
         """Stable id of the cell: the hash of everything that changes its result."""
         payload = dataclasses.asdict(self)
         payload.pop("models_dir")
+        if not payload["warmup"]:
+            payload.pop("warmup")  # keeps keys of runs made before the field existed
         if payload["start"] == 1:
             payload.pop("start")  # keeps keys of runs made before the field existed
         if not payload["source_options"]:
@@ -169,6 +186,9 @@ class GridConfig:
     lpips_every: int = 1  # ST-LPIPS on every k-th frame (it costs ~1 s per 768x576 frame)
     moda_every: int = 1  # MODA on every k-th frame (the detector runs up to 5 windows a frame)
     source_options: dict = field(default_factory=dict)  # fps/width/height for open_source
+    #: ``cold``: every codec starts at ``start``; ``steady``: every codec codes from the
+    #: sequence's first frame and is charged for the measured range only (see PROTOCOLS)
+    protocol: str = "cold"
 
 
 # ----------------------------------------------------------------------------- loading
@@ -227,18 +247,33 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
     from semcodec.evaluation.metrics import bits_per_pixel
 
     progress = progress or _no_progress
-    pixels, info, gt = load_sequence(cell.sequence, cell.frames, cell.source_options, cell.start)
+    warm = cell.warmup
+    frames = None if cell.frames is None else cell.frames + warm
+    pixels, info, gt = load_sequence(cell.sequence, frames, cell.source_options,
+                                     cell.start - warm)  # fmt: skip
     codec = create_codec(cell.codec, **dict(cell.codec_options))
     setting = Setting.parse(cell.setting)
-    t, h, w, _ = pixels.shape
-    encoded = _with_progress(codec.encode, progress("encode", t), pixels, setting, fps=info.fps)
+    coded, h, w, _ = pixels.shape
+    extra = {"measured_from": warm} if warm and _takes(codec.encode, "measured_from") else {}
+    encoded = _with_progress(codec.encode, progress("encode", coded), pixels, setting,
+                             fps=info.fps, **extra)  # fmt: skip
     start = time.perf_counter()
-    decoded = _with_progress(codec.decode, progress("decode", t), encoded)
+    decoded = _with_progress(codec.decode, progress("decode", coded), encoded)
     decode_seconds = time.perf_counter() - start
     if decoded.shape != pixels.shape:
         raise BenchError(
             f"{cell.codec} {setting}: decoded shape {decoded.shape}, expected {pixels.shape}"
         )
+    stream_bytes = encoded.stream_bytes
+    if warm:
+        if coded <= warm:
+            raise BenchError(f"{cell.sequence}: no frame after the {warm} warm-up frames")
+        stream_bytes = bytes_of_frames(encoded, warm)
+        pixels, decoded = pixels[warm:], decoded[warm:]
+        if gt is not None:
+            gt = gt.restrict(warm + 1, coded).renumbered(warm + 1)
+    t = len(pixels)
+    size = sum(stream_bytes.values())
     row: dict = {
         "sequence": info.name,
         "codec": cell.codec,
@@ -246,13 +281,15 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
         "curve": codec.curve_of(setting),
         "start": cell.start,
         "frames": t,
+        "protocol": "steady" if warm else "cold",
+        "warmup_frames": warm,
         "width": w,
         "height": h,
         "fps": info.fps,
-        "bytes": encoded.num_bytes,
-        "bpp": bits_per_pixel(encoded.num_bytes, w, h, t),
+        "bytes": size,
+        "bpp": bits_per_pixel(size, w, h, t),
         "container_bytes": encoded.container_bytes,
-        **_speeds(codec, t, encoded.encode_seconds, decode_seconds),
+        **_speeds(codec, coded, encoded.encode_seconds, decode_seconds),
         "dec_flops_per_frame": encoded.metadata.get("dec_flops_per_frame"),
         **codec.describe(),
         "codec_options": json.dumps(dict(cell.codec_options), sort_keys=True),
@@ -261,13 +298,13 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
         "semcodec_version": package_version(),
         "key": cell.key(),
     }
-    for stream, n in encoded.stream_bytes.items():
+    for stream, n in stream_bytes.items():
         row[f"bytes_{stream}"] = n
     row.update(encoded.metadata.get("rate", {}))  # a rate-controlled codec's target and windows
     row.update(encoded.metadata.get("counts", {}))  # e.g. the scaffold's silhouettes
     row.update(measure_quality(pixels, decoded, cell, gt, progress, fps=info.fps))
     if "person" in cell.metrics and gt is not None and "person_boxes" in encoded.metadata:
-        row.update(scaffold_person_recall(encoded.metadata["person_boxes"], gt))
+        row.update(scaffold_person_recall(encoded.metadata["person_boxes"][warm:], gt))
     row["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     return {k: _finite_or_none(v) for k, v in row.items()}
 
@@ -284,14 +321,15 @@ def _speeds(codec: Codec, frames: int, encode_s: float, decode_s: float) -> dict
 
 def _with_progress(method: Callable, callback: FrameCallback, *args, **kwargs):
     """Calls a codec's ``encode``/``decode``, passing ``progress=callback`` if it takes one."""
-    if _takes_progress(method):
+    if _takes(method, "progress"):
         kwargs["progress"] = callback
     return method(*args, **kwargs)
 
 
-def _takes_progress(method: Callable) -> bool:
+def _takes(method: Callable, keyword: str) -> bool:
+    """Whether ``method`` has a parameter named ``keyword``."""
     try:
-        return "progress" in inspect.signature(method).parameters
+        return keyword in inspect.signature(method).parameters
     except (TypeError, ValueError):  # builtins without a signature
         return False
 
@@ -487,6 +525,9 @@ def validate_grid(config: GridConfig) -> None:
         raise BenchError(f"frames must be >= 1, got {config.frames}")
     if config.start < 1:
         raise BenchError(f"start must be >= 1, got {config.start}")
+    if config.protocol not in PROTOCOLS:
+        raise BenchError(f"protocol must be one of {', '.join(PROTOCOLS)}, got "
+                         f"{config.protocol!r}")  # fmt: skip
     for name in ("lpips_every", "moda_every"):
         if getattr(config, name) < 1:
             raise BenchError(f"{name} must be >= 1, got {getattr(config, name)}")
@@ -525,6 +566,7 @@ def plan_cells(config: GridConfig, detectors: dict[str, dict | None]) -> list[Ce
                         source_options=_source_options(config),
                         versions=versions,
                         start=config.start,
+                        warmup=config.start - 1 if config.protocol == "steady" else 0,
                     )
                 )
     return cells
@@ -742,13 +784,17 @@ class _Bars:
 
 
 def latest_rows(rows: list[dict]) -> list[dict]:
-    """One row per (sequence, codec, setting, frames): the last one written.
+    """One row per (sequence, codec, setting, range, size, protocol): the last one written.
 
     A results.jsonl can hold rows of the same cell made by different code versions or
     metric choices; the report shows the newest.
     """
     key = ("sequence", "codec", "setting", "start", "frames", "width", "height")
-    return list({tuple(row.get(k) for k in key): row for row in rows}.values())
+
+    def ident(row: dict) -> tuple:
+        return (*(row.get(k) for k in key), row.get("protocol") or "cold")
+
+    return list({ident(row): row for row in rows}.values())
 
 
 def _json_default(value):

@@ -106,6 +106,8 @@ def _names(kind: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from semcodec.evaluation.bench import PROTOCOLS, STEADY_INTRA_PERIOD
+
     parser = OneLineErrorParser(
         prog=PROG,
         description="Measure rate (BPP from real bytes), compute and quality of codecs on real "
@@ -229,8 +231,19 @@ def build_parser() -> argparse.ArgumentParser:
     codecs.add_argument(
         "--gop",
         type=non_negative_int,
-        default=0,
-        help="x264/x265 frames between intra frames (0: first frame only)",
+        metavar="N",
+        help="frames between intra frames: x264/x265's keyint and, under --protocol steady, "
+        "the scaffold's plate period too (one period for every codec); 0: the first frame "
+        f"only; default: 0 (cold), {STEADY_INTRA_PERIOD} (steady)",
+    )
+    codecs.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="cold",
+        help="cold: every codec starts at --start (a new stream pays its first intra frame "
+        "or plate inside the range); steady: every codec codes from the sequence's first "
+        "frame without a break and is charged only for the bytes of the measured range, "
+        "whose quality alone is measured (a camera that has been streaming a while)",
     )
     meas = run.add_argument_group("metrics")
     meas.add_argument(
@@ -574,7 +587,7 @@ def grid_from_args(args: argparse.Namespace):
     :func:`evaluation.bench.validate_grid`; no model is resolved.
     """
     from semcodec.edge.sources import resolve_data_path, sample_path
-    from semcodec.evaluation.bench import GridConfig, validate_grid
+    from semcodec.evaluation.bench import STEADY_INTRA_PERIOD, GridConfig, validate_grid
     from semcodec.evaluation.codecs import create_codec
 
     if args.crf and args.qp:
@@ -605,7 +618,11 @@ def grid_from_args(args: argparse.Namespace):
     elif args.decoders != ["warp"] or args.steps:
         raise UsageError("--decoders/--steps choose the scaffold's decoder: name scaffold in "
                          "--codecs")  # fmt: skip
-    options = {name: {"preset": args.preset, "gop": args.gop} for name in VIDEO_CODECS}
+    steady = args.protocol == "steady"
+    gop = args.gop if args.gop is not None else STEADY_INTRA_PERIOD if steady else 0
+    options: dict[str, dict] = {name: {"preset": args.preset, "gop": gop} for name in VIDEO_CODECS}
+    if steady and "scaffold" in codecs:
+        options["scaffold"] = {"keyframe_interval": gop}
     detector = None
     if args.detector_threshold is not None:
         detector = {"score_threshold": args.detector_threshold, "tiles": args.detector_tiles}
@@ -626,6 +643,7 @@ def grid_from_args(args: argparse.Namespace):
                         "camera_transform": None if args.camera_transform == "none"
                         else args.camera_transform},
         detector=detector,
+        protocol=args.protocol,
     )
     validate_grid(config)
     return config

@@ -112,6 +112,10 @@ class Encoded:
             apart from the payload and not counted in BPP.
         encode_seconds: wall time of ``encode`` on this machine.
         metadata: codec-specific facts needed to decode (sizes, scale) and to report.
+        frame_bytes: the payload bytes each frame brought, per sub-stream, in frame order
+            (stream-level headers, such as parameter sets or a stream header, belong to no
+            frame); None when the codec cannot tell. The steady-state protocol charges a
+            range of frames with these (:func:`bytes_of_frames`).
     """
 
     codec: str
@@ -125,11 +129,33 @@ class Encoded:
     container_bytes: int = 0
     encode_seconds: float = 0.0
     metadata: dict = field(default_factory=dict)
+    frame_bytes: list[dict[str, int]] | None = None
 
     @property
     def num_bytes(self) -> int:
         """Payload size in bytes (what BPP is computed from)."""
         return len(self.payload)
+
+
+def bytes_of_frames(encoded: Encoded, first: int) -> dict[str, int]:
+    """Payload bytes per sub-stream of frames ``first`` (0-based) to the last: what a
+    viewer who joins a running stream at that frame is charged (the steady-state protocol).
+
+    Raises:
+        CodecError: the codec does not say which bytes belong to which frame, or ``first`` is
+            not a frame of the stream.
+    """
+    if encoded.frame_bytes is None:
+        raise CodecError(f"{encoded.codec}: its encoder does not report bytes per frame, so a "
+                         "range of a continuous encode cannot be charged")  # fmt: skip
+    if not 0 <= first < len(encoded.frame_bytes):
+        raise CodecError(f"{encoded.codec}: frame {first} is outside the "
+                         f"{len(encoded.frame_bytes)} frames encoded")  # fmt: skip
+    total: dict[str, int] = {}
+    for sizes in encoded.frame_bytes[first:]:
+        for stream, n in sizes.items():
+            total[stream] = total.get(stream, 0) + int(n)
+    return total
 
 
 class Codec(abc.ABC):

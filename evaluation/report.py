@@ -349,11 +349,28 @@ def sequence_lines(rows: list[dict], out_dir: Path | None = None) -> list[str]:
         text = (f"- **{sequence}**: frames {start}–{start + frames - 1} ({frames} frames), "
                 f"{first.get('width')}x{first.get('height')} pixels, "
                 f"{_fmt(first.get('fps'))} fps.")  # fmt: skip
+        text += _protocol_text(mine, start)
         text += " " + _detector_text(first, out_dir)
         text += _sampling_text(mine, frames)
         text += _profile_text(mine)
         lines.append(text)
     return lines
+
+
+def _protocol_text(rows: list[dict], start: int) -> str:
+    """How the codecs met the range: cold (started at its first frame) or steady state."""
+    steady = [r for r in rows if r.get("protocol") == "steady"]
+    if not steady:
+        return " Protocol: cold start (every codec starts at the range's first frame)."
+    warm = int(_number(steady[0].get("warmup_frames")) or 0)
+    options = [json.loads(r.get("codec_options") or "{}") for r in steady]
+    periods = sorted({o.get(k) for o in options for k in ("gop", "keyframe_interval")} - {None})
+    period = f", intra period {', '.join(map(str, periods))} frames" if periods else ""
+    mixed = " (some rows are cold-start rows: each is compared with its own protocol's "
+    mixed = mixed + "baselines)" if len(steady) < len(rows) else ""
+    return (f" Protocol: steady state (every codec coded frames {start - warm}–{start - 1} "
+            f"before the range without a break and is charged for the range's bytes "
+            f"only{period}){mixed}.")  # fmt: skip
 
 
 def _profile_text(rows: list[dict]) -> str:
@@ -433,19 +450,21 @@ def _saving_section(rows: list[dict], out_dir: Path) -> list[str]:
             fh.write(",".join("" if item[f] is None else str(item[f]) for f in fields) + "\n")
     table: dict[tuple, dict] = {}
     for s in savings:
-        line = table.setdefault((s.sequence, s.codec, s.setting),
-                                {"sequence": s.sequence, "codec": s.codec, "setting": s.setting,
-                                 "bpp": s.bpp})  # fmt: skip
+        line = table.setdefault((s.sequence, s.codec, s.setting, s.protocol),
+                                {"sequence": s.sequence, "protocol": s.protocol, "codec": s.codec,
+                                 "setting": s.setting, "bpp": s.bpp})  # fmt: skip
         line[s.metric] = s.text()
-    columns = ["sequence", "codec", "setting", "bpp",
+    mixed = len({s.protocol for s in savings}) > 1
+    columns = ["sequence", *(["protocol"] if mixed else []), "codec", "setting", "bpp",
                *[m for m in SAVING_METRICS if any(s.metric == m for s in savings)]]  # fmt: skip
     return [
         "## Saving factor against the best baseline (same quality)",
         "",
-        "For each row, the BPP the best x264/x265 curve of this run needs for the same quality "
-        "(interpolated in log-BPP), divided by the row's BPP: above 1 the row saves bits, "
-        "below 1 it spends more. `<=`: a baseline is at least as good already at its cheapest "
-        "point (the factor is at most this); `>=`: no baseline reaches it (at least this). "
+        "For each row, the BPP the best x264/x265 curve of this run (same protocol) needs for "
+        "the same quality (interpolated in log-BPP), divided by the row's BPP: above 1 the row "
+        "saves bits, below 1 it spends more. `<=`: a baseline is at least as good already at "
+        "its cheapest point (the factor is at most this); `>=`: no baseline reaches it (at "
+        "least this). "
         "Values per metric in `saving.csv`.",
         "",
         markdown_table(sorted(table.values(), key=lambda r: (r["sequence"], r["codec"],

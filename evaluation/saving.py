@@ -1,6 +1,7 @@
 """Saving factor: how many times more bits the best baseline needs for the same quality.
 
 For a codec row with quality ``q`` at ``bpp``, every baseline curve of the same sequence
+and protocol (cold start or steady state: see :data:`evaluation.bench.PROTOCOLS`)
 (``x264``/``x265`` at every scale and setting family: CRF sweep, static-camera anchor) is
 asked for the lowest BPP at which it reaches ``q``, interpolated linearly in log-BPP between
 the two measured points that bracket ``q``. The best baseline is the one that needs the
@@ -43,6 +44,7 @@ class Saving:
     bound: str
     baseline: str
     baseline_bpp: float | None
+    protocol: str = "cold"
 
     def text(self) -> str:
         """``"2.10x (x265@ipratio=8)"``, ``"<= 0.61x (x265)"`` or ``"n/a"``."""
@@ -87,12 +89,19 @@ def row_number(row: dict, key: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def baseline_curves(rows: list[dict], sequence: str, metric: str) -> dict[str, list]:
-    """``{curve: [(bpp, quality), ...]}`` of the baseline rows of one sequence."""
+def protocol_of(row: dict) -> str:
+    """The row's protocol (``cold`` for rows made before the column existed)."""
+    return row.get("protocol") or "cold"
+
+
+def baseline_curves(rows: list[dict], sequence: str, metric: str,
+                    protocol: str = "cold") -> dict[str, list]:  # fmt: skip
+    """``{curve: [(bpp, quality), ...]}`` of the baseline rows of one sequence and protocol."""
     out: dict[str, list] = {}
     for row in rows:
         bpp, quality = row_number(row, "bpp"), row_number(row, metric)
         if (row["sequence"] == sequence and row["codec"] in BASELINE_CODECS
+                and protocol_of(row) == protocol
                 and bpp and bpp > 0 and quality is not None):  # fmt: skip
             out.setdefault(row.get("curve") or row["codec"], []).append((bpp, quality))
     return out
@@ -106,7 +115,7 @@ def saving_for(row: dict, metric: str, curves: dict[str, list]) -> Saving | None
     higher = SAVING_METRICS[metric]
     answers = {name: bpp_for_quality(points, value, higher) for name, points in curves.items()}
     common = dict(sequence=row["sequence"], codec=row["codec"], setting=row["setting"],
-                  bpp=bpp, metric=metric, value=value)  # fmt: skip
+                  bpp=bpp, metric=metric, value=value, protocol=protocol_of(row))  # fmt: skip
     if not answers:
         return Saving(**common, factor=None, bound="=", baseline="", baseline_bpp=None)
     exact = {n: b for n, (b, bound) in answers.items() if bound == "="}
@@ -132,7 +141,8 @@ def saving_factors(rows: list[dict]) -> list[Saving]:
         if row["codec"] in BASELINE_CODECS or row["codec"] == "raw":
             continue
         for metric in SAVING_METRICS:
-            saving = saving_for(row, metric, baseline_curves(rows, row["sequence"], metric))
+            curves = baseline_curves(rows, row["sequence"], metric, protocol_of(row))
+            saving = saving_for(row, metric, curves)
             if saving is not None:
                 out.append(saving)
     return out

@@ -36,10 +36,16 @@ class ScaffoldCodec(Codec):
     supports_scale = False  # the level decides every resolution
 
     def __init__(self, reconstructor: str = "warp", models_dir: str | None = None,
-                 threads: int = 1):  # fmt: skip
+                 threads: int = 1, keyframe_interval: int | None = None):  # fmt: skip
+        """``keyframe_interval``: frames between keyframes (plates) for every level, in place
+        of the level's own (the steady-state protocol gives every codec one intra period);
+        a setting's ``keyframe_interval=N`` still wins."""
+        if keyframe_interval is not None and keyframe_interval < 0:
+            raise ValueError(f"keyframe_interval must be >= 0, got {keyframe_interval}")
         self.reconstructor = reconstructor
         self.models_dir = models_dir
         self.threads = threads
+        self.keyframe_interval = keyframe_interval
 
     def default_settings(self) -> list[Setting]:
         return [Setting.of(level=n) for n in (0, 1, 2, 3)]
@@ -104,6 +110,8 @@ class ScaffoldCodec(Codec):
                 f"({', '.join(DECODER_KEYS)}), got '{setting}'"
             )
         base = LEVELS[int(level)].to_dict()
+        if self.keyframe_interval is not None:
+            base["keyframe_interval"] = self.keyframe_interval
         base.update({k: v for k, v in setting.params if k != "level" and k not in DECODER_KEYS})
         try:
             return LevelConfig.from_dict(base)
@@ -111,18 +119,27 @@ class ScaffoldCodec(Codec):
             raise SettingError(f"scaffold: setting '{setting}': {exc}") from None
 
     def encode(self, frames: np.ndarray, setting: Setting, fps: float,
-               progress: Callable[[int], None] | None = None) -> Encoded:  # fmt: skip
-        """Encodes ``(T, H, W, 3) uint8 RGB`` frames; ``progress(n)`` after every frame."""
+               progress: Callable[[int], None] | None = None,
+               measured_from: int = 0) -> Encoded:  # fmt: skip
+        """Encodes ``(T, H, W, 3) uint8 RGB`` frames; ``progress(n)`` after every frame.
+
+        ``measured_from``: the first frame (0-based) of the range the benchmark measures
+        (the steady-state protocol codes the frames before it too): the stream is coded as a
+        live one (its length unknown to the rate control), and the rate's windows and the
+        decoder's silhouette counts cover that range only.
+        """
         from semcodec.codec.bitstream import unit_overhead_bytes, write_stream
-        from semcodec.codec.scaffold.codec import encode_frames
+        from semcodec.codec.scaffold.codec import STREAM_NAMES, encode_frames
         from semcodec.evaluation.baselines import check_frames
 
         frames = check_frames(frames)
         config = self._level(setting)
         t, h, w, _ = frames.shape
         start = time.perf_counter()
-        header, units, stats = encode_frames(_counted(frames, progress), config, fps, (w, h), t,
-                                             self.models_dir, self.threads)  # fmt: skip
+        # a range measured in steady state is part of a live stream, whose end is not known
+        length = 0 if measured_from else t
+        header, units, stats = encode_frames(_counted(frames, progress), config, fps, (w, h),
+                                             length, self.models_dir, self.threads)  # fmt: skip
         seconds = time.perf_counter() - start
         buffer = io.BytesIO()
         write_stream(buffer, header, units)
@@ -135,7 +152,7 @@ class ScaffoldCodec(Codec):
             frame_bytes = config.target_bpp * w * h / 8
             # encoded sizes without encoding again; END is not a frame
             sizes = [unit.payload_bytes + unit_overhead_bytes(unit) for unit in units[:-1]]
-            low_high = window_rates(sizes, fps, frame_bytes)
+            low_high = window_rates(sizes[measured_from:], fps, frame_bytes)
             rate = {"target_bpp": config.target_bpp}
             if low_high is not None:
                 rate.update(rate_window_min=low_high[0], rate_window_max=low_high[1])
@@ -143,11 +160,15 @@ class ScaffoldCodec(Codec):
             rate["camera_profile"] = stats.profile
         if sum(streams.values()) != len(payload):
             raise AssertionError(f"per-stream bytes {streams} do not add up to {len(payload)}")
+        per_frame = [{**{STREAM_NAMES.get(k, k.name.lower()): n
+                         for k, n in unit.payload_sizes().items()},
+                      "header": unit_overhead_bytes(unit)} for unit in units[:-1]]  # fmt: skip
         return Encoded(
             codec=self.name, setting=setting, frames=t, width=w,
             height=h, fps=fps, payload=payload, stream_bytes=streams, encode_seconds=seconds,
-            metadata={"keyframes": stats.keyframes, "rate": rate,
+            metadata={"keyframes": stats.keyframes, "rate": rate, "measured_from": measured_from,
                       "stage_seconds": {k: round(v, 4) for k, v in stats.stage_seconds.items()}},
+            frame_bytes=per_frame,
         )  # fmt: skip
 
     def decode(self, encoded: Encoded,
@@ -163,7 +184,7 @@ class ScaffoldCodec(Codec):
         name, options = self._decoder(encoded.setting)
         reconstructor = create_reconstructor(name, **options)
         boxes: list[np.ndarray] = []  # the people the scaffolds carry, per frame
-        silhouettes = SilhouetteCount(encoded.fps)
+        silhouettes = SilhouetteCount(encoded.fps, encoded.metadata.get("measured_from", 0))
 
         refreshes = 0
 
@@ -195,10 +216,12 @@ class SilhouetteCount:
     those of people the stream has carried for more than one second (``fps`` frames) by
     then -- a person who should have been given a reference; ``person_frames``: all
     (frame, person) pairs. References are forgotten at a keyframe, as the decoder does.
+    Frames before ``measured_from`` (0-based) are followed but not counted.
     """
 
-    def __init__(self, fps: float) -> None:
+    def __init__(self, fps: float, measured_from: int = 0) -> None:
         self.fps = float(fps)
+        self.measured_from = int(measured_from)
         self._first: dict[int, int] = {}
         self._with_ref: set[int] = set()
         self._frame = 0
@@ -212,6 +235,8 @@ class SilhouetteCount:
         self._with_ref.update(int(t) for t in decoded.appearances)
         for tid in decoded.scaffold.tracks.ids.tolist():
             first = self._first.setdefault(int(tid), self._frame)
+            if self._frame <= self.measured_from:
+                continue
             self.person_frames += 1
             if int(tid) not in self._with_ref:
                 self.silhouettes += 1
