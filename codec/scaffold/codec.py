@@ -450,6 +450,10 @@ class ScaffoldEncoder:
         stats = self.stats
         with _Timer(stats, "schedule"):
             is_key = self._schedule.is_keyframe(self._index, frame)
+        # a periodic keyframe of a stream with a plate and references renews the plate only
+        scheduled_plate = is_key and self._index > 0 and not self._schedule.last_was_cut \
+            and self._background is not None and self._appearance is not None
+        is_key = is_key and not scheduled_plate
         if self.profile is not None:  # the layout is the camera's: follow a new scene
             self._follow_scene(frame, is_key and self._schedule.last_was_cut)
         if self._rate is not None:
@@ -503,10 +507,11 @@ class ScaffoldEncoder:
                 refs = self._select_refs(frame, number, scaffold)
             if refs:
                 substreams.append(SubStream(SubStreamType.APPEARANCE, refs))
-        if not is_key and self._background is not None and self._rate is not None:
+        if scheduled_plate or (not is_key and self._background is not None
+                               and self._rate is not None):  # fmt: skip
             pending = sum(len(sub.payload) for sub in substreams)
             with _Timer(stats, "plate_refresh"):
-                data = self._plate_refresh(pending)
+                data = self._scheduled_plate() if scheduled_plate else self._plate_refresh(pending)
             if data:
                 substreams.append(SubStream(SubStreamType.KEYFRAME_IMAGE, data))
                 scaffold.keyframe = data
@@ -616,6 +621,18 @@ class ScaffoldEncoder:
             if not len(self._background):
                 self._background.update(frame)
             picture = self._plate_picture()
+        if self._rate is None:
+            return self._intra.encode(picture, self.config.keyframe_quality)
+        return self._hold_plate(*self._fit_plate(picture, self._rate.keyframe_cap()))
+
+    def _scheduled_plate(self) -> bytes:
+        """The plate of a periodic keyframe in a stream that keeps its references across it:
+        the background model's plate sent in a frame unit (a plate refresh, within the
+        keyframe's cap), so that people keep their references and box state -- which renew
+        themselves within ``appearance_refresh_s`` anyway, the gradual refresh a decoder
+        that joins late needs -- and no burst of new references follows. A scene cut still
+        starts a keyframe that resets everything."""
+        picture = self._plate_picture()
         if self._rate is None:
             return self._intra.encode(picture, self.config.keyframe_quality)
         return self._hold_plate(*self._fit_plate(picture, self._rate.keyframe_cap()))

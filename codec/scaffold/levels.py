@@ -40,6 +40,9 @@ class LevelConfig:
         flow_scale: flow-grid size as a fraction of the frame (0: no flow).
         flow_step_px: flow quantization step.
         keyframe_interval: frames between keyframes (0: only the first frame and scene cuts).
+            With a median plate and appearance references (level 1) a periodic keyframe
+            sends the plate again in a frame unit and keeps the references (a plate refresh);
+            only the first frame and scene cuts reset them.
         keyframe_coder: intra coder name (``hevc``, ``av1``, ``webp``).
         keyframe_quality: 0–100, higher is better (the coder maps it to its own scale).
         keyframe_scale: keyframes are coded at this fraction of the size, upscaled on decode.

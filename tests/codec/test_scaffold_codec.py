@@ -52,7 +52,11 @@ def test_decoded_scaffolds_equal_the_edge_quantized_ones(level, sample_frames, m
     reconstructor = create_reconstructor("warp")
     kinds = [u.kind for u in units]
     assert kinds[0] == UnitKind.KEYFRAME and kinds[-1] == UnitKind.END
-    assert kinds[4] == UnitKind.KEYFRAME  # keyframe_interval=4
+    if level == 1:  # a periodic keyframe renews the plate only, in a frame unit
+        assert kinds[4] == UnitKind.FRAME
+        assert SubStreamType.KEYFRAME_IMAGE in {sub.type for sub in units[4].substreams}
+    else:
+        assert kinds[4] == UnitKind.KEYFRAME  # keyframe_interval=4
     for unit, edge in zip(units, sent, strict=False):
         unit = Unit.from_bytes(unit.to_bytes())  # across the "link"
         got = decoder.decode_unit(unit)
@@ -108,3 +112,41 @@ def test_settings_that_are_not_a_level_config_are_refused():
     header = StreamHeader(width=64, height=48, fps_num=7, settings={"level": "9"})
     with pytest.raises(ScaffoldCodecError):
         ScaffoldDecoder(header)
+
+
+@pytest.mark.shared
+def test_a_periodic_keyframe_of_level_1_renews_the_plate_and_keeps_the_references(
+        models_available):  # fmt: skip
+    """Level 1's plate period sends the plate again in a frame unit; the people keep their
+    references (no burst of new ones, nobody drawn as a silhouette again)."""
+    import io
+
+    from semcodec.codec.bitstream import write_stream
+    from semcodec.codec.scaffold.codec import decode_stream, encode_frames
+    from semcodec.edge.sources import open_source, sample_path
+    from semcodec.evaluation.scaffold_codec import SilhouetteCount
+
+    frames = open_source(sample_path()).read(start=1, count=16)
+    config = level_config(1, keyframe_interval=10, target_bpp=0.02)
+    header, units, stats = encode_frames(iter(frames), config, 7.0, (384, 288), len(frames))
+    assert stats.keyframes == 1 and stats.plate_refreshes >= 1
+    assert [u.kind for u in units[:-1]] == [UnitKind.KEYFRAME] + [UnitKind.FRAME] * 15
+    assert SubStreamType.KEYFRAME_IMAGE in {s.type for s in units[10].substreams}
+
+    def appearance(unit) -> int:
+        return sum(len(s.payload) for s in unit.substreams if s.type == SubStreamType.APPEARANCE)
+
+    first = sum(appearance(u) for u in units[:10])
+    assert first > 0 and sum(appearance(u) for u in units[10:]) < first / 2
+    buffer = io.BytesIO()
+    write_stream(buffer, header, units)
+    decoded = [d for d, _ in decode_stream(buffer.getvalue(), create_reconstructor("warp"))]
+    assert decoded[10].plate_refresh and decoded[10].keyframe_image is not None
+    # the benchmark's count follows the decoder: references held over the plate refresh
+    after = SilhouetteCount(7.0)
+    for d in decoded[:10]:
+        after.add(d)
+    held = set(after._with_ref)
+    for d in decoded[10:]:
+        after.add(d)
+    assert held and held <= after._with_ref
