@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -598,8 +599,17 @@ def _user_errors() -> tuple[type[BaseException], ...]:
             StreamError, SpoolError, OSError)  # fmt: skip
 
 
+#: OpenBLAS threads of the edge's numpy (unless the environment sets them): its matrices are a
+#: tracker's 4x4 and 8x8, which gain nothing from threads, while the edge shares its cores
+#: with the detector, the encoder thread and gRPC. OpenBLAS's worker threads also hung a
+#: stream agent once: its encoder thread spun in ``np.linalg.solve`` for minutes while the
+#: workers slept (a test of a server killed mid-stream, on a loaded 2-core machine).
+BLAS_THREADS = "1"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``edge-agent``; returns the exit status."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", BLAS_THREADS)  # read when numpy loads
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     configure_logging(args.verbose, args.quiet, prog=PROG)
