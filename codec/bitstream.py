@@ -189,7 +189,7 @@ class UnitKind(IntEnum):
 
 
 class SubStreamType(IntEnum):
-    """What a sub-stream's payload holds. 0 and 9..255 are reserved."""
+    """What a sub-stream's payload holds. 0 and 10..255 are reserved."""
 
     KEYFRAME_IMAGE = 1
     TRACKS = 2
@@ -199,6 +199,7 @@ class SubStreamType(IntEnum):
     FEATURES = 6
     METADATA = 7
     APPEARANCE = 8
+    PLATE_TILE = 9
 
 
 _UNIT_KINDS = frozenset(m.value for m in UnitKind)

@@ -7,7 +7,8 @@ the decoder that rebuilds the frames: ``decoder=diffusion,steps=4`` (``seed=N``,
 output; default ``decoder=warp``). The
 payload is the whole ``.semc`` stream (header, units, END) exactly as
 :func:`codec.bitstream.write_stream` writes it, and the per-stream byte counts split it into
-``keyframe``, ``seg``, ``pose``, ``flow``, ``boxes``, ``appearance`` and ``header`` (stream
+``keyframe``, ``plate_tiles``, ``seg``, ``pose``, ``flow``, ``boxes``, ``appearance`` and
+``header`` (stream
 header plus unit framing), which sum to the payload size.
 """
 
@@ -25,7 +26,7 @@ from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, re
 #: Setting keys that choose the decoder, not the stream.
 DECODER_KEYS = ("decoder", "steps", "seed", "weights", "previous", "matte", "fade")
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
-STREAMS = ("keyframe", "seg", "pose", "flow", "boxes", "appearance", "header")
+STREAMS = ("keyframe", "plate_tiles", "seg", "pose", "flow", "boxes", "appearance", "header")
 
 
 @register_codec("scaffold")

@@ -56,12 +56,32 @@ STREAM_NAMES = {
     SubStreamType.FLOW: "flow",
     SubStreamType.TRACKS: "boxes",
     SubStreamType.APPEARANCE: "appearance",
+    SubStreamType.PLATE_TILE: "plate_tiles",
 }
 
 
 #: A plate refresh is tried when the rate has saved up this many times the bytes of the
 #: plate the decoder holds (or of the last try that bought no better quality).
 PLATE_REFRESH_GAIN = 1.5
+#: Tiles per side of the grid a plate is refined by (``LevelConfig.plate_refine``).
+PLATE_TILE_GRID = 4
+#: Fewest bytes set aside before a plate tile is tried (a tile's coding has ~100 bytes of
+#: parameter sets).
+MIN_TILE_BYTES = 300
+#: Frames between recomputations of the background model's plate for tile refinement.
+TILE_PLATE_EVERY = 8
+#: A tile is sent only when it lowers the tile's mean squared error by this fraction.
+TILE_MIN_GAIN = 0.1
+
+
+def plate_tiles(size: tuple[int, int],
+                grid: int = PLATE_TILE_GRID) -> list[tuple[int, int, int, int]]:  # fmt: skip
+    """The ``grid`` x ``grid`` tiles of a plate of ``size = (width, height)``, row by row:
+    ``(x0, y0, x1, y1)`` pixel bounds (end exclusive), covering the plate exactly."""
+    width, height = size
+    xs = [width * k // grid for k in range(grid + 1)]
+    ys = [height * k // grid for k in range(grid + 1)]
+    return [(xs[c], ys[r], xs[c + 1], ys[r + 1]) for r in range(grid) for c in range(grid)]
 #: Seconds a tracked person may wait for a reference in the rate's budget before the
 #: smallest thumbnail is sent whatever it costs (a person seen for 1 s is never a silhouette).
 OVERDUE_S = 0.75
@@ -87,6 +107,13 @@ def _plate_coders(config):
 
     return [create_intra_coder(config.keyframe_coder, downscale=scale)
             for scale in config.keyframe_scales]  # fmt: skip
+
+
+def _tile_coder(config):
+    """The intra coder of plate tiles: the keyframe coder at full size."""
+    from semcodec.codec.keyframes import create_intra_coder
+
+    return create_intra_coder(config.keyframe_coder)
 
 
 def _background_size(size: tuple[int, int]) -> tuple[int, int]:
@@ -252,6 +279,8 @@ class EncoderStats:
     profile: str = ""
     #: plates sent again in frame units at a better quality (see ``_plate_refresh``)
     plate_refreshes: int = 0
+    #: plate tiles sent to refine the plate the decoder holds (see ``_plate_tile``)
+    plate_tiles: int = 0
 
     def add_unit(self, unit: Unit) -> None:
         for sub in unit.substreams:
@@ -330,6 +359,7 @@ class ScaffoldEncoder:
         self.flow_prior = flow_prior or default_flow_prior(config)
         self._schedule = KeyframeSchedule(config.keyframe_interval, config.scene_change)
         self._intra = create_intra_coder(config.keyframe_coder, downscale=config.keyframe_scale)
+        self._tile_coder = _tile_coder(config)
         # with a byte cap per plate, its size is chosen among the stream's scales
         self._plate_coders = _plate_coders(config) if config.target_bpp > 0 else [self._intra]
         from semcodec.codec.scaffold.profile import DEFAULT_TILES
@@ -381,6 +411,10 @@ class ScaffoldEncoder:
         self._primed = False
         self._sizes: dict[int, np.ndarray] = {}
         self._plate_error, self._plate_retry = math.inf, math.inf  # the decoder's plate
+        self._cloud_plate: np.ndarray | None = None  # (H, W, 3) float32: what the decoder holds
+        self._tile_credit = 0.0  # bytes set aside for plate tiles
+        self._tile_target: tuple[int, np.ndarray] | None = None  # (index, plate) for tiles
+        self._tile_floor = np.zeros(PLATE_TILE_GRID**2)  # errors no tile coding beat
         self._scene: tuple[int, set[int], list[np.ndarray]] | None = None  # see _follow_scene
         self._index = 0
         self._models = self._model_entries(models_dir)
@@ -462,6 +496,7 @@ class ScaffoldEncoder:
         scaffold = FrameScaffold(number=number)
         if is_key:
             self._coders.reset()
+            self._tile_credit = 0.0
             if self._appearance is not None:
                 self._appearance.reset()
             with _Timer(stats, "keyframe"):
@@ -516,6 +551,12 @@ class ScaffoldEncoder:
                 substreams.append(SubStream(SubStreamType.KEYFRAME_IMAGE, data))
                 scaffold.keyframe = data
                 stats.plate_refreshes += 1
+            elif self.config.plate_refine > 0:
+                with _Timer(stats, "plate_tile"):
+                    data = self._plate_tile()
+                if data:
+                    substreams.append(SubStream(SubStreamType.PLATE_TILE, data))
+                    stats.plate_tiles += 1
         self._previous_frame = frame
         kind = UnitKind.KEYFRAME if is_key else UnitKind.FRAME
         unit = Unit(kind, self._index, tuple(substreams))
@@ -526,8 +567,9 @@ class ScaffoldEncoder:
         if self._rate is not None:
             sizes = unit.payload_sizes()
             total = unit.payload_bytes + unit_overhead_bytes(unit)
-            self._rate.spend(total, sizes.get(SubStreamType.APPEARANCE, 0),
-                             sizes.get(SubStreamType.KEYFRAME_IMAGE, 0))  # fmt: skip
+            plate = sum(sizes.get(t, 0) for t in (SubStreamType.KEYFRAME_IMAGE,
+                                                   SubStreamType.PLATE_TILE))  # fmt: skip
+            self._rate.spend(total, sizes.get(SubStreamType.APPEARANCE, 0), plate)
         return unit, scaffold
 
     def prime(self, frames: Sequence[np.ndarray]) -> None:
@@ -648,22 +690,60 @@ class ScaffoldEncoder:
         error against it: ``(error, bytes)``. When no size fits, the smallest coding."""
         from semcodec.codec.scaffold.rate import fit_quality
 
-        best: tuple[tuple[bool, float], float, bytes] | None = None
+        best: tuple[tuple[bool, float], float, bytes, np.ndarray] | None = None
         for coder in self._plate_coders:
             _, data = fit_quality(lambda q, c=coder: c.encode(picture, q), cap)
             decoded = coder.decode(data, self.frame_size).astype(np.float32)
             error = float(np.mean((decoded - picture) ** 2))
             key = (len(data) > cap, error if len(data) <= cap else len(data))
             if best is None or key < best[0]:
-                best = (key, error, data)
+                best = (key, error, data, decoded)
         assert best is not None  # at least one coder
-        return best[1], best[2]
+        return best[1], best[2], best[3]
 
-    def _hold_plate(self, error: float, data: bytes) -> bytes:
+    def _hold_plate(self, error: float, data: bytes, decoded: np.ndarray) -> bytes:
         """Records ``data`` as the plate the decoder holds (a refresh must beat its mean
-        squared ``error``) and returns it."""
+        squared ``error``; ``decoded``, float32, is the picture it decodes to) and returns
+        it."""
         self._plate_error, self._plate_retry = error, PLATE_REFRESH_GAIN * len(data)
+        self._cloud_plate = decoded
+        self._tile_floor[:] = 0.0
         return data
+
+    def _plate_tile(self) -> bytes:
+        """One tile of the plate coded again where the edge's background model is furthest
+        from what the decoder holds, when the bytes set aside for refinement (a
+        ``plate_refine`` share of every frame's budget) buy a better one: the payload is the
+        tile's index (one byte) and its intra-coded picture; ``b""`` when none is sent."""
+        from semcodec.codec.scaffold.rate import fit_quality
+
+        rate, held = self._rate, self._cloud_plate
+        self._tile_credit = min(self._tile_credit + self.config.plate_refine * rate.frame_bytes,
+                                float(rate.keyframe_cap()))  # fmt: skip
+        if held is None or self._tile_credit < MIN_TILE_BYTES or not len(self._background):
+            return b""
+        if self._tile_target is None or self._index - self._tile_target[0] >= TILE_PLATE_EVERY:
+            self._tile_target = (self._index, self._plate_picture().astype(np.float32))
+        target = self._tile_target[1]
+        tiles = plate_tiles(self.frame_size)
+        errors = np.array([np.mean((held[y0:y1, x0:x1] - target[y0:y1, x0:x1]) ** 2)
+                           for x0, y0, x1, y1 in tiles])  # fmt: skip
+        errors[errors <= self._tile_floor] = 0.0  # nothing bought better there yet
+        index = int(np.argmax(errors))
+        if errors[index] <= 0:
+            return b""
+        x0, y0, x1, y1 = tiles[index]
+        picture = np.clip(target[y0:y1, x0:x1] + 0.5, 0, 255).astype(np.uint8)
+        cap = int(self._tile_credit) - 1
+        _, data = fit_quality(lambda q: self._tile_coder.encode(picture, q), cap)
+        decoded = self._tile_coder.decode(data, (x1 - x0, y1 - y0)).astype(np.float32)
+        error = float(np.mean((decoded - target[y0:y1, x0:x1]) ** 2))
+        if len(data) > cap or error > (1 - TILE_MIN_GAIN) * errors[index]:
+            self._tile_floor[index] = errors[index]  # try elsewhere until the model moves
+            return b""
+        held[y0:y1, x0:x1] = decoded
+        self._tile_credit -= len(data) + 1
+        return bytes([index]) + data
 
     def _plate_refresh(self, pending: int) -> bytes:
         """The plate coded again at a better quality than the decoder holds, when the rate
@@ -673,11 +753,11 @@ class ScaffoldEncoder:
         budget = self._rate.plate_budget(pending)
         if budget < self._plate_retry or not len(self._background):
             return b""
-        error, data = self._fit_plate(self._plate_picture(), budget)
+        error, data, decoded = self._fit_plate(self._plate_picture(), budget)
         if error >= self._plate_error or len(data) > budget:
             self._plate_retry = PLATE_REFRESH_GAIN * budget
             return b""
-        return self._hold_plate(error, data)
+        return self._hold_plate(error, data, decoded)
 
     def _smooth(self, tracks):
         """Boxes with their size smoothed over time per track (exponentially, weight
@@ -780,6 +860,8 @@ class ScaffoldDecoder:
                 f"the stream's entropy coders cannot be set up: {exc}"
             ) from exc
         self._plate_coders = _plate_coders(self.config)
+        self._plate: np.ndarray | None = None  # the plate held, refined tile by tile
+        self._tile_coder = _tile_coder(self.config)
         self._started = False
         self._next_seq = 0
         self._end_seq: int | None = None
@@ -823,7 +905,9 @@ class ScaffoldDecoder:
         image = None
         if SubStreamType.KEYFRAME_IMAGE in parts:
             scaffold.keyframe = parts[SubStreamType.KEYFRAME_IMAGE]
-            image = self._decode_plate(scaffold.keyframe)
+            image = self._plate = self._decode_plate(scaffold.keyframe)
+        elif SubStreamType.PLATE_TILE in parts:
+            image = self._refine_plate(parts[SubStreamType.PLATE_TILE], scaffold.number)
         self._decode_scaffolds(parts, scaffold)
         refs = self._decode_appearance(parts.get(SubStreamType.APPEARANCE), scaffold)
         self._next_seq += 1
@@ -844,6 +928,31 @@ class ScaffoldDecoder:
         sizes = ", ".join("x".join(map(str, c.coded_size(self.frame_size)))
                           for c in self._plate_coders)  # fmt: skip
         raise KeyframeError(f"the keyframe picture is none of the stream's sizes ({sizes})")
+
+    def _refine_plate(self, payload: bytes, number: int) -> np.ndarray:
+        """The plate held with one tile replaced (``payload``: the tile's index, one byte,
+        then its intra-coded picture at the tile's size); a new array, the held one kept
+        for the next tile.
+
+        Raises:
+            PayloadError: no plate held yet, an index outside the grid, or a picture that
+                does not decode to the tile's size.
+        """
+        from semcodec.codec.keyframes import KeyframeError
+
+        tiles = plate_tiles(self.frame_size)
+        if self._plate is None or len(payload) < 2 or payload[0] >= len(tiles):
+            raise PayloadError(f"frame {number}: a plate tile needs a plate held and an index "
+                               f"below {len(tiles)} followed by a picture")  # fmt: skip
+        x0, y0, x1, y1 = tiles[payload[0]]
+        try:
+            picture = self._tile_coder.decode(payload[1:], (x1 - x0, y1 - y0))
+        except KeyframeError as exc:
+            raise PayloadError(f"frame {number}: plate tile {payload[0]}: {exc}") from exc
+        plate = self._plate.copy()
+        plate[y0:y1, x0:x1] = picture
+        self._plate = plate
+        return plate
 
     def _decode_appearance(self, payload: bytes | None, scaffold: FrameScaffold) -> dict:
         if payload is None:
@@ -924,6 +1033,10 @@ class ScaffoldDecoder:
             wanted.add(SubStreamType.APPEARANCE)  # optional: only when a reference is sent
         if self.config.plate != "frame" and SubStreamType.KEYFRAME_IMAGE in parts:
             wanted.add(SubStreamType.KEYFRAME_IMAGE)  # optional in a frame: a plate refresh
+        if (self.config.plate_refine > 0 and unit.kind == UnitKind.FRAME
+                and SubStreamType.PLATE_TILE in parts
+                and SubStreamType.KEYFRAME_IMAGE not in parts):  # fmt: skip
+            wanted.add(SubStreamType.PLATE_TILE)  # optional in a frame: a plate tile
         extra = sorted(t.name for t in set(parts) - wanted)
         missing = sorted(t.name for t in wanted - set(parts))
         if extra or missing:

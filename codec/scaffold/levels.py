@@ -50,6 +50,12 @@ class LevelConfig:
             refresh may be coded at, comma-separated (``"0.5,0.75,1"``): each picture takes the
             one that leaves the least squared error within its byte cap. ``""``: only
             ``keyframe_scale``.
+        plate_refine: with a rate target and a median plate, the share of the target spent
+            refining the plate the decoder holds, one tile of a
+            :data:`~codec.scaffold.codec.PLATE_TILE_GRID` x ``PLATE_TILE_GRID`` grid at a
+            time (the tile whose picture is furthest from the edge's background model, at
+            the best quality the bytes set aside so far buy), so that a static camera's
+            background converges over minutes without a burst of bytes. 0: off.
         scene_change: also send a keyframe when the scene changes.
         detect_every: run the person detector on every k-th frame, track in between.
         detector_tiles: 0: chosen per camera by the edge from its start-up frames
@@ -86,6 +92,7 @@ class LevelConfig:
     keyframe_quality: int = 40
     keyframe_scale: float = 1.0
     plate_scales: str = ""
+    plate_refine: float = 0.0
     scene_change: bool = True
     detect_every: int = 1
     detector_tiles: int = 0
@@ -115,6 +122,8 @@ class LevelConfig:
         if not all(0 < v <= 1 for v in scales) or len(scales) > 4:
             raise ValueError(f"plate_scales must be at most 4 numbers in (0, 1], got "
                              f"{self.plate_scales!r}")  # fmt: skip
+        if not 0 <= self.plate_refine < 1:
+            raise ValueError(f"plate_refine must be in [0, 1), got {self.plate_refine}")
         if not 0 <= self.keyframe_quality <= 100:
             raise ValueError(f"keyframe_quality must be 0..100, got {self.keyframe_quality}")
         if self.keyframe_interval < 0 or self.detect_every < 1:

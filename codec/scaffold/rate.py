@@ -167,7 +167,8 @@ class RateController:
         return self.balance - self._other > self.spare_frames * self.frame_bytes
 
     def spend(self, total_bytes: int, appearance_bytes: int, keyframe_bytes: int) -> None:
-        """Books a coded unit: all its bytes, of which references and keyframe picture."""
+        """Books a coded unit: all its bytes, of which references and plate pictures
+        (keyframe, plate refresh or tile: not a recurring cost of every frame)."""
         self.balance -= total_bytes
         other = total_bytes - appearance_bytes - keyframe_bytes
         self._other = other if self.frames <= 1 else 0.9 * self._other + 0.1 * other
