@@ -18,7 +18,9 @@ from semcodec.edge.cli import DefaultsHelpFormatter, OneLineErrorParser, build_p
 #: edge-agent with an encoder that reads frames slowly and never finishes: $MARKER is touched
 #: once the third frame is read; Ctrl-C must then end it.
 _SLOW_EDGE = """
-import os, sys, time
+import os, signal, sys, time
+# Ctrl-C as at a terminal, also when the tests run as a background job (SIGINT ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 import semcodec.codec.scaffold.codec as scaffold_codec
 from semcodec.edge.cli import main

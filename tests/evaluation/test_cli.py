@@ -373,7 +373,9 @@ def test_results_csv_is_replaced_atomically(tmp_path, monkeypatch):
 #: semcodec-bench with a test codec whose second cell stalls (with SLOW=1) until interrupted;
 #: it touches $MARKER when it stalls.
 _SLOW_BENCH = """
-import os, sys, time
+import os, signal, sys, time
+# Ctrl-C as at a terminal, also when the tests run as a background job (SIGINT ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 from semcodec.evaluation.baselines import Raw
 from semcodec.evaluation.codecs import Setting, SettingError, register_codec
