@@ -53,7 +53,7 @@ if str(HERE) not in sys.path:
 SYNTHETIC = [  # (level, frames, size, keyframe coder)
     (0, 3, (48, 32), "webp"), (1, 4, (48, 32), "webp"), (2, 4, (48, 32), "webp"),
     (3, 3, (48, 32), "webp"), (1, 3, (37, 23), "webp"), (2, 3, (64, 48), "hevc"),
-    (1, 3, (32, 32), "av1"),
+    (1, 3, (32, 32), "av1"), (1, 4, (48, 32), "webp", {"plate_refine": 0.1}),
 ]  # fmt: skip
 
 
@@ -75,13 +75,16 @@ def synthetic_seeds(cache: Path | None = CACHE) -> list[bytes]:
     from semc_streams import stream_bytes, synthetic_config, synthetic_stream
 
     out = []
-    for level, count, size, coder in SYNTHETIC:
-        name = f"synthetic-l{level}-{size[0]}x{size[1]}-{coder}-{_seed_version(level)}.semc"
+    for level, count, size, coder, *extra in SYNTHETIC:
+        overrides = extra[0] if extra else {}
+        tag = "".join(f"-{k}{v}" for k, v in sorted(overrides.items()))
+        name = (f"synthetic-l{level}-{size[0]}x{size[1]}-{coder}{tag}-"
+                f"{_seed_version(level)}.semc")  # fmt: skip
         path = cache / name if cache else None
         if path is not None and path.is_file():
             out.append(path.read_bytes())
             continue
-        config = synthetic_config(level, keyframe_coder=coder, keyframe_interval=2)
+        config = synthetic_config(level, keyframe_coder=coder, keyframe_interval=2, **overrides)
         data = stream_bytes(*synthetic_stream(level, count, size, config=config))
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -129,6 +129,14 @@ def synthetic_stream(level: int = 2, count: int = 4, size: tuple[int, int] = (48
             labels = _labels(t, count, size, segmentation_shape(size, cfg.seg_scale))
             subs.append(SubStream(SubStreamType.SEGMENTATION, seg.encode(labels, previous_labels)))
             previous_labels = labels
+        if cfg.plate_refine > 0 and cfg.plate != "frame" and not key:  # a plate tile
+            from semcodec.codec.scaffold.codec import plate_tiles
+
+            index = t % len(plate_tiles(size))
+            x0, y0, x1, y1 = plate_tiles(size)[index]
+            tile = create_intra_coder(cfg.keyframe_coder).encode(
+                np.ascontiguousarray(frames[t, y0:y1, x0:x1]), 50)  # fmt: skip
+            subs.append(SubStream(SubStreamType.PLATE_TILE, bytes([index]) + tile))
         if flow is not None and not key:
             h, w = flow_shape(size, cfg.flow_scale)
             field = np.zeros((h, w, 2), np.float32)
