@@ -366,8 +366,8 @@ def _protocol_text(rows: list[dict], start: int) -> str:
     options = [json.loads(r.get("codec_options") or "{}") for r in steady]
     periods = sorted({o.get(k) for o in options for k in ("gop", "keyframe_interval")} - {None})
     period = f", intra period {', '.join(map(str, periods))} frames" if periods else ""
-    mixed = " (some rows are cold-start rows: each is compared with its own protocol's "
-    mixed = mixed + "baselines)" if len(steady) < len(rows) else ""
+    mixed = (" (some rows are cold-start rows: each is compared with its own protocol's "
+             "baselines)") if len(steady) < len(rows) else ""
     return (f" Protocol: steady state (every codec coded frames {start - warm}–{start - 1} "
             f"before the range without a break and is charged for the range's bytes "
             f"only{period}){mixed}.")  # fmt: skip

@@ -129,8 +129,8 @@ class ScaffoldCodec(Codec):
         live one (its length unknown to the rate control), and the rate's windows and the
         decoder's silhouette counts cover that range only.
         """
-        from semcodec.codec.bitstream import unit_overhead_bytes, write_stream
-        from semcodec.codec.scaffold.codec import STREAM_NAMES, encode_frames
+        from semcodec.codec.bitstream import write_stream
+        from semcodec.codec.scaffold.codec import encode_frames, unit_stream_bytes
         from semcodec.evaluation.baselines import check_frames
 
         frames = check_frames(frames)
@@ -146,14 +146,14 @@ class ScaffoldCodec(Codec):
         write_stream(buffer, header, units)
         payload = buffer.getvalue()
         streams = {name: int(stats.stream_bytes.get(name, 0)) for name in STREAMS}
+        per_frame = [unit_stream_bytes(unit) for unit in units[:-1]]  # END is not a frame
         rate = {}
         if config.target_bpp > 0:
             from semcodec.codec.scaffold.rate import window_rates
 
             frame_bytes = config.target_bpp * w * h / 8
-            # encoded sizes without encoding again; END is not a frame
-            sizes = [unit.payload_bytes + unit_overhead_bytes(unit) for unit in units[:-1]]
-            low_high = window_rates(sizes[measured_from:], fps, frame_bytes)
+            totals = [sum(streams_of.values()) for streams_of in per_frame[measured_from:]]
+            low_high = window_rates(totals, fps, frame_bytes)
             rate = {"target_bpp": config.target_bpp}
             if low_high is not None:
                 rate.update(rate_window_min=low_high[0], rate_window_max=low_high[1])
@@ -161,9 +161,6 @@ class ScaffoldCodec(Codec):
             rate["camera_profile"] = stats.profile
         if sum(streams.values()) != len(payload):
             raise AssertionError(f"per-stream bytes {streams} do not add up to {len(payload)}")
-        per_frame = [{**{STREAM_NAMES.get(k, k.name.lower()): n
-                         for k, n in unit.payload_sizes().items()},
-                      "header": unit_overhead_bytes(unit)} for unit in units[:-1]]  # fmt: skip
         return Encoded(
             codec=self.name, setting=setting, frames=t, width=w,
             height=h, fps=fps, payload=payload, stream_bytes=streams, encode_seconds=seconds,

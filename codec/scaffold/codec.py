@@ -73,15 +73,6 @@ TILE_PLATE_EVERY = 8
 #: A tile is sent only when it lowers the tile's mean squared error by this fraction.
 TILE_MIN_GAIN = 0.1
 
-
-def plate_tiles(size: tuple[int, int],
-                grid: int = PLATE_TILE_GRID) -> list[tuple[int, int, int, int]]:  # fmt: skip
-    """The ``grid`` x ``grid`` tiles of a plate of ``size = (width, height)``, row by row:
-    ``(x0, y0, x1, y1)`` pixel bounds (end exclusive), covering the plate exactly."""
-    width, height = size
-    xs = [width * k // grid for k in range(grid + 1)]
-    ys = [height * k // grid for k in range(grid + 1)]
-    return [(xs[c], ys[r], xs[c + 1], ys[r + 1]) for r in range(grid) for c in range(grid)]
 #: Seconds a tracked person may wait for a reference in the rate's budget before the
 #: smallest thumbnail is sent whatever it costs (a person seen for 1 s is never a silhouette).
 OVERDUE_S = 0.75
@@ -100,6 +91,15 @@ MAX_LOOKAHEAD_FRAMES = 96
 #: 0.112 (no smoothing) to 0.159 (0.7), 0.192 (0.85) and 0.184 (0.93).
 BOX_SIZE_SMOOTHING = 0.85
 
+
+def plate_tiles(size: tuple[int, int],
+                grid: int = PLATE_TILE_GRID) -> list[tuple[int, int, int, int]]:  # fmt: skip
+    """The ``grid`` x ``grid`` tiles of a plate of ``size = (width, height)``, row by row:
+    ``(x0, y0, x1, y1)`` pixel bounds (end exclusive), covering the plate exactly."""
+    width, height = size
+    xs = [width * k // grid for k in range(grid + 1)]
+    ys = [height * k // grid for k in range(grid + 1)]
+    return [(xs[c], ys[r], xs[c + 1], ys[r + 1]) for r in range(grid) for c in range(grid)]
 
 def _plate_coders(config):
     """An intra coder per :attr:`LevelConfig.keyframe_scales`, smallest first."""
@@ -283,9 +283,18 @@ class EncoderStats:
     plate_tiles: int = 0
 
     def add_unit(self, unit: Unit) -> None:
-        for sub in unit.substreams:
-            self.stream_bytes[STREAM_NAMES.get(sub.type, sub.type.name.lower())] += len(sub.payload)
-        self.stream_bytes["header"] += unit_overhead_bytes(unit)
+        for name, n in unit_stream_bytes(unit).items():
+            self.stream_bytes[name] += n
+
+
+def unit_stream_bytes(unit: Unit) -> dict[str, int]:
+    """A unit's bytes by sub-stream name (:data:`STREAM_NAMES`), its framing as
+    ``header``; the values sum to the unit's encoded size."""
+    out: dict[str, int] = {"header": unit_overhead_bytes(unit)}
+    for sub in unit.substreams:
+        name = STREAM_NAMES.get(sub.type, sub.type.name.lower())
+        out[name] = out.get(name, 0) + len(sub.payload)
+    return out
 
 
 class _Timer:
@@ -413,8 +422,10 @@ class ScaffoldEncoder:
         self._plate_error, self._plate_retry = math.inf, math.inf  # the decoder's plate
         self._cloud_plate: np.ndarray | None = None  # (H, W, 3) float32: what the decoder holds
         self._tile_credit = 0.0  # bytes set aside for plate tiles
-        self._tile_target: tuple[int, np.ndarray] | None = None  # (index, plate) for tiles
-        self._tile_floor = np.zeros(PLATE_TILE_GRID**2)  # errors no tile coding beat
+        # tiles: (frame index, background plate, each tile's squared error against the plate
+        # held) and the errors no tile coding beat
+        self._tile_target: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._tile_floor = np.zeros(PLATE_TILE_GRID**2)
         self._scene: tuple[int, set[int], list[np.ndarray]] | None = None  # see _follow_scene
         self._index = 0
         self._models = self._model_entries(models_dir)
@@ -545,18 +556,11 @@ class ScaffoldEncoder:
         if scheduled_plate or (not is_key and self._background is not None
                                and self._rate is not None):  # fmt: skip
             pending = sum(len(sub.payload) for sub in substreams)
-            with _Timer(stats, "plate_refresh"):
-                data = self._scheduled_plate() if scheduled_plate else self._plate_refresh(pending)
-            if data:
-                substreams.append(SubStream(SubStreamType.KEYFRAME_IMAGE, data))
-                scaffold.keyframe = data
-                stats.plate_refreshes += 1
-            elif self.config.plate_refine > 0:
-                with _Timer(stats, "plate_tile"):
-                    data = self._plate_tile()
-                if data:
-                    substreams.append(SubStream(SubStreamType.PLATE_TILE, data))
-                    stats.plate_tiles += 1
+            sub = self._plate_update(scheduled_plate, pending)
+            if sub is not None:
+                substreams.append(sub)
+                if sub.type == SubStreamType.KEYFRAME_IMAGE:
+                    scaffold.keyframe = sub.payload
         self._previous_frame = frame
         kind = UnitKind.KEYFRAME if is_key else UnitKind.FRAME
         unit = Unit(kind, self._index, tuple(substreams))
@@ -663,21 +667,42 @@ class ScaffoldEncoder:
             if not len(self._background):
                 self._background.update(frame)
             picture = self._plate_picture()
+        return self._code_plate(picture)
+
+    def _code_plate(self, picture: np.ndarray) -> bytes:
+        """A keyframe picture or a periodic plate: at the level's quality without a rate
+        target, else within the keyframe's byte cap at the size and quality that leave the
+        least error (then held as the decoder's plate).
+
+        A periodic keyframe of a stream that keeps its references across it sends the
+        background model's plate this way in a frame unit (a plate refresh), so that people
+        keep their references and box state -- which renew themselves within
+        ``appearance_refresh_s`` anyway, the gradual refresh a decoder that joins late
+        needs -- and no burst of new references follows. A scene cut still starts a
+        keyframe that resets everything."""
         if self._rate is None:
             return self._intra.encode(picture, self.config.keyframe_quality)
         return self._hold_plate(*self._fit_plate(picture, self._rate.keyframe_cap()))
 
-    def _scheduled_plate(self) -> bytes:
-        """The plate of a periodic keyframe in a stream that keeps its references across it:
-        the background model's plate sent in a frame unit (a plate refresh, within the
-        keyframe's cap), so that people keep their references and box state -- which renew
-        themselves within ``appearance_refresh_s`` anyway, the gradual refresh a decoder
-        that joins late needs -- and no burst of new references follows. A scene cut still
-        starts a keyframe that resets everything."""
-        picture = self._plate_picture()
-        if self._rate is None:
-            return self._intra.encode(picture, self.config.keyframe_quality)
-        return self._hold_plate(*self._fit_plate(picture, self._rate.keyframe_cap()))
+    def _plate_update(self, scheduled: bool, pending: int) -> SubStream | None:
+        """What a frame unit sends of the plate, after ``pending`` bytes of its other
+        streams: the periodic plate when ``scheduled``, else a refresh when the savings buy
+        a better plate, else a refinement tile; None: nothing."""
+        stats = self.stats
+        with _Timer(stats, "plate_refresh"):
+            data = self._code_plate(self._plate_picture()) if scheduled \
+                else self._plate_refresh(pending)
+        if data:
+            stats.plate_refreshes += 1
+            return SubStream(SubStreamType.KEYFRAME_IMAGE, data)
+        if self.config.plate_refine <= 0:
+            return None
+        with _Timer(stats, "plate_tile"):
+            data = self._plate_tile()
+        if not data:
+            return None
+        stats.plate_tiles += 1
+        return SubStream(SubStreamType.PLATE_TILE, data)
 
     def _plate_picture(self) -> np.ndarray:
         """The background model's plate at the frame size, ``(H, W, 3)`` uint8 RGB."""
@@ -708,6 +733,7 @@ class ScaffoldEncoder:
         self._plate_error, self._plate_retry = error, PLATE_REFRESH_GAIN * len(data)
         self._cloud_plate = decoded
         self._tile_floor[:] = 0.0
+        self._tile_target = None  # the errors are against another plate now
         return data
 
     def _plate_tile(self) -> bytes:
@@ -722,15 +748,16 @@ class ScaffoldEncoder:
                                 float(rate.keyframe_cap()))  # fmt: skip
         if held is None or self._tile_credit < MIN_TILE_BYTES or not len(self._background):
             return b""
-        if self._tile_target is None or self._index - self._tile_target[0] >= TILE_PLATE_EVERY:
-            self._tile_target = (self._index, self._plate_picture().astype(np.float32))
-        target = self._tile_target[1]
         tiles = plate_tiles(self.frame_size)
-        errors = np.array([np.mean((held[y0:y1, x0:x1] - target[y0:y1, x0:x1]) ** 2)
-                           for x0, y0, x1, y1 in tiles])  # fmt: skip
-        errors[errors <= self._tile_floor] = 0.0  # nothing bought better there yet
-        index = int(np.argmax(errors))
-        if errors[index] <= 0:
+        if self._tile_target is None or self._index - self._tile_target[0] >= TILE_PLATE_EVERY:
+            target = self._plate_picture().astype(np.float32)
+            errors = np.array([np.mean((held[y0:y1, x0:x1] - target[y0:y1, x0:x1]) ** 2)
+                               for x0, y0, x1, y1 in tiles])  # fmt: skip
+            self._tile_target = (self._index, target, errors)
+        _, target, errors = self._tile_target
+        open_errors = np.where(errors > self._tile_floor, errors, 0.0)  # none beaten there yet
+        index = int(np.argmax(open_errors))
+        if open_errors[index] <= 0:
             return b""
         x0, y0, x1, y1 = tiles[index]
         picture = np.clip(target[y0:y1, x0:x1] + 0.5, 0, 255).astype(np.uint8)
@@ -742,6 +769,7 @@ class ScaffoldEncoder:
             self._tile_floor[index] = errors[index]  # try elsewhere until the model moves
             return b""
         held[y0:y1, x0:x1] = decoded
+        errors[index] = error
         self._tile_credit -= len(data) + 1
         return bytes([index]) + data
 
