@@ -51,6 +51,7 @@ class AutoRate:
         self.pixels_per_s, self._clock = float(pixels_per_s), clock
         self._lock = threading.Lock()
         self._applied: float | None = None
+        self._first_call: float | None = None
         self.targets: list[tuple[int, float]] = []  # (first seq, bit/s) as applied this run
 
     def update(self) -> float:
@@ -73,9 +74,11 @@ class AutoRate:
             recorded = self.spool.recorded_target(seq)
             if recorded is not None:
                 return recorded
+        now = self._clock()
+        self._first_call = now if self._first_call is None else self._first_call
         bpp = self.update() / self.pixels_per_s
         if bpp != self._applied:
-            self.spool.record_target(seq, bpp)
+            self.spool.record_target(seq, bpp, now - self._first_call)
             self.targets.append((seq, bpp * self.pixels_per_s))
         return bpp
 

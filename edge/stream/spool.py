@@ -248,9 +248,14 @@ class Spool:
 
     # -- the rate targets the encoder used (closed-loop control), so a restart replays them
 
-    def record_target(self, seq: int, target_bpp: float) -> None:
-        """Records (fsynced) that units from ``seq`` on were encoded at ``target_bpp``."""
-        line = json.dumps({"seq": seq, "target_bpp": target_bpp}) + "\n"
+    def record_target(self, seq: int, target_bpp: float, elapsed_s: float | None = None) -> None:
+        """Records (fsynced) that units from ``seq`` on were encoded at ``target_bpp``;
+        ``elapsed_s``: seconds since this run's first frame (kept for the reader, None: left
+        out)."""
+        record = {"seq": seq, "target_bpp": target_bpp}
+        if elapsed_s is not None:
+            record["elapsed_s"] = round(elapsed_s, 3)
+        line = json.dumps(record) + "\n"
         with self._cond, open(self.folder / TARGETS_NAME, "a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
