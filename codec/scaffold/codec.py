@@ -436,7 +436,8 @@ class ScaffoldEncoder:
             fixed = len(self.header(expected_frames).to_bytes()) + END_UNIT_BYTES
             self._rate = RateController(config.target_bpp, self.frame_size, self.fps,
                                         expected_frames=expected_frames,
-                                        fixed_bytes=fixed)  # fmt: skip
+                                        fixed_bytes=fixed,
+                                        keyframe_period=config.keyframe_interval)  # fmt: skip
 
     def set_target_bpp(self, target_bpp: float) -> None:
         """Changes the rate target (bits per pixel, > 0) from the next frame on.
@@ -502,7 +503,7 @@ class ScaffoldEncoder:
         if self.profile is not None:  # the layout is the camera's: follow a new scene
             self._follow_scene(frame, is_key and self._schedule.last_was_cut)
         if self._rate is not None:
-            self._rate.start_frame()
+            self._rate.start_frame(self._frames_to_plate())
         substreams: list[SubStream] = []
         scaffold = FrameScaffold(number=number)
         if is_key:
@@ -575,6 +576,15 @@ class ScaffoldEncoder:
                                                    SubStreamType.PLATE_TILE))  # fmt: skip
             self._rate.spend(total, sizes.get(SubStreamType.APPEARANCE, 0), plate)
         return unit, scaffold
+
+    def _frames_to_plate(self) -> int | None:
+        """Frames from this one to the next periodic keyframe, when one comes within the
+        stream (None: no period, or a clip of known length that ends before it)."""
+        frames = self._schedule.frames_to_next(self._index)
+        expected = self._rate.expected_frames if self._rate is not None else 0
+        if frames is None or (expected and self._index + frames >= expected):
+            return None
+        return frames
 
     def prime(self, frames: Sequence[np.ndarray]) -> None:
         """Looks at the frames before the first one is coded (the frames are not coded):
@@ -682,6 +692,7 @@ class ScaffoldEncoder:
         keyframe that resets everything."""
         if self._rate is None:
             return self._intra.encode(picture, self.config.keyframe_quality)
+        self._rate.release_plate_reserve()  # saved up for it (references came before)
         return self._hold_plate(*self._fit_plate(picture, self._rate.keyframe_cap()))
 
     def _plate_update(self, scheduled: bool, pending: int) -> SubStream | None:

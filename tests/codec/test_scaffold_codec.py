@@ -136,8 +136,9 @@ def test_a_periodic_keyframe_of_level_1_renews_the_plate_and_keeps_the_reference
     def appearance(unit) -> int:
         return sum(len(s.payload) for s in unit.substreams if s.type == SubStreamType.APPEARANCE)
 
-    first = sum(appearance(u) for u in units[:10])
-    assert first > 0 and sum(appearance(u) for u in units[10:]) < first / 2
+    # no burst: a reset would send everyone's first reference again with the plate (the
+    # later frames refresh references as the budget allows; the plate was saved up for)
+    assert appearance(units[0]) > 0 and appearance(units[10]) < appearance(units[0]) / 2
     buffer = io.BytesIO()
     write_stream(buffer, header, units)
     decoded = [d for d, _ in decode_stream(buffer.getvalue(), create_reconstructor("warp"))]
