@@ -281,6 +281,9 @@ class EncoderStats:
     plate_refreshes: int = 0
     #: plate tiles sent to refine the plate the decoder holds (see ``_plate_tile``)
     plate_tiles: int = 0
+    #: periodic plates not sent: the plate the decoder held was closer to the background
+    #: model than the one the cap bought (see ``_periodic_plate``)
+    plate_periods_kept: int = 0
 
     def add_unit(self, unit: Unit) -> None:
         for name, n in unit_stream_bytes(unit).items():
@@ -701,8 +704,7 @@ class ScaffoldEncoder:
         a better plate, else a refinement tile; None: nothing."""
         stats = self.stats
         with _Timer(stats, "plate_refresh"):
-            data = self._code_plate(self._plate_picture()) if scheduled \
-                else self._plate_refresh(pending)
+            data = self._periodic_plate() if scheduled else self._plate_refresh(pending)
         if data:
             stats.plate_refreshes += 1
             return SubStream(SubStreamType.KEYFRAME_IMAGE, data)
@@ -714,6 +716,23 @@ class ScaffoldEncoder:
             return None
         stats.plate_tiles += 1
         return SubStream(SubStreamType.PLATE_TILE, data)
+
+    def _periodic_plate(self) -> bytes:
+        """The plate of a plate period: the background model's plate within the keyframe's
+        cap, unless the plate the decoder holds (refined by tiles, or refreshed from
+        savings) is already as close to the model: then ``b""``, and what was saved up for
+        it goes to references. A periodic plate in a frame unit is no random-access point
+        (a decoder needs the references and box state before it), so renewing the
+        background is its only job."""
+        picture = self._plate_picture()
+        if self._rate is None or self._cloud_plate is None:
+            return self._code_plate(picture)
+        self._rate.release_plate_reserve()
+        error, data, decoded = self._fit_plate(picture, self._rate.keyframe_cap())
+        if error >= float(np.mean((self._cloud_plate - picture) ** 2)):
+            self.stats.plate_periods_kept += 1
+            return b""
+        return self._hold_plate(error, data, decoded)
 
     def _plate_picture(self) -> np.ndarray:
         """The background model's plate at the frame size, ``(H, W, 3)`` uint8 RGB."""

@@ -451,7 +451,9 @@ def test_a_live_stream_does_not_starve_references_after_its_periodic_plate():
     encoder = ScaffoldEncoder(config, (384, 288), 7.0)  # live: no clip length
     rate = encoder._rate  # noqa: SLF001
     units, balances = [], []
-    for frame in with_lookahead(encoder, iter(frames)):
+    for k, frame in enumerate(with_lookahead(encoder, iter(frames))):
+        if k == 10:  # the link got faster: the periodic plate now buys a better one
+            encoder.set_target_bpp(0.012)
         units.append(encoder.encode_frame(frame)[0])
         balances.append(rate.balance)
     plate = {u.seq: dict((s.type, len(s.payload)) for s in u.substreams) for u in units
@@ -648,6 +650,35 @@ def test_plate_refinement_converges_tile_by_tile_on_a_static_scene():
     assert len(quality) == 1 + stats.plate_tiles + stats.plate_refreshes
     assert all(b >= a - 0.05 for a, b in zip(quality, quality[1:], strict=False))
     assert quality[-1] > quality[0] + 1.0
+
+
+def test_a_periodic_plate_does_not_replace_a_better_refined_plate():
+    """A static scene in a live stream with a 30-frame plate period and refinement: once
+    tiles have refined the plate, the periodic plate the cap buys is no better, so it is not
+    sent (counted) and the decoder's plate keeps improving across the periods."""
+    from semcodec.codec.bitstream import SubStreamType, Unit
+    from semcodec.codec.scaffold.codec import ScaffoldDecoder, encode_frames
+    from semcodec.codec.scaffold.levels import level_config
+    from semcodec.evaluation.metrics import psnr
+
+    rng = np.random.default_rng(1)
+    scene = cv2.GaussianBlur(rng.integers(0, 255, (240, 320, 3), dtype=np.uint8), (0, 0), 1.5)
+    config = level_config(1, target_bpp=0.01, detector_tiles=1, detector_threshold=0.99,
+                          plate_refine=0.5, keyframe_interval=30)  # fmt: skip
+    header, units, stats = encode_frames(iter([scene] * 95), config, 5.0, (320, 240))
+    assert stats.keyframes == 1 and stats.plate_periods_kept == 3  # frames 30, 60, 90
+    decoder = ScaffoldDecoder(header)
+    quality = {}
+    for unit in units[:-1]:
+        frame = decoder.decode_unit(Unit.from_bytes(unit.to_bytes()))
+        quality[unit.seq] = psnr(scene[None], frame.keyframe_image[None]) \
+            if frame.keyframe_image is not None else quality.get(unit.seq - 1)
+    plates = [u.seq for u in units
+              if SubStreamType.KEYFRAME_IMAGE in {s.type for s in u.substreams}]  # fmt: skip
+    assert plates == [0] and stats.plate_tiles >= 10
+    series = [quality[k] for k in range(95)]
+    assert all(b >= a for a, b in zip(series, series[1:], strict=False))  # never set back
+    assert series[-1] > series[0] + 1.0
 
 
 def test_a_plate_tile_without_a_plate_or_outside_the_grid_is_refused():
