@@ -506,8 +506,9 @@ class ScaffoldEncoder:
         if self.profile is not None:  # the layout is the camera's: follow a new scene
             self._follow_scene(frame, is_key and self._schedule.last_was_cut)
         if self._rate is not None:
-            self._rate.start_frame(self._frames_to_plate())
+            self._rate.start_frame()
         substreams: list[SubStream] = []
+        spread = 0  # bytes of a later keyframe or periodic plate: repaid over a period
         scaffold = FrameScaffold(number=number)
         if is_key:
             self._coders.reset()
@@ -517,6 +518,7 @@ class ScaffoldEncoder:
             with _Timer(stats, "keyframe"):
                 data = self._keyframe_picture(frame)
             substreams.append(SubStream(SubStreamType.KEYFRAME_IMAGE, data))
+            spread = len(data) if self._index > 0 else 0
             scaffold.keyframe = data
         elif self._background is not None:
             self._background.update(frame)
@@ -565,6 +567,7 @@ class ScaffoldEncoder:
                 substreams.append(sub)
                 if sub.type == SubStreamType.KEYFRAME_IMAGE:
                     scaffold.keyframe = sub.payload
+                    spread = len(sub.payload) if scheduled_plate else 0
         self._previous_frame = frame
         kind = UnitKind.KEYFRAME if is_key else UnitKind.FRAME
         unit = Unit(kind, self._index, tuple(substreams))
@@ -578,16 +581,19 @@ class ScaffoldEncoder:
             plate = sum(sizes.get(t, 0) for t in (SubStreamType.KEYFRAME_IMAGE,
                                                    SubStreamType.PLATE_TILE))  # fmt: skip
             self._rate.spend(total, sizes.get(SubStreamType.APPEARANCE, 0), plate)
+            frames = self._plate_spread_frames()
+            if spread and frames:
+                self._rate.spread_plate(spread, frames)
         return unit, scaffold
 
-    def _frames_to_plate(self) -> int | None:
-        """Frames from this one to the next periodic keyframe, when one comes within the
-        stream (None: no period, or a clip of known length that ends before it)."""
-        frames = self._schedule.frames_to_next(self._index)
-        expected = self._rate.expected_frames if self._rate is not None else 0
-        if frames is None or (expected and self._index + frames >= expected):
-            return None
-        return frames
+    def _plate_spread_frames(self) -> int:
+        """Frames a later keyframe or periodic plate is repaid over (after this one): the
+        plate period (else a window), no more than a clip of known length has left."""
+        rate = self._rate
+        frames = self.config.keyframe_interval or rate.window_frames
+        if rate.expected_frames:
+            frames = min(frames, rate.expected_frames - self._index)
+        return max(0, frames)
 
     def prime(self, frames: Sequence[np.ndarray]) -> None:
         """Looks at the frames before the first one is coded (the frames are not coded):
@@ -695,7 +701,6 @@ class ScaffoldEncoder:
         keyframe that resets everything."""
         if self._rate is None:
             return self._intra.encode(picture, self.config.keyframe_quality)
-        self._rate.release_plate_reserve()  # saved up for it (references came before)
         return self._hold_plate(*self._fit_plate(picture, self._rate.keyframe_cap()))
 
     def _plate_update(self, scheduled: bool, pending: int) -> SubStream | None:
@@ -727,7 +732,6 @@ class ScaffoldEncoder:
         picture = self._plate_picture()
         if self._rate is None or self._cloud_plate is None:
             return self._code_plate(picture)
-        self._rate.release_plate_reserve()
         error, data, decoded = self._fit_plate(picture, self._rate.keyframe_cap())
         if error >= float(np.mean((self._cloud_plate - picture) ** 2)):
             self.stats.plate_periods_kept += 1

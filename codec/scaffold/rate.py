@@ -12,12 +12,11 @@ lands on the target). Two knobs are driven from the account:
 * **plate refreshes**: with more saved up than references take (a quiet scene), the
   plate is sent again at the best quality the savings buy (:meth:`RateController.plate_budget`),
   so a static camera's background improves instead of the rate falling under its target.
-* **periodic keyframes (plates) are saved up for**: a stream with a keyframe period sets
-  aside, frame by frame, what the next periodic keyframe may take (its cap, less what is
-  already set aside, spread over the frames until it: :meth:`RateController.start_frame`),
-  and the keyframe is paid from that reserve (:meth:`RateController.release_plate_reserve`).
-  Without it, the account went a keyframe's cost into debt at once and starved references
-  for the seconds it took to repay (about 4 s after each 4.3-KB plate on PETS at 0.004 BPP).
+* **later keyframes and periodic plates are repaid gradually**: their bytes are spent when
+  they are sent, but the account repays them over the keyframe period (or a window) instead
+  of at once (:meth:`RateController.spread_plate`). Before, a 4.3-KB periodic plate on PETS
+  at 0.004 BPP put the account 4 KB into debt and no reference was refreshed for the 4 s it
+  took to repay it.
 * **appearance references**: each frame may spend on references what the account holds
   beyond the bytes the frame's other streams are expected to take
   (:meth:`RateController.appearance_budget`; a person without any reference may run the
@@ -113,7 +112,8 @@ class RateController:
         self.frames = 0
         self._earn = self.frame_bytes  # what each frame earns (changes after the first)
         self._other = 0.0  # running mean of the bytes a frame spends outside references
-        self.plate_reserve = 0.0  # bytes set aside for the next periodic keyframe
+        self.plate_debt = 0.0  # bytes of later keyframes or plates still to repay
+        self._plate_repay = 0.0  # repaid per frame
 
     @property
     def window_bytes(self) -> float:
@@ -130,31 +130,25 @@ class RateController:
         self._earn = max(0.0, self._earn + frame_bytes - self.frame_bytes)
         self.frame_bytes = frame_bytes
 
-    def start_frame(self, frames_to_plate: int | None = None) -> None:
-        """A new frame earns its share.
-
-        Args:
-            frames_to_plate: frames from this one to the next periodic keyframe (>= 1; None:
-                none is coming). What a later keyframe may take (:meth:`keyframe_cap`) less
-                the reserve is spread over them: this frame's part moves from the balance
-                into :attr:`plate_reserve`. The first frame sets nothing aside.
-        """
+    def start_frame(self) -> None:
+        """A new frame earns its share (and repays its part of a plate's debt)."""
         self.balance += self._earn
         self.frames += 1
-        if frames_to_plate is not None and self.frames > 1:
-            if frames_to_plate < 1:
-                raise ValueError(f"frames_to_plate must be >= 1, got {frames_to_plate}")
-            need = max(0.0, self._later_keyframe_cap() - self.plate_reserve)
-            part = need / frames_to_plate
-            self.balance -= part
-            self.plate_reserve += part
+        if self.plate_debt > 0:
+            repay = min(self.plate_debt, self._plate_repay)
+            self.balance -= repay
+            self.plate_debt -= repay
 
-    def release_plate_reserve(self) -> float:
-        """Returns what was set aside to the balance, before a keyframe is coded on this
-        frame (it is paid from it); the bytes released."""
-        released, self.plate_reserve = self.plate_reserve, 0.0
-        self.balance += released
-        return released
+    def spread_plate(self, plate_bytes: int, frames: int) -> None:
+        """Repays ``plate_bytes`` of a later keyframe or periodic plate, already booked by
+        :meth:`spend`, over the next ``frames`` frames (>= 1) instead of at once: references
+        are not starved while it is repaid."""
+        if frames < 1 or plate_bytes < 0:
+            raise ValueError(f"frames must be >= 1 and plate_bytes >= 0, got {frames}, "
+                             f"{plate_bytes}")  # fmt: skip
+        self.balance += plate_bytes
+        self.plate_debt += plate_bytes
+        self._plate_repay = self.plate_debt / frames
 
     def _later_keyframe_cap(self) -> float:
         frames = min(self.window_frames, self.keyframe_period or self.window_frames)

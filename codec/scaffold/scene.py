@@ -134,14 +134,6 @@ class KeyframeSchedule:
         if self.detector is not None:
             self.detector.reset()
 
-    def frames_to_next(self, frame_index: int) -> int | None:
-        """Frames from ``frame_index`` (the latest one :meth:`is_keyframe` was asked about)
-        to the next periodic keyframe (``interval`` on a keyframe); None without a period
-        or before the first frame. A scene cut may come earlier."""
-        if self.interval <= 0 or self._last_key is None:
-            return None
-        return self._last_key + self.interval - int(frame_index)
-
     def is_keyframe(self, frame_index: int, frame: np.ndarray | None = None) -> bool:
         """Whether frame ``frame_index`` (any base, strictly increasing) is a keyframe.
 

@@ -402,44 +402,36 @@ def test_plate_budget_is_the_savings_beyond_a_reserve_and_none_in_a_clips_last_w
     assert clip.plate_budget() == 0  # 99 left: a refresh would be repaid after the end
 
 
-def test_a_periodic_keyframe_is_saved_up_for_and_paid_from_the_reserve():
-    """The cap of a later keyframe (0.3 of a 100-frame window of 500-byte frames: 15,000
-    bytes) is set aside over the frames before it; paying it leaves the balance where a
-    frame's earnings put it, not 15,000 bytes in debt."""
-    live = RateController(0.004, (1000, 1000), fps=10.0, margin=1.0)
-    live.start_frame(frames_to_plate=300)  # the first frame sets nothing aside
+def test_a_later_keyframe_is_repaid_over_the_period_not_at_once():
+    """A 15,000-byte periodic plate spread over 300 frames: the balance does not drop by it;
+    each of the next 300 frames repays 50 bytes of it, then nothing."""
+    live = RateController(0.004, (1000, 1000), fps=10.0, margin=1.0)  # 500 bytes a frame
+    live.start_frame()
     live.spend(500, 0, 0)
-    assert live.plate_reserve == 0 and live.balance == 0
-    for left in range(299, 0, -1):  # frames 2..300; the periodic keyframe is frame 301
-        live.start_frame(frames_to_plate=left)
-        live.spend(400, 0, 0)
-    assert live.plate_reserve == pytest.approx(15_000)
-    assert live.balance == pytest.approx(299 * (500 - 400) - 15_000)
-    assert live.keyframe_cap() == 15_000
-    before = live.balance
-    assert live.release_plate_reserve() == pytest.approx(15_000)
-    live.start_frame(frames_to_plate=300)
-    live.spend(15_000, 0, 15_000)
-    assert live.balance == pytest.approx(before + 500 - live.plate_reserve)
-    assert live.plate_reserve == pytest.approx(15_000 / 300)
-    # the reserve follows the target: at twice the target the cap doubles, and what is
-    # missing is spread over the frames left
-    live.set_target(0.008)
-    live.start_frame(frames_to_plate=299)
-    assert live.plate_reserve == pytest.approx(15_000 / 300 + (30_000 - 15_000 / 300) / 299)
-    with pytest.raises(ValueError, match="frames_to_plate"):
-        live.start_frame(frames_to_plate=0)
+    live.start_frame()
+    live.spend(15_400, 0, 15_000)
+    assert live.balance == -14_900
+    live.spread_plate(15_000, 300)
+    assert live.balance == 100 and live.plate_debt == 15_000
+    for _ in range(300):
+        live.start_frame()
+        live.spend(450, 0, 0)
+    assert live.balance == pytest.approx(100) and live.plate_debt == pytest.approx(0)
+    live.start_frame()
+    assert live.balance == pytest.approx(600)  # repaid: the frame earns its whole share
+    with pytest.raises(ValueError, match="frames"):
+        live.spread_plate(100, 0)
     # a period shorter than the window: a later keyframe takes 0.3 of the period's budget
     short = RateController(0.004, (1000, 1000), fps=10.0, margin=1.0, keyframe_period=20)
     short.start_frame()
     short.spend(500, 0, 0)
-    short.start_frame(frames_to_plate=19)
+    short.start_frame()
     assert short.keyframe_cap() == 0.3 * 20 * 500
 
 
 def test_a_live_stream_does_not_starve_references_after_its_periodic_plate():
-    """Level 1 with a plate period on a live stream: the periodic plate is paid from the
-    reserve, so the account does not drop by the plate's bytes (which starved references
+    """Level 1 with a plate period on a live stream: the periodic plate is repaid over the
+    period, so the account does not drop by the plate's bytes (which starved references
     until it was repaid)."""
     from semcodec.codec.bitstream import SubStreamType, UnitKind
     from semcodec.codec.scaffold.codec import ScaffoldEncoder, with_lookahead
@@ -462,8 +454,8 @@ def test_a_live_stream_does_not_starve_references_after_its_periodic_plate():
     assert list(plate) == [40]
     plate_bytes = plate[40][SubStreamType.KEYFRAME_IMAGE]
     assert plate_bytes > 5 * rate.frame_bytes
-    assert balances[39] - balances[40] < 0.25 * plate_bytes  # paid from the reserve
-    assert 0 < rate.plate_reserve < rate.keyframe_cap()  # saving up for frame 80's plate
+    assert balances[39] - balances[40] < 0.25 * plate_bytes  # repaid over the period
+    assert 0 < rate.plate_debt < plate_bytes  # being repaid
 
 
 def test_a_quiet_scene_refreshes_the_plate_at_a_better_quality():
