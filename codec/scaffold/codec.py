@@ -45,7 +45,7 @@ from semcodec.codec.bitstream import (
     write_stream,
 )
 from semcodec.codec.reconstruct import DecodedFrame
-from semcodec.codec.scaffold.levels import AUTO_PLATE_REFINE, LIVE_PLATE_REFINE, LevelConfig
+from semcodec.codec.scaffold.levels import LevelConfig
 from semcodec.codec.scaffold.types import Flow, FrameScaffold, Segmentation, Tracks
 
 #: Byte-count names of the sub-streams (the benchmark's ``bytes_<name>`` columns).
@@ -300,15 +300,6 @@ def unit_stream_bytes(unit: Unit) -> dict[str, int]:
     return out
 
 
-def _resolve_plate_refine(config: LevelConfig, expected_frames: int) -> LevelConfig:
-    """``config`` with an automatic ``plate_refine`` chosen: refinement for a live stream
-    with a rate target and a median plate, none for a clip of known length."""
-    if config.plate_refine != AUTO_PLATE_REFINE:
-        return config
-    live = expected_frames <= 0 and config.target_bpp > 0 and config.plate == "median"
-    return dataclasses.replace(config, plate_refine=LIVE_PLATE_REFINE if live else 0.0)
-
-
 class _Timer:
     def __init__(self, stats: EncoderStats, stage: str):
         self.stats, self.stage = stats, stage
@@ -375,7 +366,6 @@ class ScaffoldEncoder:
         width, height = frame_size
         if width < 16 or height < 16:
             raise ValueError(f"frames must be at least 16x16, got {width}x{height}")
-        config = _resolve_plate_refine(config, expected_frames)
         self.config, self.frame_size, self.fps = config, (int(width), int(height)), float(fps)
         self.stats = EncoderStats()
         self.flow_prior = flow_prior or default_flow_prior(config)

@@ -55,13 +55,10 @@ class LevelConfig:
             :data:`~codec.scaffold.codec.PLATE_TILE_GRID` x ``PLATE_TILE_GRID`` grid at a
             time (the tile whose picture is furthest from the edge's background model, at
             the best quality the bytes set aside so far buy), so that a static camera's
-            background converges over minutes without a burst of bytes. 0: off. Tiles start
-            once the stream's first 10-second window has passed (its first plate and
-            references are paid first).
-            :data:`AUTO_PLATE_REFINE` (level 1's preset): the encoder chooses
-            :data:`LIVE_PLATE_REFINE` for a live stream (length unknown: it runs for hours,
-            where a converged plate pays off) and 0 for a clip of known length; the stream
-            header records the choice.
+            background converges over minutes without a burst of bytes. 0: off (level 1's preset: in
+            steady state it helps small people's cameras and costs large people's, README
+            "What a viewer sees in steady state"). Tiles start once the stream's first
+            10-second window has passed (its first plate and references are paid first).
         scene_change: also send a keyframe when the scene changes.
         detect_every: run the person detector on every k-th frame, track in between.
         detector_tiles: 0: chosen per camera by the edge from its start-up frames
@@ -128,9 +125,8 @@ class LevelConfig:
         if not all(0 < v <= 1 for v in scales) or len(scales) > 4:
             raise ValueError(f"plate_scales must be at most 4 numbers in (0, 1], got "
                              f"{self.plate_scales!r}")  # fmt: skip
-        if not (0 <= self.plate_refine < 1 or self.plate_refine == AUTO_PLATE_REFINE):
-            raise ValueError(f"plate_refine must be in [0, 1) or {AUTO_PLATE_REFINE:g} (auto), "
-                             f"got {self.plate_refine}")  # fmt: skip
+        if not 0 <= self.plate_refine < 1:
+            raise ValueError(f"plate_refine must be in [0, 1), got {self.plate_refine}")
         if not 0 <= self.keyframe_quality <= 100:
             raise ValueError(f"keyframe_quality must be 0..100, got {self.keyframe_quality}")
         if self.keyframe_interval < 0 or self.detect_every < 1:
@@ -204,12 +200,6 @@ class LevelConfig:
 
 
 LEVEL_NUMBERS = (0, 1, 2, 3)
-#: ``plate_refine`` chosen by the encoder (see :attr:`LevelConfig.plate_refine`).
-AUTO_PLATE_REFINE = -1.0
-#: The share of the target a live stream refines its plate with, under
-#: :data:`AUTO_PLATE_REFINE`. Measured in steady state on PETS09-S2L1 501-795 at 0.004 BPP:
-#: full-frame ST-LPIPS 0.246 -> 0.169, MODA 0.322 -> 0.381, person-region unchanged (README).
-LIVE_PLATE_REFINE = 0.25
 #: What a keyframe picture can be (see :attr:`LevelConfig.plate`).
 PLATES = ("frame", "median")
 
@@ -221,7 +211,7 @@ LEVELS: dict[int, LevelConfig] = {
                    flow_step_px=1.0, keyframe_interval=300, keyframe_quality=35,
                    keyframe_scale=0.5, plate_scales="0.75,1", detector_threshold=0.4,
                    detector_full_frame=False, box_step_px=2.0, appearance_quality=30,
-                   plate="median", target_bpp=0.004, plate_refine=AUTO_PLATE_REFINE),
+                   plate="median", target_bpp=0.004),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
                    flow_scale=1 / 8, flow_step_px=0.5, keyframe_interval=75,
                    keyframe_quality=40),

@@ -469,8 +469,7 @@ def test_a_quiet_scene_refreshes_the_plate_at_a_better_quality():
     rng = np.random.default_rng(0)
     scene = cv2.GaussianBlur(rng.integers(0, 255, (240, 320, 3), dtype=np.uint8), (0, 0), 2)
     frames = [scene] * 120  # 24 s at 5 fps, a live stream (no clip length); nobody found
-    config = level_config(1, target_bpp=0.01, detector_tiles=1, detector_threshold=0.99,
-                          plate_refine=0)  # the savings, not tiles (a live stream's default)
+    config = level_config(1, target_bpp=0.01, detector_tiles=1, detector_threshold=0.99)
     header, units, stats = encode_frames(iter(frames), config, 5.0, (320, 240))
     refreshes = [u.seq for u in units if u.kind == UnitKind.FRAME
                  and SubStreamType.KEYFRAME_IMAGE in {s.type for s in u.substreams}]  # fmt: skip

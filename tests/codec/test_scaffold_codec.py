@@ -108,24 +108,6 @@ def test_decoding_must_start_at_a_keyframe(sample_frames, models_available):
         create_reconstructor("warp").reconstruct(first)
 
 
-def test_level_1_refines_its_plate_in_a_live_stream_only():
-    from semcodec.codec.scaffold.codec import ScaffoldEncoder
-    from semcodec.codec.scaffold.levels import AUTO_PLATE_REFINE, LIVE_PLATE_REFINE
-
-    assert LEVELS[1].plate_refine == AUTO_PLATE_REFINE
-
-    def chosen(config, expected_frames):
-        encoder = ScaffoldEncoder(config, (64, 48), 5.0, expected_frames=expected_frames)
-        return float(encoder.header(expected_frames).settings["plate_refine"])
-
-    assert chosen(LEVELS[1], 0) == LIVE_PLATE_REFINE  # live: the header says what was chosen
-    assert chosen(LEVELS[1], 60) == 0.0  # a clip of known length
-    assert chosen(level_config(1, target_bpp=0.0), 0) == 0.0  # no rate target: nothing to share
-    assert chosen(level_config(1, plate_refine=0.1), 60) == 0.1  # an explicit share stands
-    with pytest.raises(ValueError, match="plate_refine"):
-        level_config(1, plate_refine=-0.5)
-
-
 def test_settings_that_are_not_a_level_config_are_refused():
     from semcodec.codec.bitstream import StreamHeader
 
