@@ -101,6 +101,7 @@ def plate_tiles(size: tuple[int, int],
     ys = [height * k // grid for k in range(grid + 1)]
     return [(xs[c], ys[r], xs[c + 1], ys[r + 1]) for r in range(grid) for c in range(grid)]
 
+
 def _plate_coders(config):
     """An intra coder per :attr:`LevelConfig.keyframe_scales`, smallest first."""
     from semcodec.codec.keyframes import create_intra_coder

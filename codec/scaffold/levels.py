@@ -55,10 +55,11 @@ class LevelConfig:
             :data:`~codec.scaffold.codec.PLATE_TILE_GRID` x ``PLATE_TILE_GRID`` grid at a
             time (the tile whose picture is furthest from the edge's background model, at
             the best quality the bytes set aside so far buy), so that a static camera's
-            background converges over minutes without a burst of bytes. 0: off (level 1's preset: in
-            steady state it helps small people's cameras and costs large people's, README
-            "What a viewer sees in steady state"). Tiles start once the stream's first
-            10-second window has passed (its first plate and references are paid first).
+            background converges over minutes without a burst of bytes; tiles start once
+            the stream's first 10-second window has passed (its first plate and references
+            are paid first). 0: off, level 1's preset (in steady state refinement helps
+            cameras of small people and costs those of large ones: README "What a viewer
+            sees in steady state").
         scene_change: also send a keyframe when the scene changes.
         detect_every: run the person detector on every k-th frame, track in between.
         detector_tiles: 0: chosen per camera by the edge from its start-up frames

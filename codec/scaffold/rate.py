@@ -150,14 +150,11 @@ class RateController:
         self.plate_debt += plate_bytes
         self._plate_repay = self.plate_debt / frames
 
-    def _later_keyframe_cap(self) -> float:
-        frames = min(self.window_frames, self.keyframe_period or self.window_frames)
-        return max(200.0, self.keyframe_share * self.frame_bytes * frames)
-
     def keyframe_cap(self) -> int:
         """Most bytes the keyframe picture of this frame may take."""
         if self.frames > 1:
-            return int(self._later_keyframe_cap())
+            frames = min(self.window_frames, self.keyframe_period or self.window_frames)
+            return max(200, int(self.keyframe_share * self.frame_bytes * frames))
         cap = self.first_keyframe_share * self.window_bytes
         if self.expected_frames:
             clip = self.frame_bytes * self.expected_frames
