@@ -422,6 +422,9 @@ class ScaffoldEncoder:
                                                   overdue_frames=overdue, check=check)  # fmt: skip
         self._previous_frame: np.ndarray | None = None
         self._primed = False
+        self._live = not expected_frames  # a live stream: its end is not known
+        if config.detector_tiles:  # the layout is the level's: so is the refinement share
+            self._resolve_plate_refine()
         self._sizes: dict[int, np.ndarray] = {}
         self._plate_error, self._plate_retry = math.inf, math.inf  # the decoder's plate
         self._cloud_plate: np.ndarray | None = None  # (H, W, 3) float32: what the decoder holds
@@ -617,8 +620,30 @@ class ScaffoldEncoder:
             self.config = dataclasses.replace(self.config, detector_tiles=self.profile.tiles)
             self._people.detector = detector.with_config(
                 dataclasses.replace(detector.config, tiles=self.profile.tiles))
+        self._resolve_plate_refine()
         if self._background is not None:
             self._background.prime(frames)
+
+    def _resolve_plate_refine(self) -> None:
+        """Replaces a per-camera ``plate_refine`` by the share the camera calls for, in the
+        config the header records: :data:`~codec.scaffold.levels.SMALL_PEOPLE_PLATE_REFINE`
+        for a live stream with a tiled layout (small people), else 0. A clip of known
+        length is not refined: a tile pays back over the minutes it is shown, and on
+        42-second clips refinement cost MODA (README "What a viewer sees in steady
+        state"). The share stays after a scene cut (the header is sent)."""
+        from semcodec.codec.scaffold.levels import (
+            PLATE_REFINE_PER_CAMERA,
+            SMALL_PEOPLE_PLATE_REFINE,
+        )
+        from semcodec.codec.scaffold.profile import DEFAULT_TILES
+
+        if self.config.plate_refine != PLATE_REFINE_PER_CAMERA:
+            return
+        tiles = self.config.detector_tiles or DEFAULT_TILES
+        share = SMALL_PEOPLE_PLATE_REFINE if tiles > 1 and self._live else 0.0
+        self.config = dataclasses.replace(self.config, plate_refine=share)
+        if self.profile is not None:
+            self.stats.profile += f"; plate refinement {share:g} of the target"
 
     def _follow_scene(self, frame: np.ndarray, cut: bool) -> None:
         """After a scene cut, chooses the camera's profile again on the first

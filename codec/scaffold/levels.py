@@ -57,9 +57,13 @@ class LevelConfig:
             the best quality the bytes set aside so far buy), so that a static camera's
             background converges over minutes without a burst of bytes; tiles start once
             the stream's first 10-second window has passed (its first plate and references
-            are paid first). 0: off, level 1's preset (in steady state refinement helps
-            cameras of small people and costs those of large ones: README "What a viewer
-            sees in steady state").
+            are paid first). 0: off. :data:`PLATE_REFINE_PER_CAMERA` (level 1's preset):
+            chosen per stream by the edge: a live stream whose camera has a tiled layout
+            (small people: most of the picture is background, and references are cheap)
+            refines with :data:`SMALL_PEOPLE_PLATE_REFINE`; one window (large people, who
+            need the bytes for references) or a clip of known length (it ends before the
+            tiles pay back) does not. The header records the share chosen (README "What a
+            viewer sees in steady state").
         scene_change: also send a keyframe when the scene changes.
         detect_every: run the person detector on every k-th frame, track in between.
         detector_tiles: 0: chosen per camera by the edge from its start-up frames
@@ -126,8 +130,9 @@ class LevelConfig:
         if not all(0 < v <= 1 for v in scales) or len(scales) > 4:
             raise ValueError(f"plate_scales must be at most 4 numbers in (0, 1], got "
                              f"{self.plate_scales!r}")  # fmt: skip
-        if not 0 <= self.plate_refine < 1:
-            raise ValueError(f"plate_refine must be in [0, 1), got {self.plate_refine}")
+        if not (0 <= self.plate_refine < 1 or self.plate_refine == PLATE_REFINE_PER_CAMERA):
+            raise ValueError(f"plate_refine must be in [0, 1) or {PLATE_REFINE_PER_CAMERA} "
+                             f"(per camera), got {self.plate_refine}")  # fmt: skip
         if not 0 <= self.keyframe_quality <= 100:
             raise ValueError(f"keyframe_quality must be 0..100, got {self.keyframe_quality}")
         if self.keyframe_interval < 0 or self.detect_every < 1:
@@ -201,6 +206,11 @@ class LevelConfig:
 
 
 LEVEL_NUMBERS = (0, 1, 2, 3)
+#: ``plate_refine`` value that leaves the share to the camera's layout (resolved by the edge).
+PLATE_REFINE_PER_CAMERA = -1.0
+#: The share a tiled layout (small people) refines with: measured in steady state on PETS
+#: 501-795 (0.25 against 0.1; the one camera of the three with a tiled layout).
+SMALL_PEOPLE_PLATE_REFINE = 0.25
 #: What a keyframe picture can be (see :attr:`LevelConfig.plate`).
 PLATES = ("frame", "median")
 
@@ -212,7 +222,7 @@ LEVELS: dict[int, LevelConfig] = {
                    flow_step_px=1.0, keyframe_interval=300, keyframe_quality=35,
                    keyframe_scale=0.5, plate_scales="0.75,1", detector_threshold=0.4,
                    detector_full_frame=False, box_step_px=2.0, appearance_quality=30,
-                   plate="median", target_bpp=0.004),
+                   plate="median", target_bpp=0.004, plate_refine=PLATE_REFINE_PER_CAMERA),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
                    flow_scale=1 / 8, flow_step_px=0.5, keyframe_interval=75,
                    keyframe_quality=40),

@@ -90,6 +90,12 @@ def test_level1_header_records_the_chosen_layout(sample_frames):
     assert header.settings["profile_frames"] == "0 1 2 3 4 5"
     assert float(header.settings["profile_person_height"]) > 0
     assert "2x2 tiles" in stats.profile
+    # a clip of known length: no plate refinement (it ends before tiles pay back)
+    assert header.settings["plate_refine"] == "0.0"
+    # a live stream of small people: refined with the tiled layout's share, said in the header
+    live, _, live_stats = encode_frames(iter(frames), level_config(1), 7.0, (384, 288))
+    assert live.settings["plate_refine"] == "0.25"
+    assert "plate refinement 0.25 of the target" in live_stats.profile
     decoder = ScaffoldDecoder(header)
     for unit in units:
         decoder.decode_unit(unit)
@@ -104,6 +110,33 @@ def test_a_fixed_layout_is_kept(sample_frames):
     header, _, stats = encode_frames(iter(sample_frames[:3]), config, 7.0, (384, 288), 3)
     assert header.settings["detector_tiles"] == "1"
     assert "profile_frames" not in header.settings and stats.profile == ""
+    live = [encode_frames(iter(sample_frames[:3]), level_config(1, **options), 7.0,
+                          (384, 288))[0].settings["plate_refine"]
+            for options in ({"detector_tiles": 1}, {"detector_tiles": 2},
+                            {"detector_tiles": 1, "plate_refine": 0.1})]  # fmt: skip
+    # live streams: one window, no refinement; tiles, the small people's share; a share given
+    assert live == ["0.0", "0.25", "0.1"]
+
+
+def test_large_people_leave_the_plate_unrefined(sample_frames):
+    """The sample seen 3x closer, live: one window is chosen, and with it no plate
+    refinement (the bytes go to the large people's references)."""
+    from semcodec.codec.scaffold.codec import encode_frames
+    from semcodec.codec.scaffold.levels import level_config
+
+    frames = zoomed(sample_frames[:6], 3.0)
+    header, _, stats = encode_frames(iter(frames), level_config(1), 7.0, (384, 288))  # live
+    assert header.settings["detector_tiles"] == "1"
+    assert header.settings["plate_refine"] == "0.0"
+    assert "plate refinement 0 of the target" in stats.profile
+
+
+def test_plate_refine_per_camera_is_the_only_negative_share():
+    from semcodec.codec.scaffold.levels import PLATE_REFINE_PER_CAMERA, level_config
+
+    assert level_config(1).plate_refine == PLATE_REFINE_PER_CAMERA
+    with pytest.raises(ValueError, match="plate_refine"):
+        level_config(1, plate_refine=-0.5)
 
 
 def test_rate_over_a_two_second_clip(sample_frames):
