@@ -178,3 +178,24 @@ def test_level1_chooses_the_layout_again_after_a_scene_cut(sample_dir):
     assert tiles.index(1) == 20 + 27  # the 28th frame after the cut (4 s at 7 fps)
     assert encoder.header(len(frames)).settings["detector_tiles"] == "2"  # the start-up choice
     assert "after the scene cut at frame 21: whole frame" in encoder.stats.profile
+
+
+def test_a_live_stream_of_small_people_refines_its_plate_after_the_first_window(sample_dir):
+    """Level 1's default on a live stream of the sample (small people: tiles): plate tiles
+    start once the first 10-second window (70 frames at 7 fps) has passed, and a decoder
+    of the header takes them."""
+    from semcodec.codec.bitstream import SubStreamType, Unit
+    from semcodec.codec.scaffold.codec import ScaffoldDecoder, encode_frames
+    from semcodec.codec.scaffold.levels import level_config
+    from semcodec.edge.sources import open_source
+
+    sample = open_source(sample_dir).read(start=1, count=60)
+    frames = np.concatenate([sample, sample[::-1]])  # 120 frames, no cut
+    header, units, stats = encode_frames(iter(frames), level_config(1), 7.0, (384, 288))
+    assert header.settings["plate_refine"] == "0.25"
+    tiled = [u.seq for u in units if SubStreamType.PLATE_TILE in {s.type for s in u.substreams}]
+    assert tiled and min(tiled) >= 70 and stats.plate_tiles == len(tiled)
+    decoder = ScaffoldDecoder(header)
+    for unit in units:
+        decoder.decode_unit(Unit.from_bytes(unit.to_bytes()))
+    decoder.finish()
