@@ -422,7 +422,7 @@ class ScaffoldEncoder:
                                                   overdue_frames=overdue, check=check)  # fmt: skip
         self._previous_frame: np.ndarray | None = None
         self._primed = False
-        self._live = not expected_frames  # a live stream: its end is not known
+        self._expected_frames = int(expected_frames)  # 0: a live stream, its end unknown
         if config.detector_tiles:  # the layout is the level's: so is the refinement share
             self._resolve_plate_refine()
         self._sizes: dict[int, np.ndarray] = {}
@@ -627,20 +627,25 @@ class ScaffoldEncoder:
     def _resolve_plate_refine(self) -> None:
         """Replaces a per-camera ``plate_refine`` by the share the camera calls for, in the
         config the header records: :data:`~codec.scaffold.levels.SMALL_PEOPLE_PLATE_REFINE`
-        for a live stream with a tiled layout (small people), else 0. A clip of known
-        length is not refined: a tile pays back over the minutes it is shown, and on
-        42-second clips refinement cost MODA (README "What a viewer sees in steady
-        state"). The share stays after a scene cut (the header is sent)."""
+        with a tiled layout (small people), else 0 -- and 0 for a clip of known length that
+        ends before a plate period has passed after its first rate window (tiles start
+        after that window and pay back over the period they are shown in; on 42-second
+        clips refinement cost MODA: README "What a viewer sees in steady state"). The share
+        stays after a scene cut (the header is sent)."""
         from semcodec.codec.scaffold.levels import (
             PLATE_REFINE_PER_CAMERA,
             SMALL_PEOPLE_PLATE_REFINE,
         )
         from semcodec.codec.scaffold.profile import DEFAULT_TILES
+        from semcodec.codec.scaffold.rate import WINDOW_S
 
         if self.config.plate_refine != PLATE_REFINE_PER_CAMERA:
             return
         tiles = self.config.detector_tiles or DEFAULT_TILES
-        share = SMALL_PEOPLE_PLATE_REFINE if tiles > 1 and self._live else 0.0
+        window = round(WINDOW_S * self.fps)
+        period = self.config.keyframe_interval or window  # no plate period: one more window
+        short = 0 < self._expected_frames < window + period
+        share = SMALL_PEOPLE_PLATE_REFINE if tiles > 1 and not short else 0.0
         self.config = dataclasses.replace(self.config, plate_refine=share)
         if self.profile is not None:
             self.stats.profile += f"; plate refinement {share:g} of the target"

@@ -58,12 +58,13 @@ class LevelConfig:
             background converges over minutes without a burst of bytes; tiles start once
             the stream's first 10-second window has passed (its first plate and references
             are paid first). 0: off. :data:`PLATE_REFINE_PER_CAMERA` (level 1's preset):
-            chosen per stream by the edge: a live stream whose camera has a tiled layout
+            chosen per stream by the edge: a stream whose camera has a tiled layout
             (small people: most of the picture is background, and references are cheap)
             refines with :data:`SMALL_PEOPLE_PLATE_REFINE`; one window (large people, who
-            need the bytes for references) or a clip of known length (it ends before the
-            tiles pay back) does not. The header records the share chosen (README "What a
-            viewer sees in steady state").
+            need the bytes for references) or a clip of known length shorter than its first
+            10-s window plus one plate period (it ends before the tiles pay back) does not.
+            The header records the share chosen (README "What a viewer sees in steady
+            state").
         scene_change: also send a keyframe when the scene changes.
         detect_every: run the person detector on every k-th frame, track in between.
         detector_tiles: 0: chosen per camera by the edge from its start-up frames

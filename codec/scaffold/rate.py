@@ -45,6 +45,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+#: Seconds of a rate window (what the transport's feedback averages over).
+WINDOW_S = 10.0
+
 
 class RateController:
     """A byte account for one stream.
@@ -83,7 +86,7 @@ class RateController:
     """
 
     def __init__(self, target_bpp: float, frame_size: tuple[int, int], fps: float,
-                 window_s: float = 10.0, first_keyframe_share: float = 0.35,
+                 window_s: float = WINDOW_S, first_keyframe_share: float = 0.35,
                  keyframe_share: float = 0.3, spare_frames: float = 2.0,
                  debt_share: float = 0.25, expected_frames: int = 0, fixed_bytes: int = 0,
                  margin: float = 0.99, clip_keyframe_share: float = 0.1,
@@ -231,7 +234,7 @@ def fit_quality(encode: Callable[[int], bytes], cap: int, low: int = 1,
 
 
 def window_rates(unit_bytes, fps: float, frame_bytes: float,
-                 window_s: float = 10.0) -> tuple[float, float] | None:  # fmt: skip
+                 window_s: float = WINDOW_S) -> tuple[float, float] | None:  # fmt: skip
     """The least and largest rate over every ``window_s`` window of frames after the first
     (its keyframe excluded), as ratios to the target (``frame_bytes`` per frame); a clip
     shorter than that is one window.

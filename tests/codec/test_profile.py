@@ -199,3 +199,19 @@ def test_a_live_stream_of_small_people_refines_its_plate_after_the_first_window(
     for unit in units:
         decoder.decode_unit(Unit.from_bytes(unit.to_bytes()))
     decoder.finish()
+
+
+def test_a_clip_is_refined_only_when_a_plate_period_follows_its_first_window():
+    """Tiles start after the first 10-s window (70 frames at 7 fps) and pay back over a plate
+    period (level 1: 300 frames): a clip of 370 frames is refined, one of 369 is not."""
+    from semcodec.codec.scaffold.codec import ScaffoldEncoder
+    from semcodec.codec.scaffold.levels import level_config
+
+    config = level_config(1, detector_tiles=2)
+    shares = [ScaffoldEncoder(config, (384, 288), 7.0, expected_frames=n).config.plate_refine
+              for n in (0, 369, 370)]  # fmt: skip
+    assert shares == [0.25, 0.0, 0.25]
+    no_period = level_config(1, detector_tiles=2, keyframe_interval=0)  # one more window then
+    shares = [ScaffoldEncoder(no_period, (384, 288), 7.0, expected_frames=n).config.plate_refine
+              for n in (139, 140)]  # fmt: skip
+    assert shares == [0.0, 0.25]
