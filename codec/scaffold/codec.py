@@ -637,12 +637,12 @@ class ScaffoldEncoder:
             SMALL_PEOPLE_PLATE_REFINE,
         )
         from semcodec.codec.scaffold.profile import DEFAULT_TILES
-        from semcodec.codec.scaffold.rate import WINDOW_S
+        from semcodec.codec.scaffold.rate import window_frames
 
         if self.config.plate_refine != PLATE_REFINE_PER_CAMERA:
             return
         tiles = self.config.detector_tiles or DEFAULT_TILES
-        window = round(WINDOW_S * self.fps)
+        window = window_frames(self.fps)
         period = self.config.keyframe_interval or window  # no plate period: one more window
         short = 0 < self._expected_frames < window + period
         share = SMALL_PEOPLE_PLATE_REFINE if tiles > 1 and not short else 0.0

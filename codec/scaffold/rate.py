@@ -49,6 +49,11 @@ import numpy as np
 WINDOW_S = 10.0
 
 
+def window_frames(fps: float, window_s: float = WINDOW_S) -> int:
+    """Frames in a rate window of ``window_s`` seconds at ``fps`` (at least 1)."""
+    return max(1, round(window_s * fps))
+
+
 class RateController:
     """A byte account for one stream.
 
@@ -96,7 +101,7 @@ class RateController:
             raise ValueError(f"target_bpp and fps must be > 0, got {target_bpp}, {fps}")
         self._margin, self._pixels = margin, frame_size[0] * frame_size[1]
         self.frame_bytes = margin * target_bpp * frame_size[0] * frame_size[1] / 8
-        self.window_frames = max(1, round(window_s * fps))
+        self.window_frames = window_frames(fps, window_s)
         self.expected_frames = max(0, int(expected_frames))
         if 0 < self.expected_frames <= self.window_frames + 1:  # no window after the first
             first_repay = 1.0
@@ -253,7 +258,7 @@ def window_rates(unit_bytes, fps: float, frame_bytes: float,
     sizes = everything[1:]
     if sizes.size == 0 or not frame_bytes > 0:
         return None
-    n = max(1, round(window_s * fps))
+    n = window_frames(fps, window_s)
     if sizes.size < n:
         ratio = float(everything.sum() / (everything.size * frame_bytes))
         return ratio, ratio
