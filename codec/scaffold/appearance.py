@@ -80,12 +80,12 @@ def ref_region(box: np.ndarray) -> np.ndarray:
     return np.array([cx - hw, cy - hh, cx + hw, cy + hh])
 
 
-def ref_size(box: np.ndarray) -> tuple[int, int]:
-    """``(width, height)`` of the reference of a person in ``box`` (frame pixels): at most
-    :data:`MAX_REF_HEIGHT` high and twice that wide (what a decoder accepts), never
-    upscaled."""
+def ref_size(box: np.ndarray, scale: float = 1.0) -> tuple[int, int]:
+    """``(width, height)`` of the reference of a person in ``box`` (frame pixels): ``scale``
+    (0..1] of the box, at most :data:`MAX_REF_HEIGHT` high and twice that wide (what a
+    decoder accepts), never upscaled."""
     w, h = float(box[2] - box[0]), float(box[3] - box[1])
-    scale = min(1.0, MAX_REF_HEIGHT / max(h, 1.0), 2 * MAX_REF_HEIGHT / max(w, 1.0))
+    scale = min(scale, MAX_REF_HEIGHT / max(h, 1.0), 2 * MAX_REF_HEIGHT / max(w, 1.0))
     return (min(2 * MAX_REF_HEIGHT, max(2, round(w * scale))),
             min(MAX_REF_HEIGHT, max(2, round(h * scale))))
 
@@ -363,12 +363,16 @@ class AppearanceSelector:
         check: ``(frame, box) -> bool``, whether a box holds a whole person
             (:class:`WholePersonCheck`); a picture is sent only where it says so, except an
             overdue thumbnail. ``None``: every box does.
+        scale: a full reference is this fraction (0..1] of the box (:func:`ref_size`).
     """
 
     def __init__(self, quality: int, refresh_frames: int, size_change: float = 0.3,
                  max_difference: float = 28.0, overdue_frames: int | None = None,
-                 check=None) -> None:  # fmt: skip
+                 check=None, scale: float = 1.0) -> None:  # fmt: skip
+        if not 0 < scale <= 1:
+            raise ValueError(f"scale must be in (0, 1], got {scale}")
         self.quality = int(quality)
+        self.scale = float(scale)
         self.check = check
         self.refresh_frames = max(1, int(refresh_frames))
         self.size_change = float(size_change)
@@ -428,7 +432,7 @@ class AppearanceSelector:
                 new_left -= new
                 continue  # not a whole person at this box: wait for a frame where it is
             region = ref_region(box)
-            full = ref_size(region)
+            full = ref_size(region, self.scale)
             # a new person gets the largest picture that fits their share of what is left
             # for the new people, down to a thumbnail; a refresh is full size or nothing
             cap = bound

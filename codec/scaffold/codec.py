@@ -419,7 +419,8 @@ class ScaffoldEncoder:
             overdue = max(1, round(OVERDUE_S * self.fps))
             check = WholePersonCheck(detector) if config.check_refs else None
             self._appearance = AppearanceSelector(config.appearance_quality, refresh,
-                                                  overdue_frames=overdue, check=check)  # fmt: skip
+                                                  overdue_frames=overdue, check=check,
+                                                  scale=config.appearance_scale)  # fmt: skip
         self._previous_frame: np.ndarray | None = None
         self._primed = False
         self._expected_frames = int(expected_frames)  # 0: a live stream, its end unknown

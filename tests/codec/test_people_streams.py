@@ -111,6 +111,8 @@ def test_references_are_capped_in_height_and_drawn_into_their_box():
     assert ref_size(np.array([0, 0, 50, 400])) == (12, MAX_REF_HEIGHT)
     assert ref_size(np.array([0, 0, 20, 60])) == (20, 60)
     assert ref_size(np.array([0, 0, 238 * 4, 66 * 4])) == (2 * MAX_REF_HEIGHT, 53)  # a wide box
+    assert ref_size(np.array([0, 0, 20, 60]), scale=0.5) == (10, 30)  # a cheaper reference
+    assert ref_size(np.array([0, 0, 50, 400]), scale=0.5) == (12, MAX_REF_HEIGHT)  # the cap wins
     frame = np.zeros((60, 80, 3), np.uint8)
     frame[10:50, 20:40] = (200, 30, 90)
     ref = crop_box(frame, np.array([20, 10, 40, 50]), (20, 40))
@@ -545,6 +547,28 @@ def test_plate_scales_are_checked_and_kept_by_the_header():
     for bad in ("0.5,x", "0,1", "1.5", "0.1,0.2,0.3,0.4,0.6"):
         with pytest.raises(ValueError, match="plate_scales"):
             level_config(1, plate_scales=bad)
+
+
+def test_appearance_scale_is_checked_kept_by_the_header_and_shrinks_references(sample_frames):
+    from semcodec.codec.scaffold.appearance import AppearanceSelector
+    from semcodec.codec.scaffold.levels import LevelConfig, level_config
+    from semcodec.codec.scaffold.types import Tracks
+
+    config = level_config(1, appearance_scale=0.5)
+    assert LevelConfig.from_dict(config.to_dict()) == config
+    older = {k: v for k, v in config.to_dict().items() if k != "appearance_scale"}
+    assert LevelConfig.from_dict(older).appearance_scale == 1.0  # a stream before the field
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="appearance_scale"):
+            level_config(1, appearance_scale=bad)
+    tracks = Tracks(np.array([[100, 60, 140, 180]], np.float32), np.ones(1, np.float32),
+                    np.array([1], np.int32))  # fmt: skip
+    sizes = {}
+    for scale in (1.0, 0.5):
+        refs = AppearanceSelector(50, 10, scale=scale).select(sample_frames[0], 0, tracks, None)
+        sizes[scale] = decode_ref(refs[1]).shape[:2], len(refs[1])
+    assert sizes[1.0][0] == (MAX_REF_HEIGHT, 32) and sizes[0.5][0] == (60, 20)
+    assert sizes[0.5][1] < sizes[1.0][1]  # fewer bytes
 
 
 def test_the_whole_person_check_passes_people_and_refuses_parts_and_background(sample_frames):
