@@ -31,6 +31,8 @@ from semcodec.codec.console import (
 from semcodec.codec.models import MODELS_DIR_HELP
 
 PROG = "cloud-decoder"
+#: The options of ``decode`` each reconstructor takes (others take none).
+DECODER_OPTIONS = {"diffusion": ("steps", "seed", "weights"), "restore": ("weights",)}
 # not __name__: run as ``python -m semcodec.cloud.cli`` it is "__main__", outside "semcodec"
 log = logging.getLogger("semcodec.cloud.cli")
 
@@ -68,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="diffusion: sampling steps (1, 2, 4, 8, 16; default 2)")  # fmt: skip
     dec.add_argument("--seed", type=non_negative_int, help="diffusion: noise seed (default 0)")
     dec.add_argument("--weights", type=Path, metavar="FILE",
-                     help="diffusion: denoiser weights (default: the shipped model)")  # fmt: skip
+                     help="diffusion: denoiser weights; restore: restorer weights (default: "
+                     "the shipped models)")  # fmt: skip
     dec.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
     dec.add_argument("--bottleneck", type=Path, metavar="FILE",
                      help="detect-mode streams: the edge's bottleneck file when it is not a "
@@ -272,8 +275,10 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
     options = {k: getattr(args, k) for k in ("steps", "seed", "weights")
                if getattr(args, k) is not None}  # fmt: skip
-    if options and args.decoder != "diffusion":
-        raise UnknownReconstructorError(f"--{', --'.join(options)}: only for --decoder diffusion")
+    extra = [k for k in options if k not in DECODER_OPTIONS.get(args.decoder, ())]
+    if extra:
+        owners = " or ".join(n for n, keys in DECODER_OPTIONS.items() if extra[0] in keys)
+        raise UnknownReconstructorError(f"--{', --'.join(extra)}: only for --decoder {owners}")
     header, units = read_stream(args.input)
     if is_detect_stream(header):
         return _decode_detections(args, header, units)

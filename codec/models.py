@@ -465,6 +465,8 @@ def _mediapipe(member: str, sha256: str) -> PackageSource:
     return PackageSource("pypi", requirement, f"mediapipe/modules/{member}", sha256, size, tag)
 
 
+#: sha256 of the shipped reference restorer (``codec/weights/ref_restorer.pt``).
+REF_RESTORER_SHA256 = "00fa9f94fcb6e8e79dc634792874b59594747b37210ce807cf4a95d52a1c4959"
 #: sha256 of the shipped denoiser (``codec/weights/denoiser_pets.pt``).
 DENOISER_PETS_SHA256 = "596f0d7e3b2a6f0570c30a65f1b4ce07e31b461c5beb53d80e345bc9916aa9ff"
 
@@ -618,6 +620,19 @@ def _register_defaults() -> None:
             "semcodec: codec/weights/MODEL_CARD.md"
         ),
         bundled="codec/weights/denoiser_pets.pt",
+    ))  # fmt: skip
+    register_model(ModelSpec(
+        name="ref_restorer",
+        relpath="semcodec/ref_restorer.pt",
+        sha256=REF_RESTORER_SHA256,
+        url=None,
+        licence="Apache-2.0",
+        description=(
+            "the restore reconstructor's reference restorer, trained here on PETS09-S2L1-full "
+            "1-500, TUD-Stadtmitte 1-90 and PETS 1-500 zoomed 2x (semcodec-bench "
+            "train-restorer); ships with semcodec: codec/weights/MODEL_CARD.md"
+        ),
+        bundled="codec/weights/ref_restorer.pt",
     ))  # fmt: skip
 
 

@@ -385,6 +385,22 @@ def build_parser() -> argparse.ArgumentParser:
     decoder.add_argument("--device", default="cpu",
                          help="torch device to train on (cpu, cuda, ...)")  # fmt: skip
 
+    restorer = sub.add_parser(
+        "train-restorer",
+        help="train the network of the `restore` reconstructor",
+        description="Makes examples from the ground-truth tracks of PETS09-S2L1-full 1-500, "
+        "TUD-Stadtmitte 1-90 and PETS 1-500 zoomed 2x (a reference as level 1 codes it, an "
+        "earlier one of the same person, the original crop), trains the reference restorer "
+        "(L1 + ST-LPIPS) and scores it on PETS 501-795 and TUD 91-179. Writes OUT/restorer.pt "
+        "(pass it to `--decoder restore --weights`) and OUT/scores.json.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    add_verbosity(restorer)
+    restorer.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+    restorer.add_argument("--steps", type=positive_int, default=700, help="optimizer steps")
+    restorer.add_argument("--seed", type=non_negative_int, default=0, help="seed")
+    restorer.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
+
     score = sub.add_parser(
         "score-decoder",
         help="score denoiser weights against `warp` on person windows of held-out frames",
@@ -799,6 +815,15 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_restorer(args: argparse.Namespace) -> int:
+    from semcodec.evaluation.train_restorer import train
+
+    weights = train(args.out, steps=args.steps, seed=args.seed, data_dir=args.data_dir,
+                    log=log.info)  # fmt: skip
+    log.info("wrote %s (held-out scores: %s)", weights, args.out / "scores.json")
+    return 0
+
+
 def cmd_score_decoder(args: argparse.Namespace) -> int:
     import dataclasses
     import tempfile
@@ -1037,6 +1062,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         return cmd_train_flow_prior(args)
     if args.command == "train-decoder":
         return cmd_train_decoder(args)
+    if args.command == "train-restorer":
+        return cmd_train_restorer(args)
     if args.command == "score-decoder":
         return cmd_score_decoder(args)
     if args.command == "split-points":

@@ -80,11 +80,11 @@ class ScaffoldCodec(Codec):
             if setting.get("previous") not in ("0", "1"):
                 raise SettingError(f"scaffold: previous={setting.get('previous')}: expected 0 or 1")
             options["previous"] = setting.get("previous") == "1"
-        if options and name == "warp":
-            raise SettingError(f"scaffold: '{setting}': steps, seed, weights and previous "
-                               "need decoder=diffusion")  # fmt: skip
+        if options and (name == "warp" or name == "restore" and set(options) - {"weights"}):
+            raise SettingError(f"scaffold: '{setting}': steps, seed and previous need "
+                               "decoder=diffusion, weights diffusion or restore")  # fmt: skip
         if setting.get("matte") is not None:
-            if setting.get("matte") not in ("0", "1") or name != "warp":
+            if setting.get("matte") not in ("0", "1") or name not in ("warp", "restore"):
                 raise SettingError(f"scaffold: matte={setting.get('matte')}: expected 0 or 1, "
                                    "with decoder=warp")  # fmt: skip
             options["matte"] = setting.get("matte") == "1"

@@ -73,8 +73,9 @@ class UnknownReconstructorError(ReconstructionError, ValueError):
 
 
 def _import_builtin_reconstructors() -> None:
-    from semcodec.codec.reconstruct import (  # noqa: F401  (register "diffusion", "warp")
+    from semcodec.codec.reconstruct import (  # noqa: F401  (register "diffusion", "restore", "warp")
         diffusion,
+        restore,
         warp,
     )
 

@@ -32,6 +32,7 @@ from semcodec.codec.reconstruct.denoiser import (
     sample_residual,
     to_tensor,
 )
+from semcodec.codec.reconstruct.weights import save_weights
 from semcodec.codec.reconstruct.windows import (
     box_masks,
     conditioning,
@@ -48,13 +49,7 @@ STEP_CHOICES = (1, 2, 4, 8, 16)
 
 def save_denoiser(model: ConditionalDenoiser, path: Path, metadata: dict) -> Path:
     """Writes ``model``'s float32 weights, config and ``metadata`` to ``path`` (atomically)."""
-    state = {"config": model.config.to_dict(), "metadata": metadata,
-             "state_dict": {k: v.detach().float().contiguous()
-                            for k, v in model.state_dict().items()}}  # fmt: skip
-    partial = Path(path).with_suffix(".partial")
-    torch.save(state, partial)
-    partial.replace(path)
-    return Path(path)
+    return save_weights(model, model.config.to_dict(), path, metadata)
 
 
 def load_denoiser(path: str | Path) -> ConditionalDenoiser:

@@ -24,6 +24,9 @@ that fits the budget, halving its size down to a thumbnail :data:`MIN_THUMB_HEIG
 high (tens of bytes), so nobody stays a grey silhouette for want of bytes (one tracked for
 ``overdue_frames`` without a reference gets the smallest thumbnail over budget); a thumbnail is
 refined (sent again at full size) after a quarter of ``refresh_frames``, budget allowing.
+With ``scale`` below 1 a refresh is that fraction of the person's full reference size (a
+first reference and a thumbnail's refinement stay full size), for a decoder that keeps the
+detail of the sharper picture it holds (``restore``).
 A reference taken when the person's box had another shape (aspect ratio off by more than
 :data:`MAX_ASPECT_CHANGE`: the detector had seen a part of them, or two people as one) is
 replaced at once, like a missing one, so a face is not pasted into a whole body's box.
@@ -432,14 +435,19 @@ class AppearanceSelector:
                 new_left -= new
                 continue  # not a whole person at this box: wait for a frame where it is
             region = ref_region(box)
-            full = ref_size(region, self.scale)
+            full = ref_size(region)
+            held = self._refs.get(tid)
+            # a refresh of a person whose full-size picture the decoder holds is ``scale``
+            # of it (the decoder keeps the detail it had)
+            size_now = full if new or held is None or held.thumbnail else ref_size(region,
+                                                                                  self.scale)
             # a new person gets the largest picture that fits their share of what is left
             # for the new people, down to a thumbnail; a refresh is full size or nothing
             cap = bound
             if new and bound is not None:
                 cap = spent + (bound - spent) // max(1, new_left)
                 new_left -= 1
-            for size in thumbnail_sizes(full) if new else [full]:
+            for size in thumbnail_sizes(full) if new else [size_now]:
                 data = encode_ref(crop_box(frame, region, size), self.quality)
                 if cap is None or spent + len(data) + 6 <= cap:
                     break
@@ -451,7 +459,8 @@ class AppearanceSelector:
             chosen[tid] = data
             spent += len(data) + 6
             self._refs[tid] = _Ref(number, float(box[3] - box[1]), decode_ref(data),
-                                   thumbnail=size != full, aspect=_aspect(box))  # fmt: skip
+                                   thumbnail=new and size != full,
+                                   aspect=_aspect(box))  # fmt: skip
         return chosen
 
     def _urgency(self, frame: np.ndarray, number: int, box: np.ndarray, tid: int,

@@ -78,15 +78,11 @@ class LevelConfig:
         appearance_quality: WebP quality 1..100 of the per-track appearance references
             (0: no appearance stream).
         appearance_refresh_s: a person's reference is refreshed after this many seconds.
-        appearance_scale: a full reference is this fraction (0..1] of the person's size in
-            the frame (still at most :data:`codec.scaffold.appearance.MAX_REF_HEIGHT` high):
-            below 1, cheaper references refreshed more often for the same bytes -- a
-            description for a decoder that restores detail (issue 24). With ``warp`` it
-            does not pay: on PETS09-S2L1-full 201-500 at level 1, person-region ST-LPIPS
-            0.258 -> 0.417 and MODA 0.409 -> 0.228 at 0.004 BPP with 0.5 (0.304 -> 0.440,
-            0.412 -> 0.254 at 0.002); on TUD-Stadtmitte 1-90 (large people, references
-            already at most half size) 0.253 -> 0.266 / 0.276 and MODA 0.486 -> 0.461 /
-            0.498 with 0.5 / 0.3 (README "Cheaper references").
+        appearance_scale: a refreshed reference is this fraction (0..1] of the person's full
+            reference size (the box, at most :data:`codec.scaffold.appearance.MAX_REF_HEIGHT`
+            high); a person's first reference stays full size. Below 1: cheaper refreshes, so
+            more of them for the same bytes, for a decoder that keeps the detail it had
+            (``restore``, issue 24; README "Cheaper references").
         check_refs: send a reference only where the person detector, run again on the
             box's surroundings, finds a whole person there
             (:class:`codec.scaffold.appearance.WholePersonCheck`; the edge's choice, the

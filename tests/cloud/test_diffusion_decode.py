@@ -8,14 +8,12 @@ import json
 import numpy as np
 import pytest
 import torch
-from semc_streams import stream_bytes, synthetic_stream
 
 from semcodec.cloud.cli import main as cloud_main
 from semcodec.codec.reconstruct import create_reconstructor
 from semcodec.codec.reconstruct.denoiser import ConditionalDenoiser, DenoiserConfig
 from semcodec.codec.reconstruct.diffusion import save_denoiser
 from semcodec.codec.reconstruct.windows import person_windows
-from semcodec.codec.scaffold.codec import decode_stream
 
 SIZE = (96, 64)
 
@@ -28,19 +26,13 @@ def weights(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def stream():
-    return stream_bytes(*synthetic_stream(level=1, count=4, size=SIZE))
+def stream(level1_stream):
+    return level1_stream
 
 
-def _decode(stream, name, **options):
-    rec = create_reconstructor(name, **options)
-    pairs = list(decode_stream(stream, rec))
-    return rec, [d for d, _ in pairs], np.stack([f for _, f in pairs])
-
-
-def test_people_windows_are_regenerated_and_the_rest_is_warps(stream, weights):
-    _, decoded, warp = _decode(stream, "warp")
-    rec, _, frames = _decode(stream, "diffusion", weights=weights, steps=2, seed=3)
+def test_people_windows_are_regenerated_and_the_rest_is_warps(decode_with, stream, weights):
+    _, decoded, warp = decode_with(stream, "warp")
+    rec, _, frames = decode_with(stream, "diffusion", weights=weights, steps=2, seed=3)
     assert frames.shape == warp.shape and frames.dtype == np.uint8
     for k, unit in enumerate(decoded):
         outside = np.ones(SIZE[::-1], bool)
@@ -56,10 +48,10 @@ def test_people_windows_are_regenerated_and_the_rest_is_warps(stream, weights):
         "diffusion", 2, 3, "tiny.pt")
 
 
-def test_same_seed_same_frames_other_seed_other_frames(stream, weights):
-    one = _decode(stream, "diffusion", weights=weights, seed=3)[2]
-    again = _decode(stream, "diffusion", weights=weights, seed=3)[2]
-    other = _decode(stream, "diffusion", weights=weights, seed=4)[2]
+def test_same_seed_same_frames_other_seed_other_frames(decode_with, stream, weights):
+    one = decode_with(stream, "diffusion", weights=weights, seed=3)[2]
+    again = decode_with(stream, "diffusion", weights=weights, seed=3)[2]
+    other = decode_with(stream, "diffusion", weights=weights, seed=4)[2]
     np.testing.assert_array_equal(one, again)
     assert not np.array_equal(one, other)
 

@@ -565,10 +565,14 @@ def test_appearance_scale_is_checked_kept_by_the_header_and_shrinks_references(s
                     np.array([1], np.int32))  # fmt: skip
     sizes = {}
     for scale in (1.0, 0.5):
-        refs = AppearanceSelector(50, 10, scale=scale).select(sample_frames[0], 0, tracks, None)
-        sizes[scale] = decode_ref(refs[1]).shape[:2], len(refs[1])
-    assert sizes[1.0][0] == (MAX_REF_HEIGHT, 32) and sizes[0.5][0] == (60, 20)
-    assert sizes[0.5][1] < sizes[1.0][1]  # fewer bytes
+        selector = AppearanceSelector(50, 10, scale=scale)
+        first = selector.select(sample_frames[0], 0, tracks, None)
+        refresh = selector.select(sample_frames[11], 11, tracks, None)  # 10 frames: stale
+        sizes[scale] = [(decode_ref(r[1]).shape[:2], len(r[1])) for r in (first, refresh)]
+    # a person's first reference is full size whatever the scale; refreshes are scaled
+    assert sizes[1.0][0] == sizes[0.5][0] and sizes[1.0][0][0] == (MAX_REF_HEIGHT, 32)
+    assert sizes[1.0][1][0] == (MAX_REF_HEIGHT, 32) and sizes[0.5][1][0] == (60, 20)
+    assert sizes[0.5][1][1] < sizes[1.0][1][1]  # fewer bytes
 
 
 def test_the_whole_person_check_passes_people_and_refuses_parts_and_background(sample_frames):

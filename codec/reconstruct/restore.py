@@ -1,0 +1,207 @@
+"""``restore``: ``warp`` v2 with every appearance reference restored by a small network.
+
+Level 1 sends each person as a lossy WebP reference (WebP quality 30, at most 96 px high, or
+a fraction of the person's size with ``appearance_scale``); ``warp`` v2 only resizes it into
+the person's box, so a viewer sees the reference's blur and blocking. Here each reference,
+when it arrives, is first enlarged to the person's full reference size (the box's height, at
+most :data:`~codec.scaffold.appearance.MAX_REF_HEIGHT`), then restored by
+:class:`ReferenceRestorer` -- conditioned on the sharpest earlier reference of the same
+track that the decoder kept (its *memory*: the largest one received since the last
+keyframe, ``None`` for a new person) -- and then drawn as ``warp`` v2 draws it. The network
+runs once per reference, not per frame: the compute is people x refreshes.
+
+The network (:class:`ReferenceRestorer`): the enlarged reference and the memory resized to
+it (6 channels, -1..1) -> a 3x3 convolution to ``width`` channels, one stride-2 stage of
+``blocks`` residual blocks at twice the width, a transposed convolution back and one more
+block; the output is a residual added to the enlarged reference. Trained by
+``semcodec-bench train-restorer`` (L1 plus ST-LPIPS against the original crop) on pairs
+made from the training ranges' ground-truth tracks: the reference as level 1 codes it at
+scale 1, 0.5 or 0.35, an earlier full reference of the same person (dropped one time in
+four), the original crop.
+
+Everything is a fixed function of the decoded scaffolds (CPU float32, one thread order), so
+two runs give the same frames.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from semcodec.codec.reconstruct import (
+    DecodedFrame,
+    UnknownReconstructorError,
+    register_reconstructor,
+)
+from semcodec.codec.reconstruct.warp import WarpReconstructor
+from semcodec.codec.reconstruct.weights import save_weights
+from semcodec.codec.scaffold.appearance import ref_region, ref_size
+
+
+class _Block(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(channels, channels, 3, padding=1)
+        self.b = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.b(F.relu(self.a(x)))
+
+
+class ReferenceRestorer(nn.Module):
+    """``(enlarged reference, memory) -> restored reference``, each ``(N, 3, H, W)`` float32
+    in -1..1, ``H`` and ``W`` even.
+
+    Args:
+        width: channels at full resolution (twice that at half resolution).
+        blocks: residual blocks at half resolution.
+    """
+
+    def __init__(self, width: int = 32, blocks: int = 4) -> None:
+        super().__init__()
+        self.width, self.blocks = int(width), int(blocks)
+        self.head = nn.Conv2d(6, width, 3, padding=1)
+        self.down = nn.Conv2d(width, width * 2, 3, stride=2, padding=1)
+        self.mid = nn.Sequential(*[_Block(width * 2) for _ in range(blocks)])
+        self.up = nn.ConvTranspose2d(width * 2, width, 4, stride=2, padding=1)
+        self.fuse = nn.Sequential(_Block(width), nn.Conv2d(width, 3, 3, padding=1))
+
+    def forward(self, reference: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.head(torch.cat([reference, memory], 1)))
+        m = self.mid(F.relu(self.down(h)))
+        return reference + self.fuse(h + self.up(m))
+
+
+def save_restorer(model: ReferenceRestorer, path: Path, metadata: dict) -> Path:
+    """Writes ``model``'s float32 weights, shape and ``metadata`` to ``path`` atomically."""
+    return save_weights(model, {"width": model.width, "blocks": model.blocks}, path, metadata)
+
+
+def load_restorer(path: str | Path) -> ReferenceRestorer:
+    """The restorer saved at ``path`` by :func:`save_restorer`, in eval mode.
+
+    Raises:
+        UnknownReconstructorError: a file that is not such a restorer.
+    """
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        model = ReferenceRestorer(int(state["config"]["width"]), int(state["config"]["blocks"]))
+        model.load_state_dict(state["state_dict"])
+    except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+        raise UnknownReconstructorError(f"cannot load restorer weights {path}: {exc}") from None
+    model.metadata = state.get("metadata", {})
+    return model.eval()
+
+
+def default_weights() -> Path:
+    """The shipped restorer, resolved and its sha256 verified."""
+    from semcodec.codec.models import resolve_model
+
+    return resolve_model("ref_restorer")
+
+
+def _to_tensor(picture: np.ndarray) -> torch.Tensor:
+    """``(H, W, 3)`` uint8 -> ``(1, 3, H, W)`` float32 in -1..1."""
+    return torch.from_numpy(picture).permute(2, 0, 1)[None].float().div(127.5).sub(1.0)
+
+
+def _resized(picture: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``picture`` resampled to ``size`` ``(width, height)``: bicubic up, area down."""
+    if (picture.shape[1], picture.shape[0]) == size:
+        return picture
+    shrink = size[1] < picture.shape[0]
+    return cv2.resize(picture, size, interpolation=cv2.INTER_AREA if shrink else cv2.INTER_CUBIC)
+
+
+def restore_reference(model: ReferenceRestorer, reference: np.ndarray,
+                      memory: np.ndarray | None, size: tuple[int, int]) -> np.ndarray:  # fmt: skip
+    """``reference`` ``(h, w, 3)`` uint8 enlarged to ``size`` ``(width, height)`` and restored
+    with ``memory`` (an earlier reference of the person, any size; ``None``: none):
+    ``(height, width, 3)`` uint8."""
+    width, height = size
+    even = (width + width % 2, height + height % 2)
+    base = _resized(reference, even)
+    remembered = np.zeros_like(base) if memory is None else _resized(memory, even)
+    with torch.inference_mode():
+        out = model(_to_tensor(base), _to_tensor(remembered) if memory is not None
+                    else torch.zeros(1, 3, even[1], even[0]))  # fmt: skip
+    out = out[0, :, :height, :width].clamp(-1, 1).add(1).mul(127.5).round()
+    return out.permute(1, 2, 0).to(torch.uint8).numpy()
+
+
+@register_reconstructor("restore")
+class RestoreReconstructor(WarpReconstructor):
+    """``warp`` v2 drawing references restored by :class:`ReferenceRestorer`.
+
+    Args:
+        weights: a restorer file (``semcodec-bench train-restorer``); default: the shipped one.
+        memory: condition on the track's sharpest earlier reference (else on none).
+        matte, fade: as for ``warp``.
+    """
+
+    def __init__(self, weights: str | Path | None = None, memory: bool = True,
+                 matte: bool = False, fade: int = 0) -> None:  # fmt: skip
+        self.weights = Path(weights) if weights is not None else default_weights()
+        self.model = load_restorer(self.weights)
+        self.weights_sha256 = hashlib.sha256(self.weights.read_bytes()).hexdigest()
+        self.use_memory = bool(memory)
+        self._flops: dict[tuple[int, int], int] = {}
+        super().__init__(matte=matte, fade=fade)
+
+    def reset(self) -> None:
+        super().reset()
+        #: track id -> the largest reference received since the last keyframe
+        self._memory: dict[int, np.ndarray] = {}
+        self.restored = 0
+        self.flops = 0
+        self._frames = 0
+
+    def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
+        if frame.keyframe_image is not None and not frame.plate_refresh:
+            self._memory = {}
+        self._frames += 1
+        if frame.appearances:
+            frame = dataclasses.replace(frame, appearances=self._restored(frame))
+        return super().reconstruct(frame)
+
+    def _restored(self, frame: DecodedFrame) -> dict[int, np.ndarray]:
+        tracks = frame.scaffold.tracks
+        boxes = {int(t): b for t, b in zip(tracks.ids.tolist(), tracks.boxes, strict=True)}
+        out = {}
+        for track_id, ref in frame.appearances.items():
+            box = boxes.get(int(track_id))
+            size = ref_size(ref_region(box)) if box is not None else (ref.shape[1], ref.shape[0])
+            memory = self._memory.get(track_id) if self.use_memory else None
+            out[track_id] = restore_reference(self.model, ref, memory, size)
+            self.restored += 1
+            self.flops += self._count(size)
+            if memory is None or ref.shape[0] * ref.shape[1] >= memory.shape[0] * memory.shape[1]:
+                self._memory[track_id] = ref
+        return out
+
+    def _count(self, size: tuple[int, int]) -> int:
+        """FLOPs of one restoration at ``size`` (counted once per size)."""
+        if size not in self._flops:
+            from torch.utils.flop_counter import FlopCounterMode
+
+            width, height = size[0] + size[0] % 2, size[1] + size[1] % 2
+            x = torch.zeros(1, 3, height, width)
+            with FlopCounterMode(display=False) as counter, torch.inference_mode():
+                self.model(x, x)
+            self._flops[size] = int(counter.get_total_flops())
+        return self._flops[size]
+
+    def flops_per_frame(self) -> int | None:
+        """The restorations' FLOPs per frame so far (``warp``'s drawing is not counted)."""
+        return self.flops // max(1, self._frames)
+
+    def describe(self) -> dict:
+        return {**super().describe(), "name": "restore", "weights": self.weights.name,
+                "weights_sha256": self.weights_sha256, "memory": self.use_memory}  # fmt: skip

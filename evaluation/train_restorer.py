@@ -1,0 +1,179 @@
+"""``semcodec-bench train-restorer``: trains the ``restore`` reconstructor's network.
+
+Examples are made from ground-truth tracks of the training ranges (never the held-out
+501-795 / 91-179): for a person in frame ``t`` (box at least :data:`MIN_HEIGHT` px high),
+the reference level 1 would send there (the box region at scale 1, 0.5 or 0.35 of the
+person's full reference size, WebP quality :data:`QUALITY`, decoded), an earlier full
+reference of the same person (0.5 to 8 s before, coded the same way) and the original crop
+at the full reference size; all three resampled to a :data:`CANVAS` canvas. The loss is
+L1 plus ST-LPIPS (the benchmark's perceptual metric) between the restored and original
+crops; the memory is blanked for one example in four (a new person has none) and every
+second batch is mirrored. Adam, fixed seed and step count: the same command gives the same
+file on the same machine.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+#: ``(height, width)`` of a training example.
+CANVAS = (96, 48)
+#: Smallest ground-truth box height (pixels) an example is made from.
+MIN_HEIGHT = 24
+#: WebP quality of the references (level 1's ``appearance_quality``).
+QUALITY = 30
+#: Scales of the reference against its full size (level 1's ``appearance_scale``).
+SCALES = (1.0, 0.5, 0.35)
+
+
+@dataclass(frozen=True)
+class Range:
+    """Frames ``start .. start+frames-1`` of ``data``, through ``camera`` (a transform)."""
+
+    data: str
+    start: int
+    frames: int
+    camera: str | None = None
+    every: int = 1  # an example from every n-th row of a track
+
+
+#: The training ranges: PETS 1-500, TUD 1-90 and PETS 1-500 zoomed 2x (larger people).
+DEFAULT_RANGES = (
+    Range("PETS09-S2L1-full", 1, 500),
+    Range("TUD-Stadtmitte", 1, 90),
+    Range("PETS09-S2L1-full", 1, 500, "zoom=2,x=0.5,y=0.55", every=2),
+)
+#: Held-out ranges scored after training (not trained on).
+HELD_OUT = (Range("PETS09-S2L1-full", 501, 295, every=6), Range("TUD-Stadtmitte", 91, 89, every=4))
+
+
+def _canvas(picture: np.ndarray) -> np.ndarray:
+    height, width = CANVAS
+    shrink = picture.shape[0] > height
+    return cv2.resize(picture, (width, height),
+                      interpolation=cv2.INTER_AREA if shrink else cv2.INTER_CUBIC)  # fmt: skip
+
+
+def examples(part: Range, rng: np.random.Generator, data_dir=None,
+             scale: float | None = None) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """``(reference, memory, original)``, each ``(N, H, W, 3)`` uint8 on :data:`CANVAS`."""
+    from semcodec.codec.scaffold.appearance import (
+        crop_box,
+        decode_ref,
+        encode_ref,
+        ref_region,
+        ref_size,
+    )
+    from semcodec.edge.sources import resolve_data_path
+    from semcodec.evaluation.bench import load_sequence
+
+    options = () if part.camera is None else (("camera_transform", part.camera),)
+    pixels, info, gt = load_sequence(str(resolve_data_path(part.data, data_dir)), part.frames,
+                                     options, part.start)  # fmt: skip
+    if gt is None:
+        raise ValueError(f"{part.data}: no ground truth to make examples from")
+    tracks: dict[int, list[tuple[int, np.ndarray]]] = {}
+    for row in range(len(gt)):
+        x, y, w, h = gt.boxes[row]
+        frame = int(gt.frame_numbers[row])
+        if gt.counted[row] and h >= MIN_HEIGHT and 1 <= frame <= len(pixels):
+            tracks.setdefault(int(gt.ids[row]), []).append((frame, np.array([x, y, x + w, y + h])))
+
+    def coded(frame: int, box: np.ndarray, at: float) -> np.ndarray:
+        region = ref_region(box)
+        return decode_ref(encode_ref(crop_box(pixels[frame - 1], region, ref_size(region, at)),
+                                     QUALITY))  # fmt: skip
+
+    out: tuple[list, list, list] = ([], [], [])
+    for track_id in sorted(tracks):
+        rows = sorted(tracks[track_id], key=lambda r: r[0])
+        for i in range(0, len(rows), part.every):
+            frame, box = rows[i]
+            earlier = [r for r in rows[:i] if 0.5 * info.fps <= frame - r[0] <= 8 * info.fps]
+            if not earlier:
+                continue
+            then, then_box = earlier[int(rng.integers(len(earlier)))]
+            at = scale if scale is not None else SCALES[int(rng.integers(len(SCALES)))]
+            region = ref_region(box)
+            original = crop_box(pixels[frame - 1], region, ref_size(region))
+            for bucket, picture in zip(out, (coded(frame, box, at), coded(then, then_box, 1.0),
+                                             original), strict=True):  # fmt: skip
+                bucket.append(_canvas(picture))
+    if not out[0]:
+        raise ValueError(f"{part.data} {part.start}+{part.frames}: no example")
+    return tuple(np.stack(bucket) for bucket in out)
+
+
+def _tensor(pictures: np.ndarray):
+    import torch
+
+    return torch.from_numpy(pictures).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+
+
+def score(model, held: tuple[np.ndarray, ...], metric) -> dict[str, float]:
+    """Mean ST-LPIPS against the originals of the references enlarged (``warp``), restored
+    without and with memory."""
+    import torch
+
+    reference, memory, original = (_tensor(a) for a in held)
+    with torch.inference_mode():
+        restored = model(reference, memory).clamp(-1, 1)
+        alone = model(reference, torch.zeros_like(memory)).clamp(-1, 1)
+        return {name: float(metric(x, original).mean())
+                for name, x in (("enlarged", reference), ("restored_without_memory", alone),
+                                ("restored", restored))}  # fmt: skip
+
+
+def train(out: Path, steps: int = 700, seed: int = 0, batch: int = 32, width: int = 32,
+          blocks: int = 4, data_dir=None, ranges=DEFAULT_RANGES, held_out=HELD_OUT,
+          log=print) -> Path:  # fmt: skip
+    """Trains a :class:`~codec.reconstruct.restore.ReferenceRestorer`; writes
+    ``out/restorer.pt`` and ``out/scores.json`` (held-out scores); returns the weights' path."""
+    import torch
+
+    from semcodec.codec.reconstruct.restore import ReferenceRestorer, save_restorer
+    from semcodec.evaluation.perceptual import load_stlpips
+
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    parts = [examples(part, rng, data_dir) for part in ranges]
+    reference, memory, original = (_tensor(np.concatenate(a)) for a in zip(*parts, strict=True))
+    log(f"{len(reference)} training examples from {len(ranges)} ranges")
+    metric = load_stlpips().eval()
+    for p in metric.parameters():
+        p.requires_grad_(False)
+    model = ReferenceRestorer(width, blocks)
+    optimizer = torch.optim.Adam(model.parameters(), 2e-3)
+    generator = torch.Generator().manual_seed(seed)
+    started = time.perf_counter()
+    for step in range(steps):
+        pick = torch.randint(0, len(reference), (batch,), generator=generator)
+        x, m, y = reference[pick], memory[pick], original[pick]
+        if step % 2:
+            x, m, y = x.flip(3), m.flip(3), y.flip(3)
+        m = m * (torch.rand(batch, 1, 1, 1, generator=generator) > 0.25)
+        restored = model(x, m)
+        loss = (restored - y).abs().mean() + metric(restored.clamp(-1, 1), y).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if (step + 1) % 100 == 0:
+            log(f"step {step + 1}/{steps}: loss {loss.item():.4f} "
+                f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
+    model.eval()
+    scores = {}
+    for part in held_out:
+        held = examples(part, np.random.default_rng(1), data_dir, scale=None)
+        scores[f"{part.data} {part.start}-{part.start + part.frames - 1}"] = {
+            "examples": len(held[0]), **score(model, held, metric)}  # fmt: skip
+    metadata = {"steps": steps, "seed": seed, "batch": batch,
+                "ranges": [vars(r) for r in ranges], "held_out": scores}  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scores.json").write_text(json.dumps(scores, indent=1) + "\n")
+    return save_restorer(model, out / "restorer.pt", metadata)

@@ -1,0 +1,125 @@
+"""The ``restore`` reconstructor: ``warp`` v2 drawing references restored by a small network;
+the network's known answers, the per-track memory, determinism, FLOPs and bad weights."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from semcodec.cloud.cli import main as cloud_main
+from semcodec.codec.reconstruct import UnknownReconstructorError, create_reconstructor
+from semcodec.codec.reconstruct.restore import (
+    ReferenceRestorer,
+    load_restorer,
+    restore_reference,
+    save_restorer,
+)
+from semcodec.codec.scaffold.appearance import ref_region
+from semcodec.codec.scaffold.codec import decode_stream
+
+SIZE = (96, 64)
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory):
+    torch.manual_seed(0)
+    return save_restorer(ReferenceRestorer(width=4, blocks=1),
+                         tmp_path_factory.mktemp("w") / "tiny.pt", {"test": True})  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def stream(level1_stream):
+    return level1_stream
+
+
+def test_a_network_adding_nothing_returns_the_enlarged_reference():
+    model = ReferenceRestorer(width=4, blocks=1).eval()
+    torch.nn.init.zeros_(model.fuse[1].weight)
+    torch.nn.init.zeros_(model.fuse[1].bias)
+    ref = np.random.default_rng(0).integers(0, 256, (10, 5, 3), dtype=np.uint8)
+    out = restore_reference(model, ref, None, (10, 20))
+    import cv2
+
+    enlarged = cv2.resize(ref, (10, 20), interpolation=cv2.INTER_CUBIC)
+    np.testing.assert_array_equal(out, enlarged)
+    odd = restore_reference(model, ref, ref, (7, 15))  # odd sizes are padded, then cut
+    assert odd.shape == (15, 7, 3) and odd.dtype == np.uint8
+
+
+def test_people_are_restored_inside_their_boxes_and_the_rest_is_warps(decode_with, stream, weights):
+    _, decoded, warp = decode_with(stream, "warp")
+    rec, _, frames = decode_with(stream, "restore", weights=weights)
+    assert frames.shape == warp.shape and frames.dtype == np.uint8
+    for k, unit in enumerate(decoded):
+        outside = np.ones(SIZE[::-1], bool)
+        for box in unit.scaffold.tracks.boxes:
+            x1, y1, x2, y2 = ref_region(box)
+            outside[max(0, int(y1) - 1) : int(np.ceil(y2)) + 1,
+                    max(0, int(x1) - 1) : int(np.ceil(x2)) + 1] = False  # fmt: skip
+        np.testing.assert_array_equal(frames[k][outside], warp[k][outside])
+    assert not np.array_equal(frames, warp)
+    refs = sum(len(d.appearances) for d in decoded)
+    assert rec.restored == refs > 0 and rec.flops > 0
+    assert rec.flops_per_frame() == rec.flops // len(decoded)
+    info = rec.describe()
+    assert (info["name"], info["weights"]) == ("restore", "tiny.pt")
+    assert len(info["weights_sha256"]) == 64
+
+
+def test_same_stream_same_frames_and_memory_changes_them(decode_with, stream, weights):
+    one = decode_with(stream, "restore", weights=weights)[2]
+    again = decode_with(stream, "restore", weights=weights)[2]
+    np.testing.assert_array_equal(one, again)
+    rec = create_reconstructor("restore", weights=weights)
+    list(decode_stream(stream, rec))
+    assert set(rec._memory) == {int(t) for d in decode_stream(stream) for t in d[0].appearances}
+
+
+def test_bad_weights_and_options_are_refused(weights, tmp_path, stream, capsys):
+    with pytest.raises(UnknownReconstructorError, match="cannot load restorer weights"):
+        create_reconstructor("restore", weights=tmp_path / "none.pt")
+    bad = tmp_path / "bad.pt"
+    torch.save({"config": {"width": 4}}, bad)
+    with pytest.raises(UnknownReconstructorError, match="cannot load restorer weights"):
+        load_restorer(bad)
+    semc = tmp_path / "s.semc"
+    semc.write_bytes(stream)
+    assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "x"), "--decoder", "restore",
+                       "--steps", "4"]) == 2  # fmt: skip
+    assert "only for --decoder diffusion" in capsys.readouterr().err
+    out = tmp_path / "out"
+    assert cloud_main(["decode", str(semc), "-o", str(out), "--no-overview", "--decoder",
+                       "restore", "--weights", str(weights)]) == 0  # fmt: skip
+    assert json.loads((out / "stream.json").read_text())["decoder"]["name"] == "restore"
+
+
+def test_the_shipped_restorer_is_registered_and_verified():
+    from semcodec.codec.models import resolve_model
+
+    model = load_restorer(resolve_model("ref_restorer"))
+    assert sum(p.numel() for p in model.parameters()) < 2_000_000
+    assert model.metadata["steps"] > 0 and "held_out" in model.metadata
+
+
+def test_training_examples_and_a_short_run_give_a_loadable_restorer(tmp_path):
+    from pathlib import Path
+
+    from semcodec.evaluation.train_restorer import CANVAS, Range, examples, train
+
+    sample = str(Path(__file__).resolve().parents[2] / "datasets/sample/PETS09-S2L1-384x288")
+    part = Range(sample, 1, 60, every=3)
+    reference, memory, original = examples(part, np.random.default_rng(0))
+    assert reference.shape == memory.shape == original.shape and reference.shape[1:3] == CANVAS
+    assert reference.dtype == np.uint8 and len(reference) > 10
+    again = examples(part, np.random.default_rng(0))
+    np.testing.assert_array_equal(again[0], reference)  # the same seed, the same examples
+    weights = train(tmp_path / "r", steps=2, batch=4, width=4, blocks=1, ranges=(part,),
+                    held_out=(part,), log=lambda _: None)  # fmt: skip
+    model = load_restorer(weights)
+    scores = model.metadata["held_out"]
+    assert set(next(iter(scores.values()))) == {"examples", "enlarged", "restored_without_memory",
+                                                "restored"}  # fmt: skip
+    assert json.loads((tmp_path / "r" / "scores.json").read_text()) == scores
