@@ -3,8 +3,8 @@
 Level 1 sends each person as a lossy WebP reference (WebP quality 30, at most 96 px high, or
 a fraction of the person's size with ``appearance_scale``); ``warp`` v2 only resizes it into
 the person's box, so a viewer sees the reference's blur and blocking. Here each reference,
-when it arrives, is first enlarged to the person's full reference size (the box's height, at
-most :data:`~codec.scaffold.appearance.MAX_REF_HEIGHT`), then restored by
+when it arrives, is first enlarged to the person's size in the frame (at most
+:data:`RESTORED_MAX_HEIGHT` high, twice the tallest reference), then restored by
 :class:`ReferenceRestorer` -- conditioned on the sharpest earlier reference of the same
 track that the decoder kept (its *memory*: the largest one received since the last
 keyframe, ``None`` for a new person) -- and then drawn as ``warp`` v2 draws it. The network
@@ -42,7 +42,10 @@ from semcodec.codec.reconstruct import (
 )
 from semcodec.codec.reconstruct.warp import WarpReconstructor
 from semcodec.codec.reconstruct.weights import save_weights
-from semcodec.codec.scaffold.appearance import ref_region, ref_size
+from semcodec.codec.scaffold.appearance import MAX_REF_HEIGHT, ref_region
+
+#: Tallest restored reference (pixels): twice the tallest reference sent.
+RESTORED_MAX_HEIGHT = 2 * MAX_REF_HEIGHT
 
 
 class _Block(nn.Module):
@@ -105,6 +108,17 @@ def default_weights() -> Path:
     from semcodec.codec.models import resolve_model
 
     return resolve_model("ref_restorer")
+
+
+def restored_size(box: np.ndarray) -> tuple[int, int]:
+    """``(width, height)`` a reference of a person in ``box`` is restored to: the box's own
+    size, at most :data:`RESTORED_MAX_HEIGHT` high (a reference is at most
+    :data:`~codec.scaffold.appearance.MAX_REF_HEIGHT`: large people are enlarged by the
+    network, not by ``warp``'s resize)."""
+    region = ref_region(box)
+    width, height = float(region[2] - region[0]), float(region[3] - region[1])
+    scale = min(1.0, RESTORED_MAX_HEIGHT / max(height, 1.0))
+    return max(2, round(width * scale)), max(2, round(height * scale))
 
 
 def _to_tensor(picture: np.ndarray) -> torch.Tensor:
@@ -177,7 +191,7 @@ class RestoreReconstructor(WarpReconstructor):
         out = {}
         for track_id, ref in frame.appearances.items():
             box = boxes.get(int(track_id))
-            size = ref_size(ref_region(box)) if box is not None else (ref.shape[1], ref.shape[0])
+            size = restored_size(box) if box is not None else (ref.shape[1], ref.shape[0])
             memory = self._memory.get(track_id) if self.use_memory else None
             out[track_id] = restore_reference(self.model, ref, memory, size)
             self.restored += 1
