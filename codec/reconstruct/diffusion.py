@@ -13,12 +13,12 @@ id)`` and kept for the track's life (a person does not flicker from fresh noise 
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from semcodec.codec.packages import file_sha256
 from semcodec.codec.reconstruct import (
     DecodedFrame,
     Reconstructor,
@@ -32,7 +32,7 @@ from semcodec.codec.reconstruct.denoiser import (
     sample_residual,
     to_tensor,
 )
-from semcodec.codec.reconstruct.weights import save_weights
+from semcodec.codec.reconstruct.weights import load_weights, save_weights
 from semcodec.codec.reconstruct.windows import (
     box_masks,
     conditioning,
@@ -54,14 +54,8 @@ def save_denoiser(model: ConditionalDenoiser, path: Path, metadata: dict) -> Pat
 
 def load_denoiser(path: str | Path) -> ConditionalDenoiser:
     """The denoiser saved at ``path`` by :func:`save_denoiser`, in eval mode."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        model = ConditionalDenoiser(DenoiserConfig.from_dict(state["config"]))
-        model.load_state_dict(state["state_dict"])
-    except (OSError, KeyError, RuntimeError, ValueError) as exc:
-        raise UnknownReconstructorError(f"cannot load denoiser weights {path}: {exc}") from None
-    model.metadata = state.get("metadata", {})
-    return model.eval()
+    return load_weights(path, lambda c: ConditionalDenoiser(DenoiserConfig.from_dict(c)),
+                        "denoiser")  # fmt: skip
 
 
 def default_weights() -> Path:
@@ -91,7 +85,7 @@ class DiffusionReconstructor(Reconstructor):
         self.steps, self.seed, self.previous = int(steps), int(seed), bool(previous)
         self.weights = Path(weights) if weights is not None else default_weights()
         self.model = load_denoiser(self.weights).to(memory_format=torch.channels_last)
-        self.weights_sha256 = hashlib.sha256(self.weights.read_bytes()).hexdigest()
+        self.weights_sha256 = file_sha256(self.weights)
         self.canvas = tuple(self.model.config.canvas)
         self._warp = create_reconstructor("warp")
         self._flops_per_window_step: int | None = None

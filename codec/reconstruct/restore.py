@@ -26,7 +26,6 @@ two runs give the same frames.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from pathlib import Path
 
 import cv2
@@ -35,13 +34,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from semcodec.codec.packages import file_sha256
 from semcodec.codec.reconstruct import (
     DecodedFrame,
-    UnknownReconstructorError,
     register_reconstructor,
 )
 from semcodec.codec.reconstruct.warp import WarpReconstructor
-from semcodec.codec.reconstruct.weights import save_weights
+from semcodec.codec.reconstruct.weights import load_weights, save_weights
 from semcodec.codec.scaffold.appearance import MAX_REF_HEIGHT, ref_region
 
 #: Tallest restored reference (pixels): twice the tallest reference sent.
@@ -93,14 +92,8 @@ def load_restorer(path: str | Path) -> ReferenceRestorer:
     Raises:
         UnknownReconstructorError: a file that is not such a restorer.
     """
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        model = ReferenceRestorer(int(state["config"]["width"]), int(state["config"]["blocks"]))
-        model.load_state_dict(state["state_dict"])
-    except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
-        raise UnknownReconstructorError(f"cannot load restorer weights {path}: {exc}") from None
-    model.metadata = state.get("metadata", {})
-    return model.eval()
+    return load_weights(path, lambda c: ReferenceRestorer(int(c["width"]), int(c["blocks"])),
+                        "restorer")  # fmt: skip
 
 
 def default_weights() -> Path:
@@ -108,6 +101,18 @@ def default_weights() -> Path:
     from semcodec.codec.models import resolve_model
 
     return resolve_model("ref_restorer")
+
+
+def flops_per_pixel(model: ReferenceRestorer) -> int:
+    """FLOPs of ``model`` per output pixel, counted once on a 96x48 input
+    (``FlopCounterMode``): every layer is a convolution whose output has a fixed ratio of the
+    input's pixels (even sides), so one count gives every size exactly."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x = torch.zeros(1, 3, 96, 48)
+    with FlopCounterMode(display=False) as counter, torch.inference_mode():
+        model(x, x)
+    return int(counter.get_total_flops()) // (96 * 48)
 
 
 def restored_size(box: np.ndarray) -> tuple[int, int]:
@@ -141,11 +146,10 @@ def restore_reference(model: ReferenceRestorer, reference: np.ndarray,
     ``(height, width, 3)`` uint8."""
     width, height = size
     even = (width + width % 2, height + height % 2)
-    base = _resized(reference, even)
-    remembered = np.zeros_like(base) if memory is None else _resized(memory, even)
+    base = _to_tensor(_resized(reference, even))
+    remembered = torch.zeros_like(base) if memory is None else _to_tensor(_resized(memory, even))
     with torch.inference_mode():
-        out = model(_to_tensor(base), _to_tensor(remembered) if memory is not None
-                    else torch.zeros(1, 3, even[1], even[0]))  # fmt: skip
+        out = model(base, remembered)
     out = out[0, :, :height, :width].clamp(-1, 1).add(1).mul(127.5).round()
     return out.permute(1, 2, 0).to(torch.uint8).numpy()
 
@@ -164,9 +168,9 @@ class RestoreReconstructor(WarpReconstructor):
                  matte: bool = False, fade: int = 0) -> None:  # fmt: skip
         self.weights = Path(weights) if weights is not None else default_weights()
         self.model = load_restorer(self.weights)
-        self.weights_sha256 = hashlib.sha256(self.weights.read_bytes()).hexdigest()
+        self.weights_sha256 = file_sha256(self.weights)
         self.use_memory = bool(memory)
-        self._flops: dict[tuple[int, int], int] = {}
+        self._flops_per_pixel = flops_per_pixel(self.model)
         super().__init__(matte=matte, fade=fade)
 
     def reset(self) -> None:
@@ -201,16 +205,8 @@ class RestoreReconstructor(WarpReconstructor):
         return out
 
     def _count(self, size: tuple[int, int]) -> int:
-        """FLOPs of one restoration at ``size`` (counted once per size)."""
-        if size not in self._flops:
-            from torch.utils.flop_counter import FlopCounterMode
-
-            width, height = size[0] + size[0] % 2, size[1] + size[1] % 2
-            x = torch.zeros(1, 3, height, width)
-            with FlopCounterMode(display=False) as counter, torch.inference_mode():
-                self.model(x, x)
-            self._flops[size] = int(counter.get_total_flops())
-        return self._flops[size]
+        """FLOPs of one restoration at ``size`` (padded to even sides)."""
+        return self._flops_per_pixel * (size[0] + size[0] % 2) * (size[1] + size[1] % 2)
 
     def flops_per_frame(self) -> int | None:
         """The restorations' FLOPs per frame so far (``warp``'s drawing is not counted)."""

@@ -366,7 +366,8 @@ class AppearanceSelector:
         check: ``(frame, box) -> bool``, whether a box holds a whole person
             (:class:`WholePersonCheck`); a picture is sent only where it says so, except an
             overdue thumbnail. ``None``: every box does.
-        scale: a full reference is this fraction (0..1] of the box (:func:`ref_size`).
+        scale: a refresh (not a first reference, nor a thumbnail's refinement) is this
+            fraction (0..1] of the person's full reference size (:func:`ref_size`).
     """
 
     def __init__(self, quality: int, refresh_frames: int, size_change: float = 0.3,
@@ -436,18 +437,16 @@ class AppearanceSelector:
                 continue  # not a whole person at this box: wait for a frame where it is
             region = ref_region(box)
             full = ref_size(region)
-            held = self._refs.get(tid)
-            # a refresh of a person whose full-size picture the decoder holds is ``scale``
-            # of it (the decoder keeps the detail it had)
-            size_now = full if new or held is None or held.thumbnail else ref_size(region,
-                                                                                  self.scale)
             # a new person gets the largest picture that fits their share of what is left
-            # for the new people, down to a thumbnail; a refresh is full size or nothing
+            # for the new people, down to a thumbnail; a thumbnail's refinement is full size,
+            # any other refresh ``scale`` of it (the decoder keeps the detail it had), or
+            # nothing
+            refresh = full if new or self._refs[tid].thumbnail else ref_size(region, self.scale)
             cap = bound
             if new and bound is not None:
                 cap = spent + (bound - spent) // max(1, new_left)
                 new_left -= 1
-            for size in thumbnail_sizes(full) if new else [size_now]:
+            for size in thumbnail_sizes(full) if new else [refresh]:
                 data = encode_ref(crop_box(frame, region, size), self.quality)
                 if cap is None or spent + len(data) + 6 <= cap:
                     break
