@@ -74,6 +74,14 @@ def _probability(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    """A number in (0, 1]."""
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
 def _camera_transform(text: str) -> str:
     """``--camera-transform``: checked here, passed on in its canonical form."""
     from semcodec.evaluation.camera import CameraTransformError, parse_camera_transform
@@ -400,6 +408,14 @@ def build_parser() -> argparse.ArgumentParser:
     restorer.add_argument("--steps", type=positive_int, default=800,
                           help="optimizer steps (800 made the shipped file)")  # fmt: skip
     restorer.add_argument("--seed", type=non_negative_int, default=0, help="seed")
+    restorer.add_argument("--width", type=positive_int, default=32,
+                          help="channels at full resolution: the decoder's compute knob "
+                          "(FLOPs grow about as its square; 32 made the shipped file)")
+    restorer.add_argument("--blocks", type=positive_int, default=4,
+                          help="residual blocks at half resolution")
+    restorer.add_argument("--scales", type=_fraction, nargs="+", default=[1.0, 0.5, 0.35],
+                          metavar="S", help="sizes of the training references, fractions of "
+                          "a person's full reference (level 1's refreshes and thumbnails)")
     restorer.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
 
     score = sub.add_parser(
@@ -819,7 +835,8 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
 def cmd_train_restorer(args: argparse.Namespace) -> int:
     from semcodec.evaluation.train_restorer import train
 
-    weights = train(args.out, steps=args.steps, seed=args.seed, data_dir=args.data_dir,
+    weights = train(args.out, steps=args.steps, seed=args.seed, width=args.width,
+                    blocks=args.blocks, scales=tuple(args.scales), data_dir=args.data_dir,
                     log=log.info)  # fmt: skip
     log.info("wrote %s (held-out scores: %s)", weights, args.out / "scores.json")
     return 0

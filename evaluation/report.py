@@ -476,7 +476,12 @@ def _saving_section(rows: list[dict], out_dir: Path) -> list[str]:
 def _tradeoff_section(rows: list[dict], out_dir: Path) -> list[str]:
     """Bits needed for fixed person-region ST-LPIPS against decoder FLOPs (``tradeoff.png``,
     ``tradeoff.csv``), when scaffold rows with more than one decoder setting are present."""
-    from semcodec.evaluation.tradeoff import bits_needed, plot_tradeoff, tradeoff_table
+    from semcodec.evaluation.tradeoff import (
+        bits_needed,
+        plot_tradeoff,
+        savings_against_warp,
+        tradeoff_table,
+    )
 
     needed = bits_needed(rows)
     if not any(n["flops"] for n in needed):
@@ -496,6 +501,19 @@ def _tradeoff_section(rows: list[dict], out_dir: Path) -> list[str]:
                             "flops_decades", "bits_ratio_per_decade"]), ""]  # fmt: skip
     if plot_tradeoff(rows, out_dir / "tradeoff.png"):
         parts += ["![compute buys bits](tradeoff.png)", ""]
+    savings = savings_against_warp(rows)
+    if savings:
+        parts += ["Bits saved against the network-free decoder: for the person-region "
+                  "ST-LPIPS and the MODA that `warp` reaches at each of its rates, how many "
+                  "times fewer bits each neural decoder needs (`gflops`: its median decoder GFLOP "
+                  "per frame; `saving`: the smaller of the "
+                  "two; `>=`/`<=`: a bound, the curve's cheapest point already does better / "
+                  "it never gets there).", "",
+                  markdown_table([{**r, "gflops": round(r["flops"] / 1e9, 3)} for r in savings],
+                                 ["sequence", "reference", "reference_bpp", "curve", "gflops",
+                                  "saving_person_st_lpips", "bound_person_st_lpips",
+                                  "saving_moda", "bound_moda", "saving", "bound"]),
+                  ""]  # fmt: skip
     return parts
 
 

@@ -14,8 +14,11 @@ header plus unit framing), which sum to the payload size.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import hashlib
 import io
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -25,6 +28,8 @@ from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, re
 
 #: Setting keys that choose the decoder, not the stream.
 DECODER_KEYS = ("decoder", "steps", "seed", "weights", "previous", "matte", "fade")
+#: The stream of this process's last encode, under its :func:`_stream_key` (one entry).
+_LAST_STREAM: dict[str, Encoded] = {}
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
 STREAMS = ("keyframe", "plate_tiles", "seg", "pose", "flow", "boxes", "appearance", "header")
 
@@ -54,6 +59,13 @@ class ScaffoldCodec(Codec):
     def describe(self) -> dict[str, str]:
         return {"encoder": f"semcodec scaffold (decoder {self.reconstructor})",
                 "encoder_version": "bitstream v2 (boxes, appearance)"}  # fmt: skip
+
+    def curve_of(self, setting: Setting) -> str:
+        """The curve of ``setting``: its level and rate target dropped, so that a sweep of
+        ``target_bpp`` (or of levels) with one decoder is one rate curve
+        (``scaffold@decoder=restore``)."""
+        rest = setting.without(self.quality_key, "target_bpp")
+        return f"{self.name}@{rest}" if rest.params else self.name
 
     def check_setting(self, setting: Setting) -> None:
         self._level(setting)
@@ -128,13 +140,31 @@ class ScaffoldCodec(Codec):
         (the steady-state protocol codes the frames before it too): the stream is coded as a
         live one (its length unknown to the rate control), and the rate's windows and the
         decoder's silhouette counts cover that range only.
+
+        Settings that differ only in their decoder keys (``decoder``, ``weights``, ...) code the
+        same stream: the encoder is deterministic, so a call (in this process) whose frames,
+        level config, rate and range equal the previous call's returns that call's stream (and its
+        ``encode_seconds``) without coding it again -- a sweep of decoders costs one encode.
         """
-        from semcodec.codec.bitstream import write_stream
-        from semcodec.codec.scaffold.codec import encode_frames, unit_stream_bytes
         from semcodec.evaluation.baselines import check_frames
 
         frames = check_frames(frames)
         config = self._level(setting)
+        key = _stream_key(frames, config, fps, measured_from, self.models_dir)
+        if key in _LAST_STREAM:
+            if progress is not None:
+                progress(len(frames))
+            return _reused(_LAST_STREAM[key], setting)
+        encoded = self._encode(frames, config, setting, fps, progress, measured_from)
+        _LAST_STREAM.clear()
+        _LAST_STREAM[key] = _reused(encoded, setting)
+        return encoded
+
+    def _encode(self, frames: np.ndarray, config, setting: Setting, fps: float,
+                progress: Callable[[int], None] | None, measured_from: int) -> Encoded:  # fmt: skip
+        from semcodec.codec.bitstream import write_stream
+        from semcodec.codec.scaffold.codec import encode_frames, unit_stream_bytes
+
         t, h, w, _ = frames.shape
         start = time.perf_counter()
         # a range measured in steady state is part of a live stream, whose end is not known
@@ -204,6 +234,20 @@ class ScaffoldCodec(Codec):
             encoded.metadata["dec_flops_per_frame"] = flops
         encoded.metadata["decoder"] = reconstructor.describe()
         return np.stack(frames)
+
+
+def _stream_key(frames: np.ndarray, config, fps: float, measured_from: int,
+                models_dir: str | None) -> str:
+    """A digest of everything a scaffold stream depends on."""
+    digest = hashlib.blake2b(np.ascontiguousarray(frames).data, digest_size=16)
+    digest.update(json.dumps([config.to_dict(), float(fps), int(measured_from), models_dir,
+                              frames.shape], sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def _reused(encoded: Encoded, setting: Setting) -> Encoded:
+    """A copy of ``encoded`` under ``setting``, its metadata its own (decoding adds to it)."""
+    return dataclasses.replace(encoded, setting=setting, metadata=copy.deepcopy(encoded.metadata))
 
 
 class SilhouetteCount:

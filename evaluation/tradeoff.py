@@ -83,6 +83,45 @@ def bits_needed(rows: list[dict], metric: str = "person_st_lpips") -> list[dict]
     return out
 
 
+def savings_against_warp(rows: list[dict],
+                         metrics: tuple[str, ...] = ("person_st_lpips", "moda")) -> list[dict]:
+    """How many times fewer bits each neural decoder curve needs for the quality a network-free
+    curve (``warp``) reaches at each of its rates.
+
+    One dict per sequence, network-free point (``reference``, ``reference_bpp``) and neural
+    curve: for each metric the BPP the curve needs (``bpp_<metric>``, interpolated in log-BPP)
+    and ``saving_<metric>`` = reference BPP / that BPP with its ``bound_<metric>`` (``=``;
+    ``>=`` when even the curve's cheapest point is as good; ``<=`` when it never gets
+    there); ``saving`` is the smallest over the metrics (every quality reached), ``flops``
+    the curve's median decoder FLOPs per frame.
+    """
+    flip = {"=": "=", "<=": ">=", ">=": "<="}
+    out = []
+    for sequence in sorted({r["sequence"] for r in rows}):
+        per_metric = {m: decoder_curves(rows, sequence, m) for m in metrics}
+        names = set.intersection(*(set(c) for c in per_metric.values())) if metrics else set()
+        plain = sorted(n for n in names if not per_metric[metrics[0]][n]["flops"])
+        neural = sorted(n for n in names if per_metric[metrics[0]][n]["flops"])
+        for reference in plain:
+            qualities = {m: dict(per_metric[m][reference]["points"]) for m in metrics}
+            for ref_bpp in sorted(set.intersection(*(set(q) for q in qualities.values()))):
+                for name in neural:
+                    row = {"sequence": sequence, "reference": reference,
+                           "reference_bpp": ref_bpp, "curve": name,
+                           "flops": per_metric[metrics[0]][name]["flops"]}  # fmt: skip
+                    for m in metrics:
+                        bpp, bound = bpp_for_quality(per_metric[m][name]["points"],
+                                                     qualities[m][ref_bpp],
+                                                     SAVING_METRICS[m])  # fmt: skip
+                        row.update({f"quality_{m}": qualities[m][ref_bpp], f"bpp_{m}": bpp,
+                                    f"saving_{m}": ref_bpp / bpp, f"bound_{m}": flip[bound]})
+                    worst = min(metrics, key=lambda m: row[f"saving_{m}"])
+                    row["saving"] = row[f"saving_{worst}"]
+                    row["bound"] = row[f"bound_{worst}"]
+                    out.append(row)
+    return out
+
+
 def bits_ratio_per_decade(points: list[tuple[float, float]]) -> float | None:
     """How many times fewer bits 10x more FLOPs buys: ``10 ** -slope`` of the least-squares
     line through ``(log10 flops, log10 bpp)``; None with fewer than two FLOPs values."""

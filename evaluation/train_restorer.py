@@ -60,8 +60,10 @@ def _canvas(picture: np.ndarray) -> np.ndarray:
 
 
 def examples(part: Range, rng: np.random.Generator, data_dir=None,
-             scale: float | None = None) -> tuple[np.ndarray, ...]:  # fmt: skip
-    """``(reference, memory, original)``, each ``(N, H, W, 3)`` uint8 on :data:`CANVAS`."""
+             scale: float | None = None, scales: tuple[float, ...] = SCALES,
+             ) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """``(reference, memory, original)``, each ``(N, H, W, 3)`` uint8 on :data:`CANVAS`;
+    each reference at ``scale`` of its full size, or at one of ``scales`` drawn at random."""
     from semcodec.codec.scaffold.appearance import (
         crop_box,
         decode_ref,
@@ -98,7 +100,7 @@ def examples(part: Range, rng: np.random.Generator, data_dir=None,
             if not earlier:
                 continue
             then, then_box = earlier[int(rng.integers(len(earlier)))]
-            at = scale if scale is not None else SCALES[int(rng.integers(len(SCALES)))]
+            at = scale if scale is not None else scales[int(rng.integers(len(scales)))]
             region = ref_region(box)
             original = crop_box(pixels[frame - 1], region, ref_size(region))
             for bucket, picture in zip(out, (coded(frame, box, at), coded(then, then_box, 1.0),
@@ -130,8 +132,8 @@ def score(model, held: tuple[np.ndarray, ...], metric) -> dict[str, float]:
 
 
 def train(out: Path, steps: int = 800, seed: int = 0, batch: int = 32, width: int = 32,
-          blocks: int = 4, data_dir=None, ranges=DEFAULT_RANGES, held_out=HELD_OUT,
-          log=print) -> Path:  # fmt: skip
+          blocks: int = 4, scales: tuple[float, ...] = SCALES, data_dir=None,
+          ranges=DEFAULT_RANGES, held_out=HELD_OUT, log=print) -> Path:  # fmt: skip
     """Trains a :class:`~codec.reconstruct.restore.ReferenceRestorer`; writes
     ``out/restorer.pt`` and ``out/scores.json`` (held-out scores); returns the weights' path."""
     import torch
@@ -141,7 +143,7 @@ def train(out: Path, steps: int = 800, seed: int = 0, batch: int = 32, width: in
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    parts = [examples(part, rng, data_dir) for part in ranges]
+    parts = [examples(part, rng, data_dir, scales=scales) for part in ranges]
     reference, memory, original = (_tensor(np.concatenate(a)) for a in zip(*parts, strict=True))
     log(f"{len(reference)} training examples from {len(ranges)} ranges")
     metric = load_stlpips().eval()
@@ -171,7 +173,7 @@ def train(out: Path, steps: int = 800, seed: int = 0, batch: int = 32, width: in
         held = examples(part, np.random.default_rng(1), data_dir, scale=None)
         scores[f"{part.data} {part.start}-{part.start + part.frames - 1}"] = {
             "examples": len(held[0]), **score(model, held, metric)}  # fmt: skip
-    metadata = {"steps": steps, "seed": seed, "batch": batch,
+    metadata = {"steps": steps, "seed": seed, "batch": batch, "scales": list(scales),
                 "ranges": [vars(r) for r in ranges], "held_out": scores}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / "scores.json").write_text(json.dumps(scores, indent=1) + "\n")

@@ -116,9 +116,14 @@ def test_training_examples_and_a_short_run_give_a_loadable_restorer(tmp_path):
     assert reference.dtype == np.uint8 and len(reference) > 10
     again = examples(part, np.random.default_rng(0))
     np.testing.assert_array_equal(again[0], reference)  # the same seed, the same examples
-    weights = train(tmp_path / "r", steps=2, batch=4, width=4, blocks=1, ranges=(part,),
-                    held_out=(part,), log=lambda _: None)  # fmt: skip
+    # a thumbnail-sized reference (1/8 of its full size) is blurrier than a full one
+    tiny = examples(part, np.random.default_rng(0), scales=(0.125,))[0]
+    assert np.abs(np.diff(tiny.astype(float), axis=1)).mean() < \
+        np.abs(np.diff(original.astype(float), axis=1)).mean()
+    weights = train(tmp_path / "r", steps=2, batch=4, width=4, blocks=1, scales=(1.0, 0.25),
+                    ranges=(part,), held_out=(part,), log=lambda _: None)  # fmt: skip
     model = load_restorer(weights)
+    assert (model.width, model.blocks) == (4, 1) and model.metadata["scales"] == [1.0, 0.25]
     scores = model.metadata["held_out"]
     assert set(next(iter(scores.values()))) == {"examples", "enlarged", "restored_without_memory",
                                                 "restored"}  # fmt: skip

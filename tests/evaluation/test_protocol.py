@@ -125,3 +125,27 @@ def test_saving_compares_a_row_with_the_baselines_of_its_own_protocol():
     assert found["steady"].factor == pytest.approx(1.0)
     assert found["cold"].factor == pytest.approx(2.5)  # a row without the column is cold
     assert np.isfinite(found["cold"].baseline_bpp)
+
+
+def test_settings_differing_only_in_the_decoder_share_one_encode(sample_frames, monkeypatch):
+    from semcodec.evaluation import scaffold_codec
+
+    calls = []
+    encode = scaffold_codec.ScaffoldCodec._encode
+    monkeypatch.setattr(scaffold_codec.ScaffoldCodec, "_encode",
+                        lambda self, *a: calls.append(a[1]) or encode(self, *a))  # fmt: skip
+    monkeypatch.setattr(scaffold_codec, "_LAST_STREAM", {})
+    frames = sample_frames[:4]
+    first = create_codec("scaffold").encode(frames, Setting.parse("level=1,decoder=warp"), 7)
+    codec = create_codec("scaffold")
+    again = codec.encode(frames, Setting.parse("level=1,decoder=restore"), 7)
+    assert len(calls) == 1 and again.payload == first.payload
+    assert str(again.setting) == "level=1,decoder=restore"
+    codec.decode(again)  # decoding adds to the metadata of its own copy only
+    assert "decoder" in again.metadata and "decoder" not in first.metadata
+    codec.encode(frames, Setting.parse("level=1,target_bpp=0.002,decoder=restore"), 7)
+    codec.encode(frames[:3], Setting.parse("level=1,target_bpp=0.002"), 7)
+    assert len(calls) == 3  # another rate, other frames: coded again
+    assert codec.curve_of(Setting.parse("level=1,target_bpp=0.002,decoder=restore")) == \
+        "scaffold@decoder=restore"
+    assert codec.curve_of(Setting.parse("level=2")) == "scaffold"

@@ -59,3 +59,25 @@ def test_the_report_draws_the_tradeoff_when_decoders_have_flops(tmp_path):
     (tmp_path / "p").mkdir()
     plain = write_report([r for r in _rows() if not r["dec_flops_per_frame"]], tmp_path / "p")
     assert "Compute buys bits" not in plain.read_text()
+
+
+def test_savings_against_warp_take_the_smaller_of_person_quality_and_moda(tmp_path):
+    def row(curve, bpp, person, moda, flops=None):
+        return {**_row(curve, bpp, person, flops), "moda": moda}
+
+    rows = [row("scaffold@decoder=warp", 0.004, 0.30, 0.40),
+            row("scaffold@decoder=warp", 0.002, 0.40, 0.20),
+            # reaches warp's 0.004 person quality at 0.001 (4x) but its MODA only at 0.002 (2x)
+            row("scaffold@decoder=restore", 0.001, 0.30, 0.20, 1e9),
+            row("scaffold@decoder=restore", 0.002, 0.20, 0.40, 1e9)]  # fmt: skip
+    from semcodec.evaluation.tradeoff import savings_against_warp
+
+    at = {r["reference_bpp"]: r for r in savings_against_warp(rows)}
+    top = at[0.004]
+    assert top["curve"] == "scaffold@decoder=restore" and top["flops"] == 1e9
+    assert top["saving_person_st_lpips"] == pytest.approx(4) and top["bound_person_st_lpips"] == "="
+    assert top["saving_moda"] == pytest.approx(2) and top["saving"] == pytest.approx(2)
+    # at 0.002 warp's qualities are below restore's cheapest point: at least 2x
+    assert at[0.002]["saving"] == pytest.approx(2) and at[0.002]["bound"] == ">="
+    assert "Bits saved against the network-free decoder" in write_report(rows, tmp_path).read_text()
+
