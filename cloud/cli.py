@@ -24,6 +24,7 @@ from semcodec.codec.console import (
     add_verbosity,
     configure_logging,
     frame_progress,
+    non_negative_float,
     non_negative_int,
     one_line,
     positive_int,
@@ -32,7 +33,7 @@ from semcodec.codec.models import MODELS_DIR_HELP
 
 PROG = "cloud-decoder"
 #: The options of ``decode`` each reconstructor takes (others take none).
-DECODER_OPTIONS = {"diffusion": ("steps", "seed", "weights"), "restore": ("weights",)}
+DECODER_OPTIONS = {"diffusion": ("steps", "seed", "weights"), "restore": ("weights", "memory_mb")}
 # not __name__: run as ``python -m semcodec.cloud.cli`` it is "__main__", outside "semcodec"
 log = logging.getLogger("semcodec.cloud.cli")
 
@@ -72,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("--weights", type=Path, metavar="FILE",
                      help="diffusion: denoiser weights; restore: restorer weights (default: "
                      "the shipped models)")  # fmt: skip
+    dec.add_argument("--memory-mb", type=non_negative_float, metavar="MB",
+                     help="restore: the memory of earlier references the restorer keeps, MB "
+                     "per stream (default 16; 0: none)")  # fmt: skip
     dec.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
     dec.add_argument("--bottleneck", type=Path, metavar="FILE",
                      help="detect-mode streams: the edge's bottleneck file when it is not a "
@@ -273,12 +277,13 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from semcodec.codec.scaffold.codec import ScaffoldDecoder
     from semcodec.codec.task.stream import is_detect_stream
 
-    options = {k: getattr(args, k) for k in ("steps", "seed", "weights")
+    options = {k: getattr(args, k) for k in ("steps", "seed", "weights", "memory_mb")
                if getattr(args, k) is not None}  # fmt: skip
     extra = [k for k in options if k not in DECODER_OPTIONS.get(args.decoder, ())]
     if extra:
         owners = " or ".join(n for n, keys in DECODER_OPTIONS.items() if extra[0] in keys)
-        raise UnknownReconstructorError(f"--{', --'.join(extra)}: only for --decoder {owners}")
+        flags = ", ".join("--" + k.replace("_", "-") for k in extra)
+        raise UnknownReconstructorError(f"{flags}: only for --decoder {owners}")
     header, units = read_stream(args.input)
     if is_detect_stream(header):
         return _decode_detections(args, header, units)

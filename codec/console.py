@@ -101,6 +101,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    value = _bounded(text, float, 0.0, None, "a number >= 0")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
 def _bounded(text: str, kind: type, low, high, expected: str):
     try:
         value = kind(text)

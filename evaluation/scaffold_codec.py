@@ -4,7 +4,8 @@ Settings are ``level=N`` (0–3), optionally with overrides of the level's field
 ``level=1,target_bpp=0.003`` (the rate controller's target; default: the level's own), and
 the decoder that rebuilds the frames: ``decoder=diffusion,steps=4`` (``seed=N``,
 ``weights=FILE`` for another denoiser, ``previous=0`` to generate without the previous
-output; default ``decoder=warp``). The
+output; ``decoder=restore,memory_mb=M`` bounds the restorer's memory; default
+``decoder=warp``). The
 payload is the whole ``.semc`` stream (header, units, END) exactly as
 :func:`codec.bitstream.write_stream` writes it, and the per-stream byte counts split it into
 ``keyframe``, ``plate_tiles``, ``seg``, ``pose``, ``flow``, ``boxes``, ``appearance`` and
@@ -27,7 +28,7 @@ import numpy as np
 from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, register_codec
 
 #: Setting keys that choose the decoder, not the stream.
-DECODER_KEYS = ("decoder", "steps", "seed", "weights", "previous", "matte", "fade")
+DECODER_KEYS = ("decoder", "steps", "seed", "weights", "memory_mb", "previous", "matte", "fade")
 #: The stream of this process's last encode, under its :func:`_stream_key` (one entry).
 _LAST_STREAM: dict[str, Encoded] = {}
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
@@ -88,11 +89,18 @@ class ScaffoldCodec(Codec):
                 options[key] = int(value)
         if setting.get("weights") is not None:
             options["weights"] = setting.get("weights")
+        if setting.get("memory_mb") is not None:
+            budget = setting.number("memory_mb")
+            if budget is None or budget < 0 or name != "restore":
+                raise SettingError(f"scaffold: memory_mb={setting.get('memory_mb')}: expected "
+                                   "MB >= 0, with decoder=restore")  # fmt: skip
+            options["memory_mb"] = float(budget)
         if setting.get("previous") is not None:
             if setting.get("previous") not in ("0", "1"):
                 raise SettingError(f"scaffold: previous={setting.get('previous')}: expected 0 or 1")
             options["previous"] = setting.get("previous") == "1"
-        if options and (name == "warp" or name == "restore" and set(options) - {"weights"}):
+        if options and (name == "warp" or name == "restore"
+                        and set(options) - {"weights", "memory_mb"}):
             raise SettingError(f"scaffold: '{setting}': steps, seed and previous need "
                                "decoder=diffusion, weights diffusion or restore")  # fmt: skip
         if setting.get("matte") is not None:

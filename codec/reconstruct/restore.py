@@ -8,7 +8,9 @@ when it arrives, is first enlarged to the person's size in the frame (at most
 :class:`ReferenceRestorer` -- conditioned on the sharpest earlier reference of the same
 track that the decoder kept (its *memory*: the largest one received since the last
 keyframe, ``None`` for a new person) -- and then drawn as ``warp`` v2 draws it. The network
-runs once per reference, not per frame: the compute is people x refreshes.
+runs once per reference, not per frame: the compute is people x refreshes. The memory is
+bounded by ``memory_mb`` per stream (the memory knob): the tracks heard from least recently
+are forgotten first, and 0 keeps nothing.
 
 The network (:class:`ReferenceRestorer`): the enlarged reference and the memory resized to
 it (6 channels, -1..1) -> a 3x3 convolution to ``width`` channels, one stride-2 stage of
@@ -26,6 +28,7 @@ two runs give the same frames.
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from pathlib import Path
 
 import cv2
@@ -79,6 +82,11 @@ class ReferenceRestorer(nn.Module):
         h = F.relu(self.head(torch.cat([reference, memory], 1)))
         m = self.mid(F.relu(self.down(h)))
         return reference + self.fuse(h + self.up(m))
+
+
+#: The memory's default budget, MB per stream: a 96x192 reference is 55 kB, so about 290
+#: people's.
+DEFAULT_MEMORY_MB = 16.0
 
 
 def save_restorer(model: ReferenceRestorer, path: Path, metadata: dict) -> Path:
@@ -160,30 +168,38 @@ class RestoreReconstructor(WarpReconstructor):
 
     Args:
         weights: a restorer file (``semcodec-bench train-restorer``); default: the shipped one.
-        memory: condition on the track's sharpest earlier reference (else on none).
+        memory_mb: the memory's budget, MB (10**6 bytes of uint8 pixels) per stream; each
+            track's sharpest earlier reference is kept while the budget allows (0: none).
         matte, fade: as for ``warp``.
+
+    Raises:
+        ValueError: a negative or non-finite ``memory_mb``.
     """
 
-    def __init__(self, weights: str | Path | None = None, memory: bool = True,
-                 matte: bool = False, fade: int = 0) -> None:  # fmt: skip
+    def __init__(self, weights: str | Path | None = None,
+                 memory_mb: float = DEFAULT_MEMORY_MB, matte: bool = False,
+                 fade: int = 0) -> None:  # fmt: skip
+        if not 0 <= float(memory_mb) < float("inf"):
+            raise ValueError(f"memory_mb must be a finite number >= 0, got {memory_mb}")
         self.weights = Path(weights) if weights is not None else default_weights()
         self.model = load_restorer(self.weights)
         self.weights_sha256 = file_sha256(self.weights)
-        self.use_memory = bool(memory)
+        self.memory_bytes = int(float(memory_mb) * 1e6)
         self._flops_per_pixel = flops_per_pixel(self.model)
         super().__init__(matte=matte, fade=fade)
 
     def reset(self) -> None:
         super().reset()
-        #: track id -> the largest reference received since the last keyframe
-        self._memory: dict[int, np.ndarray] = {}
+        #: track id -> the largest reference received since the last keyframe, least
+        #: recently heard-from first
+        self._memory: OrderedDict[int, np.ndarray] = OrderedDict()
         self.restored = 0
         self.flops = 0
         self._frames = 0
 
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
         if frame.keyframe_image is not None and not frame.plate_refresh:
-            self._memory = {}
+            self._memory = OrderedDict()
         self._frames += 1
         if frame.appearances:
             frame = dataclasses.replace(frame, appearances=self._restored(frame))
@@ -196,13 +212,20 @@ class RestoreReconstructor(WarpReconstructor):
         for track_id, ref in frame.appearances.items():
             box = boxes.get(int(track_id))
             size = restored_size(box) if box is not None else (ref.shape[1], ref.shape[0])
-            memory = self._memory.get(track_id) if self.use_memory else None
+            memory = self._memory.get(track_id)
             out[track_id] = restore_reference(self.model, ref, memory, size)
             self.restored += 1
             self.flops += self._count(size)
-            if memory is None or ref.shape[0] * ref.shape[1] >= memory.shape[0] * memory.shape[1]:
-                self._memory[track_id] = ref
+            self._remember(track_id, ref if memory is None or ref.size >= memory.size else memory)
         return out
+
+    def _remember(self, track_id: int, ref: np.ndarray) -> None:
+        """Keeps ``ref`` as the track's memory, most recent, within the budget."""
+        self._memory.pop(track_id, None)
+        self._memory[track_id] = ref
+        total = sum(r.nbytes for r in self._memory.values())
+        while self._memory and total > self.memory_bytes:
+            total -= self._memory.popitem(last=False)[1].nbytes
 
     def _count(self, size: tuple[int, int]) -> int:
         """FLOPs of one restoration at ``size`` (padded to even sides)."""
@@ -214,4 +237,5 @@ class RestoreReconstructor(WarpReconstructor):
 
     def describe(self) -> dict:
         return {**super().describe(), "name": "restore", "weights": self.weights.name,
-                "weights_sha256": self.weights_sha256, "memory": self.use_memory}  # fmt: skip
+                "weights_sha256": self.weights_sha256,
+                "memory_mb": self.memory_bytes / 1e6}  # fmt: skip

@@ -76,6 +76,21 @@ def test_same_stream_same_frames_and_memory_changes_them(decode_with, stream, we
     rec = create_reconstructor("restore", weights=weights)
     list(decode_stream(stream, rec))
     assert set(rec._memory) == {int(t) for d in decode_stream(stream) for t in d[0].appearances}
+    forgetful = create_reconstructor("restore", weights=weights, memory_mb=0)
+    list(decode_stream(stream, forgetful))
+    assert not forgetful._memory and forgetful.describe()["memory_mb"] == 0
+
+
+def test_the_memory_budget_forgets_the_least_recently_heard_from_track(weights):
+    rec = create_reconstructor("restore", weights=weights, memory_mb=2 * 96 * 48 * 3 / 1e6)
+    ref = np.zeros((96, 48, 3), np.uint8)
+    for track_id in (1, 2, 1, 3):  # track 2 is the least recently heard from when 3 comes
+        rec._remember(track_id, ref)
+    assert list(rec._memory) == [1, 3]
+    rec._remember(1, np.zeros((48, 24, 3), np.uint8))
+    assert list(rec._memory) == [3, 1]
+    with pytest.raises(ValueError, match="memory_mb"):
+        create_reconstructor("restore", weights=weights, memory_mb=-1)
 
 
 def test_bad_weights_and_options_are_refused(weights, tmp_path, stream, capsys):
@@ -90,10 +105,14 @@ def test_bad_weights_and_options_are_refused(weights, tmp_path, stream, capsys):
     assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "x"), "--decoder", "restore",
                        "--steps", "4"]) == 2  # fmt: skip
     assert "only for --decoder diffusion" in capsys.readouterr().err
+    assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "x"), "--memory-mb", "1"]) == 2
+    assert "--memory-mb: only for --decoder restore" in capsys.readouterr().err
     out = tmp_path / "out"
     assert cloud_main(["decode", str(semc), "-o", str(out), "--no-overview", "--decoder",
-                       "restore", "--weights", str(weights)]) == 0  # fmt: skip
-    assert json.loads((out / "stream.json").read_text())["decoder"]["name"] == "restore"
+                       "restore", "--weights", str(weights),
+                       "--memory-mb", "0.5"]) == 0  # fmt: skip
+    decoder = json.loads((out / "stream.json").read_text())["decoder"]
+    assert (decoder["name"], decoder["memory_mb"]) == ("restore", 0.5)
 
 
 def test_the_shipped_restorer_is_registered_and_verified():

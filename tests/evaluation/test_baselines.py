@@ -183,3 +183,13 @@ def test_silhouette_count_keeps_references_over_a_plate_refresh_not_a_keyframe()
     row = count.row()
     assert row["silhouettes"] == 2 and row["person_frames"] == 4
     assert row["silhouettes_after_1s"] == 1  # frame 4: seen since frame 1, 3 s before
+
+
+def test_scaffold_memory_budget_setting_reaches_the_restore_decoder():
+    codec = create_codec("scaffold")
+    assert codec._decoder(Setting.parse("level=1,decoder=restore,memory_mb=2")) == \
+        ("restore", {"memory_mb": 2.0})  # noqa: SLF001
+    for bad in ("level=1,decoder=restore,memory_mb=-1", "level=1,memory_mb=2",
+                "level=1,decoder=restore,memory_mb=x"):
+        with pytest.raises(SettingError, match="memory_mb"):
+            codec._decoder(Setting.parse(bad))  # noqa: SLF001
