@@ -467,6 +467,8 @@ def _mediapipe(member: str, sha256: str) -> PackageSource:
 
 #: sha256 of the shipped reference restorer (``codec/weights/ref_restorer.pt``).
 REF_RESTORER_SHA256 = "00fa9f94fcb6e8e79dc634792874b59594747b37210ce807cf4a95d52a1c4959"
+#: sha256 of its width-8 sibling (``codec/weights/ref_restorer_w8.pt``): 1/15 of the FLOPs.
+REF_RESTORER_W8_SHA256 = "fac7c40fe211eeee7899e9f9079a9fc0fab8b3d9ca25f8073adde4a26bd79046"
 #: sha256 of the shipped denoiser (``codec/weights/denoiser_pets.pt``).
 DENOISER_PETS_SHA256 = "596f0d7e3b2a6f0570c30a65f1b4ce07e31b461c5beb53d80e345bc9916aa9ff"
 
@@ -621,19 +623,22 @@ def _register_defaults() -> None:
         ),
         bundled="codec/weights/denoiser_pets.pt",
     ))  # fmt: skip
-    register_model(ModelSpec(
-        name="ref_restorer",
-        relpath="semcodec/ref_restorer.pt",
-        sha256=REF_RESTORER_SHA256,
-        url=None,
-        licence="Apache-2.0",
-        description=(
-            "the restore reconstructor's reference restorer, trained here on PETS09-S2L1-full "
-            "1-500, TUD-Stadtmitte 1-90 and PETS 1-500 zoomed 2x (semcodec-bench "
-            "train-restorer); ships with semcodec: codec/weights/MODEL_CARD.md"
-        ),
-        bundled="codec/weights/ref_restorer.pt",
-    ))  # fmt: skip
+    for name, sha256, width in (("ref_restorer", REF_RESTORER_SHA256, 32),
+                                ("ref_restorer_w8", REF_RESTORER_W8_SHA256, 8)):
+        register_model(ModelSpec(
+            name=name,
+            relpath=f"semcodec/{name}.pt",
+            sha256=sha256,
+            url=None,
+            licence="Apache-2.0",
+            description=(
+                f"the restore reconstructor's reference restorer (width {width}), trained "
+                "here on PETS09-S2L1-full 1-500, TUD-Stadtmitte 1-90 and PETS 1-500 zoomed 2x "
+                "(semcodec-bench train-restorer); ships with semcodec: "
+                "codec/weights/MODEL_CARD.md"
+            ),
+            bundled=f"codec/weights/{name}.pt",
+        ))  # fmt: skip
 
 
 _register_defaults()

@@ -40,6 +40,7 @@ from torch import nn
 from semcodec.codec.packages import file_sha256
 from semcodec.codec.reconstruct import (
     DecodedFrame,
+    UnknownReconstructorError,
     register_reconstructor,
 )
 from semcodec.codec.reconstruct.warp import WarpReconstructor
@@ -104,11 +105,27 @@ def load_restorer(path: str | Path) -> ReferenceRestorer:
                         "restorer")  # fmt: skip
 
 
-def default_weights() -> Path:
-    """The shipped restorer, resolved and its sha256 verified."""
+#: The shipped restorers, by registry name: the default (width 32) first, then a width-8
+#: one with 1/15 of its FLOPs (the compute knob; model card).
+SHIPPED_RESTORERS = ("ref_restorer", "ref_restorer_w8")
+
+
+def restorer_weights(weights: str | Path | None = None) -> Path:
+    """The file of ``weights``: a restorer file, the name of a shipped restorer
+    (:data:`SHIPPED_RESTORERS`, resolved and its sha256 verified), or None for the default.
+
+    Raises:
+        UnknownReconstructorError: neither a file nor a shipped restorer's name.
+    """
     from semcodec.codec.models import resolve_model
 
-    return resolve_model("ref_restorer")
+    if weights is None or str(weights) in SHIPPED_RESTORERS:
+        return resolve_model(SHIPPED_RESTORERS[0] if weights is None else str(weights))
+    if not Path(weights).is_file():
+        raise UnknownReconstructorError(
+            f"cannot load restorer weights {weights}: no such file, and not a shipped "
+            f"restorer ({', '.join(SHIPPED_RESTORERS)})")
+    return Path(weights)
 
 
 def flops_per_pixel(model: ReferenceRestorer) -> int:
@@ -167,7 +184,8 @@ class RestoreReconstructor(WarpReconstructor):
     """``warp`` v2 drawing references restored by :class:`ReferenceRestorer`.
 
     Args:
-        weights: a restorer file (``semcodec-bench train-restorer``); default: the shipped one.
+        weights: a restorer file (``semcodec-bench train-restorer``) or a shipped restorer's
+            name (:data:`SHIPPED_RESTORERS`); default: the shipped width-32 one.
         memory_mb: the memory's budget, MB (10**6 bytes of uint8 pixels) per stream; each
             track's sharpest earlier reference is kept while the budget allows (0: none).
         matte, fade: as for ``warp``.
@@ -181,7 +199,7 @@ class RestoreReconstructor(WarpReconstructor):
                  fade: int = 0) -> None:  # fmt: skip
         if not 0 <= float(memory_mb) < float("inf"):
             raise ValueError(f"memory_mb must be a finite number >= 0, got {memory_mb}")
-        self.weights = Path(weights) if weights is not None else default_weights()
+        self.weights = restorer_weights(weights)
         self.model = load_restorer(self.weights)
         self.weights_sha256 = file_sha256(self.weights)
         self.memory_bytes = int(float(memory_mb) * 1e6)

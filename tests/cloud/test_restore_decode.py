@@ -94,7 +94,7 @@ def test_the_memory_budget_forgets_the_least_recently_heard_from_track(weights):
 
 
 def test_bad_weights_and_options_are_refused(weights, tmp_path, stream, capsys):
-    with pytest.raises(UnknownReconstructorError, match="cannot load restorer weights"):
+    with pytest.raises(UnknownReconstructorError, match="no such file, and not a shipped"):
         create_reconstructor("restore", weights=tmp_path / "none.pt")
     bad = tmp_path / "bad.pt"
     torch.save({"config": {"width": 4}}, bad)
@@ -121,6 +121,9 @@ def test_the_shipped_restorer_is_registered_and_verified():
     model = load_restorer(resolve_model("ref_restorer"))
     assert sum(p.numel() for p in model.parameters()) < 2_000_000
     assert model.metadata["steps"] > 0 and "held_out" in model.metadata
+    small = create_reconstructor("restore", weights="ref_restorer_w8")  # a shipped name
+    assert small.model.width == 8 and small.weights == resolve_model("ref_restorer_w8")
+    assert small._flops_per_pixel * 12 < create_reconstructor("restore")._flops_per_pixel
 
 
 def test_training_examples_and_a_short_run_give_a_loadable_restorer(tmp_path):
