@@ -93,7 +93,8 @@ def savings_against_warp(rows: list[dict],
     and ``saving_<metric>`` = reference BPP / that BPP with its ``bound_<metric>`` (``=``;
     ``>=`` when even the curve's cheapest point is as good; ``<=`` when it never gets
     there); ``saving`` is the smallest over the metrics (every quality reached), ``flops``
-    the curve's median decoder FLOPs per frame.
+    the curve's median decoder FLOPs per frame. Network-free points cheaper than every point
+    of a curve are left out for it.
     """
     flip = {"=": "=", "<=": ">=", ">=": "<="}
     out = []
@@ -106,6 +107,9 @@ def savings_against_warp(rows: list[dict],
             qualities = {m: dict(per_metric[m][reference]["points"]) for m in metrics}
             for ref_bpp in sorted(set.intersection(*(set(q) for q in qualities.values()))):
                 for name in neural:
+                    cheapest = min(b for b, _ in per_metric[metrics[0]][name]["points"])
+                    if ref_bpp < cheapest:  # a bound below 1x says nothing
+                        continue
                     row = {"sequence": sequence, "reference": reference,
                            "reference_bpp": ref_bpp, "curve": name,
                            "flops": per_metric[metrics[0]][name]["flops"]}  # fmt: skip

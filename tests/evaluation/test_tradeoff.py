@@ -79,5 +79,7 @@ def test_savings_against_warp_take_the_smaller_of_person_quality_and_moda(tmp_pa
     assert top["saving_moda"] == pytest.approx(2) and top["saving"] == pytest.approx(2)
     # at 0.002 warp's qualities are below restore's cheapest point: at least 2x
     assert at[0.002]["saving"] == pytest.approx(2) and at[0.002]["bound"] == ">="
+    cheaper = [row("scaffold@decoder=warp", 0.0005, 0.5, 0.1)] + rows
+    assert min(r["reference_bpp"] for r in savings_against_warp(cheaper)) == 0.002
     assert "Bits saved against the network-free decoder" in write_report(rows, tmp_path).read_text()
 
