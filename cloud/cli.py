@@ -32,8 +32,6 @@ from semcodec.codec.console import (
 from semcodec.codec.models import MODELS_DIR_HELP
 
 PROG = "cloud-decoder"
-#: The options of ``decode`` each reconstructor takes (others take none).
-DECODER_OPTIONS = {"diffusion": ("steps", "seed", "weights"), "restore": ("weights", "memory_mb")}
 # not __name__: run as ``python -m semcodec.cloud.cli`` it is "__main__", outside "semcodec"
 log = logging.getLogger("semcodec.cloud.cli")
 
@@ -274,7 +272,11 @@ def _decode_into(outputs, decoder, reconstructor, units, args) -> None:
 def cmd_decode(args: argparse.Namespace) -> int:
     from semcodec.cloud.outputs import DecodeOutputs
     from semcodec.codec.bitstream import read_stream
-    from semcodec.codec.reconstruct import UnknownReconstructorError, create_reconstructor
+    from semcodec.codec.reconstruct import (
+        DECODER_OPTIONS,
+        UnknownReconstructorError,
+        create_reconstructor,
+    )
     from semcodec.codec.scaffold.codec import ScaffoldDecoder
     from semcodec.codec.task.stream import is_detect_stream
 

@@ -74,7 +74,7 @@ class ScaffoldCodec(Codec):
 
     def _decoder(self, setting: Setting) -> tuple[str, dict]:
         """The reconstructor name and options of ``setting`` (default: the codec's own)."""
-        from semcodec.codec.reconstruct import available_reconstructors
+        from semcodec.codec.reconstruct import DECODER_OPTIONS, available_reconstructors
 
         name = setting.get("decoder", self.reconstructor)
         if name not in available_reconstructors():
@@ -91,18 +91,19 @@ class ScaffoldCodec(Codec):
             options["weights"] = setting.get("weights")
         if setting.get("memory_mb") is not None:
             budget = setting.number("memory_mb")
-            if budget is None or budget < 0 or name != "restore":
+            if budget is None or budget < 0:
                 raise SettingError(f"scaffold: memory_mb={setting.get('memory_mb')}: expected "
-                                   "MB >= 0, with decoder=restore")  # fmt: skip
+                                   "MB >= 0")  # fmt: skip
             options["memory_mb"] = float(budget)
         if setting.get("previous") is not None:
             if setting.get("previous") not in ("0", "1"):
                 raise SettingError(f"scaffold: previous={setting.get('previous')}: expected 0 or 1")
             options["previous"] = setting.get("previous") == "1"
-        if options and (name == "warp" or name == "restore"
-                        and set(options) - {"weights", "memory_mb"}):
-            raise SettingError(f"scaffold: '{setting}': steps, seed and previous need "
-                               "decoder=diffusion, weights diffusion or restore")  # fmt: skip
+        extra = [k for k in options if k not in DECODER_OPTIONS.get(name, ())]
+        if extra:
+            owners = " or ".join(f"decoder={n}" for n, keys in DECODER_OPTIONS.items()
+                                 if extra[0] in keys)  # fmt: skip
+            raise SettingError(f"scaffold: '{setting}': {', '.join(extra)} need {owners}")
         if setting.get("matte") is not None:
             if setting.get("matte") not in ("0", "1") or name not in ("warp", "restore"):
                 raise SettingError(f"scaffold: matte={setting.get('matte')}: expected 0 or 1, "

@@ -100,7 +100,7 @@ def savings_against_warp(rows: list[dict],
     out = []
     for sequence in sorted({r["sequence"] for r in rows}):
         per_metric = {m: decoder_curves(rows, sequence, m) for m in metrics}
-        names = set.intersection(*(set(c) for c in per_metric.values())) if metrics else set()
+        names = set.intersection(*(set(c) for c in per_metric.values()))
         plain = sorted(n for n in names if not per_metric[metrics[0]][n]["flops"])
         neural = sorted(n for n in names if per_metric[metrics[0]][n]["flops"])
         for reference in plain:

@@ -88,6 +88,15 @@ RECONSTRUCTORS: Registry[Reconstructor] = Registry(
 register_reconstructor = RECONSTRUCTORS.register
 
 
+#: The options each reconstructor takes besides ``matte``/``fade`` (``warp``'s and
+#: ``restore``'s, checked apart); the others take none. The cloud CLI and the benchmark
+#: check options with it.
+DECODER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "diffusion": ("steps", "seed", "weights", "previous"),
+    "restore": ("weights", "memory_mb"),
+}
+
+
 def available_reconstructors() -> list[str]:
     """Registered reconstructor names, sorted."""
     return RECONSTRUCTORS.names()
