@@ -82,6 +82,14 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _webp_quality(text: str) -> int:
+    """A WebP quality, 1..100."""
+    value = positive_int(text)
+    if value > 100:
+        raise argparse.ArgumentTypeError(f"expected a WebP quality 1..100, got {text!r}")
+    return value
+
+
 def _camera_transform(text: str) -> str:
     """``--camera-transform``: checked here, passed on in its canonical form."""
     from semcodec.evaluation.camera import CameraTransformError, parse_camera_transform
@@ -416,6 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
     restorer.add_argument("--scales", type=_fraction, nargs="+", default=[1.0, 0.5, 0.35],
                           metavar="S", help="sizes of the training references, fractions of "
                           "a person's full reference (level 1's refreshes and thumbnails)")
+    restorer.add_argument("--qualities", type=_webp_quality, nargs="+", default=[30],
+                          metavar="Q", help="WebP qualities of the training references "
+                          "(level 1's appearance_quality; each example draws one)")
     restorer.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
 
     score = sub.add_parser(
@@ -836,7 +847,8 @@ def cmd_train_restorer(args: argparse.Namespace) -> int:
     from semcodec.evaluation.train_restorer import train
 
     weights = train(args.out, steps=args.steps, seed=args.seed, width=args.width,
-                    blocks=args.blocks, scales=tuple(args.scales), data_dir=args.data_dir,
+                    blocks=args.blocks, scales=tuple(args.scales),
+                    qualities=tuple(args.qualities), data_dir=args.data_dir,
                     log=log.info)  # fmt: skip
     log.info("wrote %s (held-out scores: %s)", weights, args.out / "scores.json")
     return 0

@@ -3,8 +3,9 @@
 Examples are made from ground-truth tracks of the training ranges (never the held-out
 501-795 / 91-179): for a person in frame ``t`` (box at least :data:`MIN_HEIGHT` px high),
 the reference level 1 would send there (the box region at scale 1, 0.5 or 0.35 of the
-person's full reference size, WebP quality :data:`QUALITY`, decoded), an earlier full
-reference of the same person (0.5 to 8 s before, coded the same way) and the original crop
+person's full reference size, WebP quality :data:`QUALITIES`, decoded), an earlier full
+reference of the same person (0.5 to 8 s before, full size, coded at the first quality) and
+the original crop
 at the full reference size; all three resampled to a :data:`CANVAS` canvas. The loss is
 L1 plus ST-LPIPS (the benchmark's perceptual metric) between the restored and original
 crops; the memory is blanked for one example in four (a new person has none) and every
@@ -25,8 +26,9 @@ import numpy as np
 CANVAS = (96, 48)
 #: Smallest ground-truth box height (pixels) an example is made from.
 MIN_HEIGHT = 24
-#: WebP quality of the references (level 1's ``appearance_quality``).
-QUALITY = 30
+#: WebP qualities of the references (level 1's ``appearance_quality``): each example's is
+#: drawn from them; the memory's is the first.
+QUALITIES = (30,)
 #: Scales of the reference against its full size (level 1's ``appearance_scale``).
 SCALES = (1.0, 0.5, 0.35)
 
@@ -61,9 +63,10 @@ def _canvas(picture: np.ndarray) -> np.ndarray:
 
 def examples(part: Range, rng: np.random.Generator, data_dir=None,
              scale: float | None = None, scales: tuple[float, ...] = SCALES,
-             ) -> tuple[np.ndarray, ...]:  # fmt: skip
+             qualities: tuple[int, ...] = QUALITIES) -> tuple[np.ndarray, ...]:  # fmt: skip
     """``(reference, memory, original)``, each ``(N, H, W, 3)`` uint8 on :data:`CANVAS`;
-    each reference at ``scale`` of its full size, or at one of ``scales`` drawn at random."""
+    each reference at ``scale`` of its full size, or at one of ``scales`` drawn at random,
+    coded at one of ``qualities`` drawn at random (the memory at ``qualities[0]``)."""
     from semcodec.codec.scaffold.appearance import (
         crop_box,
         decode_ref,
@@ -86,10 +89,10 @@ def examples(part: Range, rng: np.random.Generator, data_dir=None,
         if gt.counted[row] and h >= MIN_HEIGHT and 1 <= frame <= len(pixels):
             tracks.setdefault(int(gt.ids[row]), []).append((frame, np.array([x, y, x + w, y + h])))
 
-    def coded(frame: int, box: np.ndarray, at: float) -> np.ndarray:
+    def coded(frame: int, box: np.ndarray, at: float, quality: int) -> np.ndarray:
         region = ref_region(box)
         return decode_ref(encode_ref(crop_box(pixels[frame - 1], region, ref_size(region, at)),
-                                     QUALITY))  # fmt: skip
+                                     quality))  # fmt: skip
 
     out: tuple[list, list, list] = ([], [], [])
     for track_id in sorted(tracks):
@@ -101,10 +104,12 @@ def examples(part: Range, rng: np.random.Generator, data_dir=None,
                 continue
             then, then_box = earlier[int(rng.integers(len(earlier)))]
             at = scale if scale is not None else scales[int(rng.integers(len(scales)))]
+            quality = qualities[int(rng.integers(len(qualities)))]
             region = ref_region(box)
             original = crop_box(pixels[frame - 1], region, ref_size(region))
-            for bucket, picture in zip(out, (coded(frame, box, at), coded(then, then_box, 1.0),
-                                             original), strict=True):  # fmt: skip
+            pictures = (coded(frame, box, at, quality), coded(then, then_box, 1.0, qualities[0]),
+                        original)  # fmt: skip
+            for bucket, picture in zip(out, pictures, strict=True):
                 bucket.append(_canvas(picture))
     if not out[0]:
         raise ValueError(f"{part.data} {part.start}+{part.frames}: no example")
@@ -132,8 +137,9 @@ def score(model, held: tuple[np.ndarray, ...], metric) -> dict[str, float]:
 
 
 def train(out: Path, steps: int = 800, seed: int = 0, batch: int = 32, width: int = 32,
-          blocks: int = 4, scales: tuple[float, ...] = SCALES, data_dir=None,
-          ranges=DEFAULT_RANGES, held_out=HELD_OUT, log=print) -> Path:  # fmt: skip
+          blocks: int = 4, scales: tuple[float, ...] = SCALES,
+          qualities: tuple[int, ...] = QUALITIES, data_dir=None, ranges=DEFAULT_RANGES,
+          held_out=HELD_OUT, log=print) -> Path:  # fmt: skip
     """Trains a :class:`~codec.reconstruct.restore.ReferenceRestorer`; writes
     ``out/restorer.pt`` and ``out/scores.json`` (held-out scores); returns the weights' path."""
     import torch
@@ -143,7 +149,9 @@ def train(out: Path, steps: int = 800, seed: int = 0, batch: int = 32, width: in
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    parts = [examples(part, rng, data_dir, scales=scales) for part in ranges]
+    if not qualities or not all(1 <= q <= 100 for q in qualities):
+        raise ValueError(f"qualities must be WebP qualities 1..100, got {qualities}")
+    parts = [examples(part, rng, data_dir, scales=scales, qualities=qualities) for part in ranges]
     reference, memory, original = (_tensor(np.concatenate(a)) for a in zip(*parts, strict=True))
     log(f"{len(reference)} training examples from {len(ranges)} ranges")
     metric = load_stlpips().eval()
@@ -170,10 +178,12 @@ def train(out: Path, steps: int = 800, seed: int = 0, batch: int = 32, width: in
     model.eval()
     scores = {}
     for part in held_out:
-        held = examples(part, np.random.default_rng(1), data_dir, scale=None)
+        held = examples(part, np.random.default_rng(1), data_dir, scale=None,
+                        qualities=qualities)  # fmt: skip
         scores[f"{part.data} {part.start}-{part.start + part.frames - 1}"] = {
             "examples": len(held[0]), **score(model, held, metric)}  # fmt: skip
     metadata = {"steps": steps, "seed": seed, "batch": batch, "scales": list(scales),
+                "qualities": list(qualities),
                 "ranges": [vars(r) for r in ranges], "held_out": scores}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / "scores.json").write_text(json.dumps(scores, indent=1) + "\n")

@@ -142,10 +142,18 @@ def test_training_examples_and_a_short_run_give_a_loadable_restorer(tmp_path):
     tiny = examples(part, np.random.default_rng(0), scales=(0.125,))[0]
     assert np.abs(np.diff(tiny.astype(float), axis=1)).mean() < \
         np.abs(np.diff(original.astype(float), axis=1)).mean()
+    # a reference coded at WebP quality 4 is further from the original than one at 30
+    rough = examples(part, np.random.default_rng(0), scales=(1.0,), qualities=(4,))[0]
+    fine = examples(part, np.random.default_rng(0), scales=(1.0,), qualities=(30,))[0]
+    assert np.abs(rough.astype(float) - original).mean() > \
+        np.abs(fine.astype(float) - original).mean()
     weights = train(tmp_path / "r", steps=2, batch=4, width=4, blocks=1, scales=(1.0, 0.25),
-                    ranges=(part,), held_out=(part,), log=lambda _: None)  # fmt: skip
+                    qualities=(30, 8), ranges=(part,), held_out=(part,), log=lambda _: None)
     model = load_restorer(weights)
     assert (model.width, model.blocks) == (4, 1) and model.metadata["scales"] == [1.0, 0.25]
+    assert model.metadata["qualities"] == [30, 8]
+    with pytest.raises(ValueError, match="qualities"):
+        train(tmp_path / "bad", steps=1, qualities=(0,), ranges=(part,), log=lambda _: None)
     scores = model.metadata["held_out"]
     assert set(next(iter(scores.values()))) == {"examples", "enlarged", "restored_without_memory",
                                                 "restored"}  # fmt: skip

@@ -495,3 +495,13 @@ def test_train_bottleneck_from_a_missing_packed_file_exits_2(tmp_path, capsys):
     assert _status(main, argv) == 2
     assert "nowhere.npz: no such file" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--qualities", "0"], "expected an integer >= 1"),
+    (["--qualities", "101"], "expected a WebP quality 1..100"),
+    (["--scales", "1.5"], "expected a number in (0, 1]"),
+])  # fmt: skip
+def test_train_restorer_refuses_bad_flags_with_exit_2(argv, message, tmp_path, capsys):
+    assert _status(main, ["train-restorer", "--out", str(tmp_path), *argv]) == 2
+    assert message in capsys.readouterr().err
