@@ -16,7 +16,9 @@ lands on the target). Two knobs are driven from the account:
   they are sent, but the account repays them over the keyframe period (or a window) instead
   of at once (:meth:`RateController.spread_plate`). Before, a 4.3-KB periodic plate on PETS
   at 0.004 BPP put the account 4 KB into debt and no reference was refreshed for the 4 s it
-  took to repay it.
+  took to repay it. A live stream's first frame (length unknown) is repaid the same way,
+  over the rest of its first window: before, TUD-Stadtmitte's 14-KB first frame at 0.004
+  BPP left no reference refreshed for its first 6 seconds.
 * **appearance references**: each frame may spend on references what the account holds
   beyond the bytes the frame's other streams are expected to take
   (:meth:`RateController.appearance_budget`; a person without any reference may run the
@@ -212,6 +214,9 @@ class RateController:
             debt = min(0.0, self.balance) * self._repay_share(-min(0.0, self.balance))
             self._earn = max(0.0, self.frame_bytes + debt / left)
             self.balance = max(0.0, self.balance)
+        elif self.frames == 1 and self.balance < 0 and self.window_frames > 1:
+            # a live stream repays its first frame over the rest of the first window
+            self.spread_plate(int(-self.balance), self.window_frames - 1)
 
     def _repay_share(self, debt: float) -> float:
         """The share ``r`` of the first frame's ``debt`` (bytes) the clip repays."""

@@ -246,12 +246,20 @@ def test_rate_account_earns_per_frame_and_spends_bytes():
     assert rate.keyframe_cap() == int(0.35 * 221.184 * 100)
     rate.spend(5000, appearance_bytes=0, keyframe_bytes=4980)
     assert rate.appearance_budget() == 0 and rate.new_reference_budget() > 0
+    # a live stream (length unknown): the keyframe and header are repaid over the rest of
+    # the first window (99 frames), so references keep a share of every frame from the start
+    debt = 5500 - 221.184
     for _ in range(40):
         rate.start_frame()
         rate.spend(20, 0, 0)
-    # a live stream (length unknown): the keyframe and header are repaid as frames come
-    assert rate.appearance_budget() == pytest.approx(41 * 221.184 - 5500 - 800 - 20, abs=2)
+    assert rate.appearance_budget() == pytest.approx(40 * (221.184 - debt / 99 - 20) - 20, abs=2)
     assert rate.spare()
+    for _ in range(59):
+        rate.start_frame()
+        rate.spend(20, 0, 0)
+    # by the end of the first window the first frame is repaid in full
+    assert rate.plate_debt == pytest.approx(0, abs=1)
+    assert rate.balance == pytest.approx(100 * 221.184 - 5500 - 99 * 20, abs=2)
 
 
 def test_a_clip_of_known_length_spreads_its_first_frame_and_lands_on_the_target():
@@ -444,12 +452,13 @@ def test_a_live_stream_does_not_starve_references_after_its_periodic_plate():
     config = level_config(1, keyframe_interval=40)
     encoder = ScaffoldEncoder(config, (384, 288), 7.0)  # live: no clip length
     rate = encoder._rate  # noqa: SLF001
-    units, balances = [], []
+    units, balances, debts = [], [], []
     for k, frame in enumerate(with_lookahead(encoder, iter(frames))):
         if k == 10:  # the link got faster: the periodic plate now buys a better one
             encoder.set_target_bpp(0.012)
         units.append(encoder.encode_frame(frame)[0])
         balances.append(rate.balance)
+        debts.append(rate.plate_debt)
     plate = {u.seq: dict((s.type, len(s.payload)) for s in u.substreams) for u in units
              if u.kind == UnitKind.FRAME
              and SubStreamType.KEYFRAME_IMAGE in {s.type for s in u.substreams}}  # fmt: skip
@@ -457,7 +466,9 @@ def test_a_live_stream_does_not_starve_references_after_its_periodic_plate():
     plate_bytes = plate[40][SubStreamType.KEYFRAME_IMAGE]
     assert plate_bytes > 5 * rate.frame_bytes
     assert balances[39] - balances[40] < 0.25 * plate_bytes  # repaid over the period
-    assert 0 < rate.plate_debt < plate_bytes  # being repaid
+    # the plate joins what is left of the first frame's debt, and both are being repaid
+    assert 0.5 * plate_bytes < debts[40] - debts[39] <= plate_bytes
+    assert 0 < rate.plate_debt < debts[40]
 
 
 def test_a_quiet_scene_refreshes_the_plate_at_a_better_quality():
