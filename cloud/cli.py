@@ -70,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("--seed", type=non_negative_int, help="diffusion: noise seed (default 0)")
     dec.add_argument("--weights", type=Path, metavar="FILE",
                      help="diffusion: denoiser weights; restore: restorer weights, or a "
-                     "shipped restorer's name: ref_restorer (default), ref_restorer_w8 (1/15 of "
-                     "the compute)")  # fmt: skip
+                     "shipped restorer's name: ref_restorer_v2 (default), ref_restorer (the "
+                     "first), ref_restorer_w8 (1/15 of the compute)")  # fmt: skip
     dec.add_argument("--memory-mb", type=non_negative_float, metavar="MB",
                      help="restore: the memory of earlier references the restorer keeps, MB "
                      "per stream (default 16; 0: none)")  # fmt: skip

@@ -18,8 +18,9 @@ it (6 channels, -1..1) -> a 3x3 convolution to ``width`` channels, one stride-2 
 block; the output is a residual added to the enlarged reference. Trained by
 ``semcodec-bench train-restorer`` (L1 plus ST-LPIPS against the original crop) on pairs
 made from the training ranges' ground-truth tracks: the reference as level 1 codes it at
-scale 1, 0.5 or 0.35, an earlier full reference of the same person (dropped one time in
-four), the original crop.
+a fraction of its full size (the default ``ref_restorer_v2``: 1, 0.5, 0.25 or 0.125, so
+thumbnails too; the first ``ref_restorer``: 1, 0.5 or 0.35), an earlier full reference of
+the same person (dropped one time in four), the original crop.
 
 Everything is a fixed function of the decoded scaffolds (CPU float32, one thread order), so
 two runs give the same frames.
@@ -105,9 +106,10 @@ def load_restorer(path: str | Path) -> ReferenceRestorer:
                         "restorer")  # fmt: skip
 
 
-#: The shipped restorers, by registry name: the default (width 32) first, then a width-8
-#: one with 1/15 of its FLOPs (the compute knob; model card).
-SHIPPED_RESTORERS = ("ref_restorer", "ref_restorer_w8")
+#: The shipped restorers, by registry name: the default first (width 32, trained on
+#: references from full size down to thumbnails), then the first restorer (width 32, full
+#: to 0.35 size) and its width-8 sibling with 1/15 of the FLOPs (the compute knob; model card).
+SHIPPED_RESTORERS = ("ref_restorer_v2", "ref_restorer", "ref_restorer_w8")
 
 
 def restorer_weights(weights: str | Path | None = None) -> Path:
@@ -185,7 +187,7 @@ class RestoreReconstructor(WarpReconstructor):
 
     Args:
         weights: a restorer file (``semcodec-bench train-restorer``) or a shipped restorer's
-            name (:data:`SHIPPED_RESTORERS`); default: the shipped width-32 one.
+            name (:data:`SHIPPED_RESTORERS`); default: the first of them (`ref_restorer_v2`).
         memory_mb: the memory's budget, MB (10**6 bytes of uint8 pixels) per stream; each
             track's sharpest earlier reference is kept while the budget allows (0: none).
         matte, fade: as for ``warp``.

@@ -121,6 +121,9 @@ def test_the_shipped_restorer_is_registered_and_verified():
     model = load_restorer(resolve_model("ref_restorer"))
     assert sum(p.numel() for p in model.parameters()) < 2_000_000
     assert model.metadata["steps"] > 0 and "held_out" in model.metadata
+    default = create_reconstructor("restore")  # the second restorer, seen down to thumbnails
+    assert default.weights == resolve_model("ref_restorer_v2")
+    assert min(default.model.metadata["scales"]) <= 0.125
     small = create_reconstructor("restore", weights="ref_restorer_w8")  # a shipped name
     assert small.model.width == 8 and small.weights == resolve_model("ref_restorer_w8")
     assert small._flops_per_pixel * 12 < create_reconstructor("restore")._flops_per_pixel

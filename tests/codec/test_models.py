@@ -225,7 +225,7 @@ def test_every_default_model_can_be_had_without_shared():
     for name in ("ssdlite_person", "selfie_segmentation", "pose_detection",
                  "pose_landmark_full", "pose_landmark_lite", "stlpips_alex",
                  "taef2_encoder", "taef2_decoder", "denoiser_pets", "ref_restorer",
-                 "ref_restorer_w8"):  # fmt: skip
+                 "ref_restorer_w8", "ref_restorer_v2"):  # fmt: skip
         spec = models.model_spec(name)
         assert spec.source is not None or spec.bundled, name
         if spec.source is not None:
