@@ -467,10 +467,11 @@ def _mediapipe(member: str, sha256: str) -> PackageSource:
 
 #: sha256 of the shipped reference restorer (``codec/weights/ref_restorer.pt``).
 REF_RESTORER_SHA256 = "00fa9f94fcb6e8e79dc634792874b59594747b37210ce807cf4a95d52a1c4959"
-#: sha256 of its width-8 sibling (``codec/weights/ref_restorer_w8.pt``): 1/15 of the FLOPs.
 #: sha256 of the second restorer (``codec/weights/ref_restorer_v2.pt``: width 32, trained on
 #: references down to thumbnail size as well), the default.
 REF_RESTORER_V2_SHA256 = "f5821412bf0701a162ec9b7181a46032b748c6a530748cc50b3da1d880ee7b6d"
+#: sha256 of the first restorer's width-8 sibling (``codec/weights/ref_restorer_w8.pt``): 1/15
+#: of the FLOPs.
 REF_RESTORER_W8_SHA256 = "fac7c40fe211eeee7899e9f9079a9fc0fab8b3d9ca25f8073adde4a26bd79046"
 #: sha256 of the shipped denoiser (``codec/weights/denoiser_pets.pt``).
 DENOISER_PETS_SHA256 = "596f0d7e3b2a6f0570c30a65f1b4ce07e31b461c5beb53d80e345bc9916aa9ff"

@@ -141,7 +141,9 @@ def train(out: Path, steps: int = 800, seed: int = 0, batch: int = 32, width: in
           qualities: tuple[int, ...] = QUALITIES, data_dir=None, ranges=DEFAULT_RANGES,
           held_out=HELD_OUT, log=print) -> Path:  # fmt: skip
     """Trains a :class:`~codec.reconstruct.restore.ReferenceRestorer`; writes
-    ``out/restorer.pt`` and ``out/scores.json`` (held-out scores); returns the weights' path."""
+    ``out/restorer.pt`` and ``out/scores.json`` (held-out scores, on examples made with the
+    default :data:`SCALES` and :data:`QUALITIES` whatever ``scales`` and ``qualities`` the
+    training used); returns the weights' path."""
     import torch
 
     from semcodec.codec.reconstruct.restore import ReferenceRestorer, save_restorer
@@ -178,8 +180,9 @@ def train(out: Path, steps: int = 800, seed: int = 0, batch: int = 32, width: in
     model.eval()
     scores = {}
     for part in held_out:
-        held = examples(part, np.random.default_rng(1), data_dir, scale=None,
-                        qualities=qualities)  # fmt: skip
+        # the same held-out examples for every restorer (default scales and quality), so
+        # that the scores of restorers trained with other --scales/--qualities compare
+        held = examples(part, np.random.default_rng(1), data_dir)
         scores[f"{part.data} {part.start}-{part.start + part.frames - 1}"] = {
             "examples": len(held[0]), **score(model, held, metric)}  # fmt: skip
     metadata = {"steps": steps, "seed": seed, "batch": batch, "scales": list(scales),
