@@ -119,6 +119,22 @@ PROTOCOLS = ("cold", "steady")
 #: Frames between intra frames (x264/x265 ``keyint``, the scaffold's plates) under the
 #: steady-state protocol unless ``--gop`` says otherwise: one period for every codec.
 STEADY_INTRA_PERIOD = 300
+#: The codecs whose intra period and preset ``codec_options_for`` sets.
+VIDEO_CODECS = ("x264", "x265")
+
+
+def codec_options_for(protocol: str, gop: int | None = None,
+                      preset: str = "medium") -> dict[str, dict[str, object]]:  # fmt: skip
+    """Each codec's options under ``protocol``: one intra period for every codec (``gop``
+    frames; default 0, the first frame only, when cold and :data:`STEADY_INTRA_PERIOD` when
+    steady): x264/x265's ``keyint`` and, when steady, the scaffold's plate period."""
+    steady = protocol == "steady"
+    gop = gop if gop is not None else STEADY_INTRA_PERIOD if steady else 0
+    options: dict[str, dict[str, object]] = {name: {"preset": preset, "gop": gop}
+                                             for name in VIDEO_CODECS}  # fmt: skip
+    if steady:
+        options["scaffold"] = {"keyframe_interval": gop}
+    return options
 
 
 @dataclass(frozen=True)
@@ -254,7 +270,7 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
     codec = create_codec(cell.codec, **dict(cell.codec_options))
     setting = Setting.parse(cell.setting)
     coded, h, w, _ = pixels.shape
-    extra = {"measured_from": warm} if warm and _takes(codec.encode, "measured_from") else {}
+    extra = {"measured_from": warm} if warm and takes_keyword(codec.encode, "measured_from") else {}
     encoded = _with_progress(codec.encode, progress("encode", coded), pixels, setting,
                              fps=info.fps, **extra)  # fmt: skip
     start = time.perf_counter()
@@ -321,12 +337,12 @@ def _speeds(codec: Codec, frames: int, encode_s: float, decode_s: float) -> dict
 
 def _with_progress(method: Callable, callback: FrameCallback, *args, **kwargs):
     """Calls a codec's ``encode``/``decode``, passing ``progress=callback`` if it takes one."""
-    if _takes(method, "progress"):
+    if takes_keyword(method, "progress"):
         kwargs["progress"] = callback
     return method(*args, **kwargs)
 
 
-def _takes(method: Callable, keyword: str) -> bool:
+def takes_keyword(method: Callable, keyword: str) -> bool:
     """Whether ``method`` has a parameter named ``keyword``."""
     try:
         return keyword in inspect.signature(method).parameters

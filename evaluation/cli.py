@@ -572,6 +572,12 @@ def build_parser() -> argparse.ArgumentParser:
     side.add_argument("--at", type=_frame_list, required=True, metavar="F1,F2,...",
                       help="frames of the clip to show (1-based from --start)")  # fmt: skip
     side.add_argument("--width", type=positive_int, default=480, help="panel width in pixels")
+    side.add_argument("--protocol", choices=PROTOCOLS, default="cold",
+                      help="as for `run`: steady codes every codec from the sequence's first "
+                      "frame without a break and labels each panel with the BPP of the shown "
+                      "clip's frames alone")  # fmt: skip
+    side.add_argument("--gop", type=non_negative_int, metavar="N",
+                      help="frames between intra frames, as for `run`")  # fmt: skip
     side.add_argument("-o", "--output", type=Path, required=True, help="the PNG to write")
 
     datasets = sub.add_parser("data", help="list the dataset recipes, or verify local copies")
@@ -631,7 +637,7 @@ def grid_from_args(args: argparse.Namespace):
     :func:`evaluation.bench.validate_grid`; no model is resolved.
     """
     from semcodec.edge.sources import resolve_data_path, sample_path
-    from semcodec.evaluation.bench import STEADY_INTRA_PERIOD, GridConfig, validate_grid
+    from semcodec.evaluation.bench import GridConfig, codec_options_for, validate_grid
     from semcodec.evaluation.codecs import create_codec
 
     if args.crf and args.qp:
@@ -662,11 +668,9 @@ def grid_from_args(args: argparse.Namespace):
     elif args.decoders != ["warp"] or args.steps:
         raise UsageError("--decoders/--steps choose the scaffold's decoder: name scaffold in "
                          "--codecs")  # fmt: skip
-    steady = args.protocol == "steady"
-    gop = args.gop if args.gop is not None else STEADY_INTRA_PERIOD if steady else 0
-    options: dict[str, dict] = {name: {"preset": args.preset, "gop": gop} for name in VIDEO_CODECS}
-    if steady and "scaffold" in codecs:
-        options["scaffold"] = {"keyframe_interval": gop}
+    options = codec_options_for(args.protocol, args.gop, args.preset)
+    if "scaffold" not in codecs:
+        options.pop("scaffold", None)
     detector = None
     if args.detector_threshold is not None:
         detector = {"score_threshold": args.detector_threshold, "tiles": args.detector_tiles}
@@ -707,7 +711,7 @@ def _frame_list(text: str) -> list[int]:
 
 def cmd_sidebyside(args: argparse.Namespace) -> int:
     from semcodec.edge.sources import resolve_data_path
-    from semcodec.evaluation.bench import load_sequence
+    from semcodec.evaluation.bench import codec_options_for, load_sequence
     from semcodec.evaluation.sidebyside import side_by_side, write_png
 
     shows = []
@@ -721,9 +725,12 @@ def cmd_sidebyside(args: argparse.Namespace) -> int:
     path = str(resolve_data_path(args.data, args.data_dir))
     options = () if args.camera_transform == "none" else (("camera_transform",
                                                              args.camera_transform),)
-    pixels, info, _ = load_sequence(path, args.frames, options, start=args.start)
+    warmup = args.start - 1 if args.protocol == "steady" else 0
+    frames = None if args.frames is None else args.frames + warmup
+    pixels, info, _ = load_sequence(path, frames, options, start=args.start - warmup)
     try:
-        picture = side_by_side(pixels, info.fps, shows, args.at, args.width)
+        picture = side_by_side(pixels, info.fps, shows, args.at, args.width, warmup,
+                               codec_options_for(args.protocol, args.gop))  # fmt: skip
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     log.info("wrote %s", write_png(picture, args.output))

@@ -5,17 +5,21 @@ F1,F2,F3 -o picture.png`` encodes the clip with each ``CODEC:SETTING`` (exactly 
 ``semcodec-bench run`` does), decodes it, and writes one row per chosen frame: the original,
 then each reconstruction, every panel labelled with its codec, setting and the BPP the whole
 clip took. Panels are scaled to ``--width`` pixels (PNG, or JPEG for a ``.jpg`` name).
+With ``--protocol steady`` every codec codes from the sequence's first frame without a break
+(as ``run --protocol steady`` does) and the labels give the BPP of the shown clip's frames
+alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from semcodec.evaluation.codecs import Setting, create_codec
+from semcodec.evaluation.bench import takes_keyword
+from semcodec.evaluation.codecs import Setting, bytes_of_frames, create_codec
 
 
 def _label(panel: np.ndarray, text: str) -> np.ndarray:
@@ -29,35 +33,46 @@ def _label(panel: np.ndarray, text: str) -> np.ndarray:
     return out
 
 
-def reconstructions(pixels: np.ndarray, fps: float,
-                    shows: Sequence[tuple[str, str]]) -> list[tuple[str, np.ndarray]]:  # fmt: skip
-    """``[(label, decoded (T, H, W, 3) uint8)]`` of ``pixels`` for each ``(codec, setting)``;
-    the label names the codec, setting and the clip's BPP from the bytes written."""
+def reconstructions(pixels: np.ndarray, fps: float, shows: Sequence[tuple[str, str]],
+                    warmup: int = 0,
+                    options: Mapping[str, Mapping[str, object]] | None = None,
+                    ) -> list[tuple[str, np.ndarray]]:  # fmt: skip
+    """``[(label, decoded (T - warmup, H, W, 3) uint8)]`` of ``pixels`` ``(T, H, W, 3)`` for
+    each ``(codec, setting)``; the label names the codec, setting and the BPP, from the bytes
+    written, of the frames after the first ``warmup`` (coded, not shown, not charged: the
+    steady-state protocol). ``options``: each codec's constructor options by name."""
     out = []
     t, h, w, _ = pixels.shape
     for name, text in shows:
-        codec = create_codec(name)
+        codec = create_codec(name, **dict((options or {}).get(name, {})))
         setting = Setting.parse(text)
         codec.check_setting(setting)
-        encoded = codec.encode(pixels, setting, fps)
-        decoded = codec.decode(encoded)
-        bpp = 8 * encoded.num_bytes / (w * h * t)
+        extra = ({"measured_from": warmup}
+                 if warmup and takes_keyword(codec.encode, "measured_from") else {})  # fmt: skip
+        encoded = codec.encode(pixels, setting, fps, **extra)
+        decoded = codec.decode(encoded)[warmup:]
+        size = sum(bytes_of_frames(encoded, warmup).values()) if warmup else encoded.num_bytes
+        bpp = 8 * size / (w * h * (t - warmup))
         out.append((f"{name} {setting}  {bpp:.4f} bpp", decoded))
     return out
 
 
 def side_by_side(pixels: np.ndarray, fps: float, shows: Sequence[tuple[str, str]],
-                 at: Sequence[int], width: int = 480) -> np.ndarray:  # fmt: skip
-    """The picture: one row per 1-based frame of ``at``, the original then each codec.
+                 at: Sequence[int], width: int = 480, warmup: int = 0,
+                 options: Mapping[str, Mapping[str, object]] | None = None,
+                 ) -> np.ndarray:  # fmt: skip
+    """The picture: one row per 1-based frame of ``at`` (counted after the ``warmup``
+    frames), the original then each codec (:func:`reconstructions`).
 
     Raises:
         ValueError: a frame of ``at`` is outside the clip.
     """
-    t = len(pixels)
+    t = len(pixels) - warmup
     bad = [k for k in at if not 1 <= k <= t]
     if bad:
         raise ValueError(f"frames {bad} are outside the clip of {t} frames")
-    panels = [("original", pixels), *reconstructions(pixels, fps, shows)]
+    panels = [("original", pixels[warmup:]),
+              *reconstructions(pixels, fps, shows, warmup, options)]  # fmt: skip
     height = round(pixels.shape[1] * width / pixels.shape[2])
     rows = []
     for k in at:

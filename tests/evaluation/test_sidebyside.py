@@ -21,3 +21,39 @@ def test_one_row_per_frame_and_one_panel_per_codec():
 def test_frames_outside_the_clip_are_refused():
     with pytest.raises(ValueError, match="outside"):
         side_by_side(np.zeros((3, 16, 16, 3), np.uint8), 5.0, [], at=[4])
+
+
+def test_steady_protocol_shows_and_charges_only_the_frames_after_the_warmup():
+    rng = np.random.default_rng(1)
+    pixels = rng.integers(0, 255, (5, 48, 64, 3), np.uint8)
+    picture = side_by_side(pixels, 10.0, [("raw", "")], at=[1, 3], width=64, warmup=2)
+    assert picture.shape == (2 * 48, 2 * 64, 3)
+    np.testing.assert_array_equal(picture[20:48, 64:], pixels[2, 20:])  # clip frame 1 = 3rd
+    np.testing.assert_array_equal(picture[68:, 64:], pixels[4, 20:])
+    with pytest.raises(ValueError, match="outside the clip of 3 frames"):
+        side_by_side(pixels, 10.0, [], at=[4], warmup=2)
+
+
+def test_the_label_gives_the_bpp_of_the_shown_frames_alone():
+    from semcodec.evaluation.sidebyside import reconstructions
+
+    pixels = np.zeros((4, 16, 16, 3), np.uint8)
+    [(label, decoded)] = reconstructions(pixels, 5.0, [("raw", "")], warmup=3)
+    assert decoded.shape == (1, 16, 16, 3) and label.endswith("24.0000 bpp")
+
+
+def test_cli_steady_protocol_on_the_sample(tmp_path):
+    import cv2
+
+    from semcodec.edge.sources import open_source, sample_path
+    from semcodec.evaluation.cli import main
+
+    out = tmp_path / "steady.png"
+    argv = ["-q", "sidebyside", "--data", str(sample_path()), "--start", "4", "--frames", "2",
+            "--protocol", "steady", "--show", "jpeg:q=95", "--at", "2", "--width", "64",
+            "-o", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    picture = cv2.cvtColor(cv2.imread(str(out)), cv2.COLOR_BGR2RGB)
+    frame = open_source(sample_path()).read(start=5, count=1)[0]  # clip frame 2 = frame 5
+    expected = cv2.resize(frame, (64, picture.shape[0]), interpolation=cv2.INTER_AREA)
+    assert np.abs(picture[20:, :64].astype(int) - expected[20:]).mean() < 1
