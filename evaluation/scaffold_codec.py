@@ -28,7 +28,8 @@ import numpy as np
 from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, register_codec
 
 #: Setting keys that choose the decoder, not the stream.
-DECODER_KEYS = ("decoder", "steps", "seed", "weights", "memory_mb", "previous", "matte", "fade")
+DECODER_KEYS = ("decoder", "steps", "seed", "weights", "memory_mb", "previous", "matte", "fade",
+                "smooth")
 #: The stream of this process's last encode, under its :func:`_stream_key` (one entry).
 _LAST_STREAM: dict[str, Encoded] = {}
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
@@ -115,6 +116,12 @@ class ScaffoldCodec(Codec):
                 raise SettingError(f"scaffold: fade={setting.get('fade')}: expected frames "
                                    ">= 0, with decoder=warp")  # fmt: skip
             options["fade"] = int(fade)
+        if setting.get("smooth") is not None:
+            gain = setting.number("smooth")
+            if gain is None or not 0 < gain <= 1 or name not in ("warp", "restore"):
+                raise SettingError(f"scaffold: smooth={setting.get('smooth')}: expected a gain "
+                                   "in (0, 1], with decoder=warp or restore")  # fmt: skip
+            options["smooth"] = float(gain)
         return name, options
 
     def _level(self, setting: Setting):

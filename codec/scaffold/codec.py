@@ -362,7 +362,7 @@ class ScaffoldEncoder:
         from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector
         from semcodec.codec.scaffold.flow import FlowConfig, FlowEstimator
         from semcodec.codec.scaffold.scene import KeyframeSchedule
-        from semcodec.codec.scaffold.tracker import ScaffoldDetector, TrackerConfig
+        from semcodec.codec.scaffold.tracker import ScaffoldDetector, TrackerConfig, TrackSmoother
 
         width, height = frame_size
         if width < 16 or height < 16:
@@ -427,6 +427,7 @@ class ScaffoldEncoder:
         if config.detector_tiles:  # the layout is the level's: so is the refinement share
             self._resolve_plate_refine()
         self._sizes: dict[int, np.ndarray] = {}
+        self._centres = TrackSmoother(config.box_smoothing)
         self._plate_error, self._plate_retry = math.inf, math.inf  # the decoder's plate
         self._cloud_plate: np.ndarray | None = None  # (H, W, 3) float32: what the decoder holds
         self._tile_credit = 0.0  # bytes set aside for plate tiles
@@ -857,12 +858,15 @@ class ScaffoldEncoder:
 
     def _smooth(self, tracks):
         """Boxes with their size smoothed over time per track (exponentially, weight
-        ``1 - a`` on the new size) and their centre as detected: a person's drawn size
-        does not jitter with the detector's."""
+        ``1 - a`` on the new size) and their centre by the level's ``box_smoothing`` filter
+        (as detected when 1): a person's drawn size and place do not jitter with the
+        detector's, and the box stream codes smaller residuals."""
         from semcodec.codec.scaffold.types import Tracks
 
         a = BOX_SIZE_SMOOTHING
-        boxes = np.asarray(tracks.boxes, np.float64).copy()
+        boxes = np.asarray(tracks.boxes, np.float64).reshape(-1, 4).copy()
+        centres = self._centres.update(tracks.ids.tolist(),
+                                       (boxes[:, :2] + boxes[:, 2:]) / 2)  # fmt: skip
         sizes = {}
         for k, tid in enumerate(tracks.ids.tolist()):
             x1, y1, x2, y2 = boxes[k]
@@ -871,7 +875,7 @@ class ScaffoldEncoder:
             if old is not None:
                 size = a * old + (1 - a) * size
             sizes[tid] = size
-            cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+            cx, cy = centres[k]
             boxes[k] = [cx - size[0] / 2, cy - size[1] / 2, cx + size[0] / 2, cy + size[1] / 2]
         self._sizes = sizes
         return Tracks(boxes.astype(np.float32), tracks.scores, tracks.ids)

@@ -43,6 +43,7 @@ tracks are the tracker's predictions (a speed knob for the edge).
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -476,3 +477,50 @@ class ScaffoldDetector:
         self._last_number = number
         height, width = frame.shape[:2]
         return clip_tracks(tracks, width, height)
+
+
+class TrackSmoother:
+    """Per-track alpha-beta filter on a few numbers of each track (e.g. a box's centre and
+    height, frame pixels): each frame the state moves by its velocity, then ``gain`` of the
+    way to the new value (the velocity by ``gain**2 / (2 - gain)`` of the error, the
+    critically damped choice). Scale-free: the gains are fractions, not pixels; a constant
+    velocity is followed without lag once learnt. A track absent from a frame starts afresh
+    when it comes back.
+
+    Args:
+        gain: 0 < gain <= 1; 1 returns the values unchanged.
+
+    Raises:
+        ValueError: a gain outside (0, 1].
+    """
+
+    def __init__(self, gain: float = 1.0) -> None:
+        if not 0.0 < float(gain) <= 1.0:
+            raise ValueError(f"smoothing gain must be in (0, 1] (1: off), got {gain!r}")
+        self.gain = float(gain)
+        self.reset()
+
+    def reset(self) -> None:
+        #: track id -> (value (D,) float64, velocity (D,) float64 per frame)
+        self._state: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def update(self, ids: Sequence[int] | np.ndarray, values: np.ndarray) -> np.ndarray:
+        """``(N, D)`` float64 smoothed values of tracks ``ids`` ``(N,)`` given this frame's
+        ``values`` ``(N, D)``."""
+        values = np.asarray(values, np.float64)
+        if self.gain >= 1.0:
+            return values.copy()
+        beta = self.gain**2 / (2.0 - self.gain)
+        state, out = {}, values.copy()
+        for k, track_id in enumerate(int(i) for i in ids):
+            if track_id in self._state:
+                value, velocity = self._state[track_id]
+                error = values[k] - (value + velocity)
+                value, velocity = value + velocity + self.gain * error, velocity + beta * error
+            else:
+                value, velocity = values[k].copy(), np.zeros_like(values[k])
+            state[track_id] = (value, velocity)
+            out[k] = value
+        self._state = state
+        return out
+

@@ -121,3 +121,40 @@ def test_many_people_are_composited_as_the_per_id_definition_says(with_flow):
     moved = np.roll(image, 3, axis=1) if with_flow else None
     expected = _reference_people(rec, seg, moved, background)
     np.testing.assert_array_equal(rec._people(seg, moved, background), expected)
+
+
+def test_box_smoother_known_answers():
+    from semcodec.codec.reconstruct.warp import BoxSmoother
+
+    boxes = np.array([[10.0, 20.0, 30.0, 80.0]])
+    assert np.array_equal(BoxSmoother(1.0).update([1], boxes), boxes)  # 1: off
+    smoother = BoxSmoother(0.5)
+    assert np.array_equal(smoother.update([1], boxes), boxes)  # a new track: as decoded
+    # the height jumps by 10 px: half of it is taken (velocity was 0), the bottom stays
+    out = smoother.update([1], [[10.0, 10.0, 30.0, 80.0]])
+    np.testing.assert_allclose(out, [[10.0, 15.0, 30.0, 80.0]])
+    # a track absent for a frame starts again from its decoded box
+    smoother.update([2], boxes)
+    np.testing.assert_allclose(smoother.update([1], [[0.0, 0.0, 20.0, 60.0]]),
+                               [[0.0, 0.0, 20.0, 60.0]])  # fmt: skip
+    for gain in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="gain"):
+            BoxSmoother(gain)
+
+
+def test_box_smoother_follows_constant_motion_and_damps_jitter():
+    from semcodec.codec.reconstruct.warp import BoxSmoother
+
+    rng = np.random.default_rng(0)
+    smoother, truth, seen, drawn = BoxSmoother(0.4), [], [], []
+    for t in range(200):
+        box = np.array([100.0 + 2 * t, 50.0, 140.0 + 2 * t, 150.0])  # walks 2 px a frame
+        noisy = box + np.r_[0.0, rng.normal(0, 3), 0.0, rng.normal(0, 3)]
+        truth.append(box), seen.append(noisy), drawn.append(smoother.update([7], noisy[None])[0])
+    truth, seen, drawn = (np.array(a[100:]) for a in (truth, seen, drawn))
+    assert abs(np.mean(drawn[:, 0] - truth[:, 0])) < 0.5  # no lag once the velocity is known
+
+    def shake(boxes):  # frame-to-frame change of the height, px
+        return np.std(np.diff(boxes[:, 3] - boxes[:, 1]))
+
+    assert shake(drawn) < 0.5 * shake(seen)

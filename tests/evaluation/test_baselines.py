@@ -162,6 +162,16 @@ def test_scaffold_fade_setting_reaches_the_warp_decoder():
             codec._decoder(Setting.parse(bad))  # noqa: SLF001
 
 
+def test_scaffold_smooth_setting_reaches_the_warp_and_restore_decoders():
+    codec = create_codec("scaffold")
+    assert codec._decoder(Setting.parse("level=1,smooth=0.5")) == ("warp", {"smooth": 0.5})  # noqa: SLF001
+    name, options = codec._decoder(Setting.parse("level=1,decoder=restore,smooth=0.3"))  # noqa: SLF001
+    assert name == "restore" and options == {"smooth": 0.3}
+    for bad in ("level=1,smooth=0", "level=1,smooth=1.5", "level=1,decoder=diffusion,smooth=0.5"):
+        with pytest.raises(SettingError, match="smooth"):
+            codec._decoder(Setting.parse(bad))  # noqa: SLF001
+
+
 def test_silhouette_count_keeps_references_over_a_plate_refresh_not_a_keyframe():
     from semcodec.codec.reconstruct import DecodedFrame
     from semcodec.codec.scaffold.types import FrameScaffold, Tracks
