@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("--memory-mb", type=non_negative_float, metavar="MB",
                      help="restore: the memory of earlier references the restorer keeps, MB "
                      "per stream (default 16; 0: none)")  # fmt: skip
+    dec.add_argument("--smooth-s", type=non_negative_float, metavar="SECONDS",
+                     help="warp, restore: time constant of the people's drawn boxes (default "
+                     "0.058: half of each frame's jitter kept at 25 frames/s; 0: the boxes "
+                     "as decoded)")  # fmt: skip
     dec.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
     dec.add_argument("--bottleneck", type=Path, metavar="FILE",
                      help="detect-mode streams: the edge's bottleneck file when it is not a "
@@ -280,7 +284,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from semcodec.codec.scaffold.codec import ScaffoldDecoder
     from semcodec.codec.task.stream import is_detect_stream
 
-    options = {k: getattr(args, k) for k in ("steps", "seed", "weights", "memory_mb")
+    options = {k: getattr(args, k) for k in ("steps", "seed", "weights", "memory_mb", "smooth_s")
                if getattr(args, k) is not None}  # fmt: skip
     extra = [k for k in options if k not in DECODER_OPTIONS.get(args.decoder, ())]
     if extra:

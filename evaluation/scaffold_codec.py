@@ -29,7 +29,7 @@ from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, re
 
 #: Setting keys that choose the decoder, not the stream.
 DECODER_KEYS = ("decoder", "steps", "seed", "weights", "memory_mb", "previous", "matte", "fade",
-                "smooth")
+                "smooth_s")
 #: The stream of this process's last encode, under its :func:`_stream_key` (one entry).
 _LAST_STREAM: dict[str, Encoded] = {}
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
@@ -100,6 +100,12 @@ class ScaffoldCodec(Codec):
             if setting.get("previous") not in ("0", "1"):
                 raise SettingError(f"scaffold: previous={setting.get('previous')}: expected 0 or 1")
             options["previous"] = setting.get("previous") == "1"
+        if setting.get("smooth_s") is not None:
+            seconds = setting.number("smooth_s")
+            if seconds is None or not 0 <= seconds < 60:
+                raise SettingError(f"scaffold: smooth_s={setting.get('smooth_s')}: expected "
+                                   "seconds 0..60 (0: off)")  # fmt: skip
+            options["smooth_s"] = float(seconds)
         extra = [k for k in options if k not in DECODER_OPTIONS.get(name, ())]
         if extra:
             owners = " or ".join(f"decoder={n}" for n, keys in DECODER_OPTIONS.items()
@@ -116,12 +122,6 @@ class ScaffoldCodec(Codec):
                 raise SettingError(f"scaffold: fade={setting.get('fade')}: expected frames "
                                    ">= 0, with decoder=warp")  # fmt: skip
             options["fade"] = int(fade)
-        if setting.get("smooth") is not None:
-            gain = setting.number("smooth")
-            if gain is None or not 0 < gain <= 1 or name not in ("warp", "restore"):
-                raise SettingError(f"scaffold: smooth={setting.get('smooth')}: expected a gain "
-                                   "in (0, 1], with decoder=warp or restore")  # fmt: skip
-            options["smooth"] = float(gain)
         return name, options
 
     def _level(self, setting: Setting):

@@ -31,6 +31,7 @@ class DecodedFrame:
             from their boxes and appearance references), not the frame itself.
         plate_refresh: ``keyframe_image`` came in a frame unit: a better plate replacing
             the one held, everything else (references, tracks) kept.
+        fps: the stream's frame rate (frames per second; 0: unknown).
     """
 
     scaffold: FrameScaffold
@@ -39,6 +40,7 @@ class DecodedFrame:
     appearances: dict[int, np.ndarray] = field(default_factory=dict)
     plate: bool = False
     plate_refresh: bool = False
+    fps: float = 0.0
 
 
 class Reconstructor(abc.ABC):
@@ -93,7 +95,8 @@ register_reconstructor = RECONSTRUCTORS.register
 #: check options with it.
 DECODER_OPTIONS: dict[str, tuple[str, ...]] = {
     "diffusion": ("steps", "seed", "weights", "previous"),
-    "restore": ("weights", "memory_mb"),
+    "restore": ("weights", "memory_mb", "smooth_s"),
+    "warp": ("smooth_s",),
 }
 
 

@@ -362,7 +362,7 @@ class ScaffoldEncoder:
         from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector
         from semcodec.codec.scaffold.flow import FlowConfig, FlowEstimator
         from semcodec.codec.scaffold.scene import KeyframeSchedule
-        from semcodec.codec.scaffold.tracker import ScaffoldDetector, TrackerConfig, TrackSmoother
+        from semcodec.codec.scaffold.tracker import ScaffoldDetector, TrackerConfig
 
         width, height = frame_size
         if width < 16 or height < 16:
@@ -427,7 +427,6 @@ class ScaffoldEncoder:
         if config.detector_tiles:  # the layout is the level's: so is the refinement share
             self._resolve_plate_refine()
         self._sizes: dict[int, np.ndarray] = {}
-        self._centres = TrackSmoother(config.box_smoothing)
         self._plate_error, self._plate_retry = math.inf, math.inf  # the decoder's plate
         self._cloud_plate: np.ndarray | None = None  # (H, W, 3) float32: what the decoder holds
         self._tile_credit = 0.0  # bytes set aside for plate tiles
@@ -858,15 +857,12 @@ class ScaffoldEncoder:
 
     def _smooth(self, tracks):
         """Boxes with their size smoothed over time per track (exponentially, weight
-        ``1 - a`` on the new size) and their centre by the level's ``box_smoothing`` filter
-        (as detected when 1): a person's drawn size and place do not jitter with the
-        detector's, and the box stream codes smaller residuals."""
+        ``1 - a`` on the new size) and their centre as detected: a person's drawn size
+        does not jitter with the detector's."""
         from semcodec.codec.scaffold.types import Tracks
 
         a = BOX_SIZE_SMOOTHING
-        boxes = np.asarray(tracks.boxes, np.float64).reshape(-1, 4).copy()
-        centres = self._centres.update(tracks.ids.tolist(),
-                                       (boxes[:, :2] + boxes[:, 2:]) / 2)  # fmt: skip
+        boxes = np.asarray(tracks.boxes, np.float64).copy()
         sizes = {}
         for k, tid in enumerate(tracks.ids.tolist()):
             x1, y1, x2, y2 = boxes[k]
@@ -875,7 +871,7 @@ class ScaffoldEncoder:
             if old is not None:
                 size = a * old + (1 - a) * size
             sizes[tid] = size
-            cx, cy = centres[k]
+            cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
             boxes[k] = [cx - size[0] / 2, cy - size[1] / 2, cx + size[0] / 2, cy + size[1] / 2]
         self._sizes = sizes
         return Tracks(boxes.astype(np.float32), tracks.scores, tracks.ids)
@@ -1013,7 +1009,8 @@ class ScaffoldDecoder:
         self._next_seq += 1
         return DecodedFrame(scaffold, self.frame_size, image, refs,
                             plate=self.config.plate != "frame",
-                            plate_refresh=image is not None and not is_key)  # fmt: skip
+                            plate_refresh=image is not None and not is_key,
+                            fps=float(self.header.frame_rate))  # fmt: skip
 
     def _decode_plate(self, data: bytes) -> np.ndarray:
         """The keyframe picture at the frame size, from whichever of the stream's scales it

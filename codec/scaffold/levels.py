@@ -75,10 +75,6 @@ class LevelConfig:
         detector_full_frame: with ``detector_tiles > 1``, also detect on the whole frame.
         box_step_px: quantization step of the tracked boxes sent as their own stream
             (0: no box stream; the boxes then come from the label map).
-        box_smoothing: gain (0, 1] of the edge's per-track alpha-beta filter on the box
-            centres before they are coded (:class:`codec.scaffold.tracker.TrackSmoother`;
-            1: centres as detected). Smoother boxes shake less when drawn and cost fewer
-            bits (smaller residuals of the box stream's constant-velocity prediction).
         appearance_quality: WebP quality 1..100 of the per-track appearance references
             (0: no appearance stream).
         appearance_refresh_s: a person's reference is refreshed after this many seconds.
@@ -117,7 +113,6 @@ class LevelConfig:
     detector_threshold: float = 0.5
     detector_full_frame: bool = True
     box_step_px: float = 0.0
-    box_smoothing: float = 1.0
     appearance_quality: int = 0
     appearance_refresh_s: float = 4.0
     appearance_scale: float = 1.0
@@ -154,9 +149,6 @@ class LevelConfig:
             raise ValueError("quantization steps must be > 0")
         if not (self.box_step_px >= 0 and 0 <= self.appearance_quality <= 100):
             raise ValueError("box_step_px must be >= 0 and appearance_quality 0..100")
-        if not 0 < self.box_smoothing <= 1:
-            raise ValueError(f"box_smoothing must be in (0, 1] (1: off), got "
-                             f"{self.box_smoothing}")  # fmt: skip
         if self.appearance_quality and not self.box_step_px:
             raise ValueError("appearance references need the box stream (box_step_px > 0)")
         if not 0 <= self.detector_tiles <= 4:

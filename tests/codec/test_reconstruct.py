@@ -123,34 +123,54 @@ def test_many_people_are_composited_as_the_per_id_definition_says(with_flow):
     np.testing.assert_array_equal(rec._people(seg, moved, background), expected)
 
 
-def test_box_smoother_known_answers():
-    from semcodec.codec.reconstruct.warp import BoxSmoother
+def test_track_smoother_known_answers():
+    from semcodec.codec.scaffold.tracker import TrackSmoother
 
-    boxes = np.array([[10.0, 20.0, 30.0, 80.0]])
-    assert np.array_equal(BoxSmoother(1.0).update([1], boxes), boxes)  # 1: off
-    smoother = BoxSmoother(0.5)
-    assert np.array_equal(smoother.update([1], boxes), boxes)  # a new track: as decoded
-    # the height jumps by 10 px: half of it is taken (velocity was 0), the bottom stays
-    out = smoother.update([1], [[10.0, 10.0, 30.0, 80.0]])
-    np.testing.assert_allclose(out, [[10.0, 15.0, 30.0, 80.0]])
-    # a track absent for a frame starts again from its decoded box
-    smoother.update([2], boxes)
-    np.testing.assert_allclose(smoother.update([1], [[0.0, 0.0, 20.0, 60.0]]),
-                               [[0.0, 0.0, 20.0, 60.0]])  # fmt: skip
+    values = np.array([[20.0, 80.0, 60.0]])
+    assert np.array_equal(TrackSmoother(1.0).update([1], values), values)  # 1: off
+    smoother = TrackSmoother(0.5)
+    assert np.array_equal(smoother.update([1], values), values)  # a new track: as given
+    # the third value jumps by 10: half of it is taken (no velocity yet), a quarter of it
+    # ((1/2)**2 / (2 - 1/2) = 1/6 of the error, 10/6) becomes velocity
+    np.testing.assert_allclose(smoother.update([1], [[20.0, 80.0, 70.0]]), [[20.0, 80.0, 65.0]])
+    np.testing.assert_allclose(smoother.update([1], [[20.0, 80.0, 70.0]]),
+                               [[20.0, 80.0, 65.0 + 10 / 6 + 0.5 * (5 - 10 / 6)]])  # fmt: skip
+    # a track absent for a frame starts again from its value
+    smoother.update([2], values)
+    np.testing.assert_allclose(smoother.update([1], [[0.0, 0.0, 5.0]]), [[0.0, 0.0, 5.0]])
     for gain in (0.0, 1.5, float("nan")):
         with pytest.raises(ValueError, match="gain"):
-            BoxSmoother(gain)
+            TrackSmoother(gain)
+
+
+def test_box_smoother_has_the_same_time_constant_at_every_frame_rate():
+    from semcodec.codec.reconstruct.warp import SMOOTH_S, BoxSmoother
+
+    assert BoxSmoother().gain(25.0) == pytest.approx(0.5)  # the default's definition
+    assert BoxSmoother().gain(7.0) == pytest.approx(1 - 0.5 ** (25 / 7))
+    assert BoxSmoother(0.0).gain(25.0) == 1.0 and BoxSmoother().gain(0.0) == 1.0  # off
+    boxes = np.array([[10.0, 20.0, 30.0, 80.0]])
+    assert np.array_equal(BoxSmoother(0.0).update([1], boxes, 25.0), boxes)
+    smoother = BoxSmoother(SMOOTH_S)
+    smoother.update([1], boxes, 25.0)
+    # the height grows by 10 px at gain 1/2: the drawn box grows by 5, its bottom stays
+    np.testing.assert_allclose(smoother.update([1], [[10.0, 10.0, 30.0, 80.0]], 25.0),
+                               [[10.0, 15.0, 30.0, 80.0]])  # fmt: skip
+    for bad in (-1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="smooth_s"):
+            BoxSmoother(bad)
 
 
 def test_box_smoother_follows_constant_motion_and_damps_jitter():
     from semcodec.codec.reconstruct.warp import BoxSmoother
 
     rng = np.random.default_rng(0)
-    smoother, truth, seen, drawn = BoxSmoother(0.4), [], [], []
+    smoother, truth, seen, drawn = BoxSmoother(0.1), [], [], []
     for t in range(200):
         box = np.array([100.0 + 2 * t, 50.0, 140.0 + 2 * t, 150.0])  # walks 2 px a frame
         noisy = box + np.r_[0.0, rng.normal(0, 3), 0.0, rng.normal(0, 3)]
-        truth.append(box), seen.append(noisy), drawn.append(smoother.update([7], noisy[None])[0])
+        truth.append(box), seen.append(noisy)
+        drawn.append(smoother.update([7], noisy[None], 25.0)[0])
     truth, seen, drawn = (np.array(a[100:]) for a in (truth, seen, drawn))
     assert abs(np.mean(drawn[:, 0] - truth[:, 0])) < 0.5  # no lag once the velocity is known
 

@@ -153,25 +153,3 @@ def test_a_periodic_keyframe_of_level_1_renews_the_plate_and_keeps_the_reference
     for d in decoded[10:]:
         after.add(d)
     assert held and held <= after._with_ref
-
-
-def test_box_smoothing_at_the_edge_is_checked_and_makes_the_box_stream_cheaper(
-        models_available):  # fmt: skip
-    """Level 1's ``box_smoothing`` filters the box centres before they are coded: the
-    people are the same tracks, and the box stream's residuals (hence its bytes) shrink."""
-    from semcodec.codec.scaffold.codec import encode_frames
-    from semcodec.edge.sources import open_source, sample_path
-
-    for bad in (0.0, 1.5, -1.0):
-        with pytest.raises(ValueError, match="box_smoothing"):
-            level_config(1, box_smoothing=bad)
-    config = level_config(1, box_smoothing=0.4)
-    assert LevelConfig.from_dict(config.to_dict()) == config
-    frames = open_source(sample_path()).read(start=1, count=24)
-
-    def box_bytes(gain):
-        config = level_config(1, box_smoothing=gain, target_bpp=0.02)
-        _, units, _ = encode_frames(iter(frames), config, 7.0, (384, 288), len(frames))
-        return sum(u.payload_sizes().get(SubStreamType.TRACKS, 0) for u in units)
-
-    assert box_bytes(0.4) < box_bytes(1.0)  # 264 and 287 bytes (small people, 2-px steps)

@@ -164,11 +164,13 @@ def test_scaffold_fade_setting_reaches_the_warp_decoder():
 
 def test_scaffold_smooth_setting_reaches_the_warp_and_restore_decoders():
     codec = create_codec("scaffold")
-    assert codec._decoder(Setting.parse("level=1,smooth=0.5")) == ("warp", {"smooth": 0.5})  # noqa: SLF001
-    name, options = codec._decoder(Setting.parse("level=1,decoder=restore,smooth=0.3"))  # noqa: SLF001
-    assert name == "restore" and options == {"smooth": 0.3}
-    for bad in ("level=1,smooth=0", "level=1,smooth=1.5", "level=1,decoder=diffusion,smooth=0.5"):
-        with pytest.raises(SettingError, match="smooth"):
+    assert codec._decoder(Setting.parse("level=1,smooth_s=0")) == ("warp", {"smooth_s": 0.0})  # noqa: SLF001
+    name, options = codec._decoder(Setting.parse("level=1,decoder=restore,smooth_s=0.1"))  # noqa: SLF001
+    assert name == "restore" and options == {"smooth_s": 0.1}
+    bad_settings = ("level=1,smooth_s=-1", "level=1,smooth_s=x",
+                    "level=1,decoder=diffusion,smooth_s=0")  # fmt: skip
+    for bad in bad_settings:
+        with pytest.raises(SettingError, match="smooth_s"):
             codec._decoder(Setting.parse(bad))  # noqa: SLF001
 
 
