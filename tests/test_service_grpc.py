@@ -581,6 +581,34 @@ def test_backlog_is_bounded_a_stream_waits_for_its_decoder(semc, tmp_path, monke
     manager.shutdown(5)
 
 
+def test_a_decoder_that_loses_the_commit_to_another_replica_keeps_its_outputs(semc, offline,
+                                                                            tmp_path):  # fmt: skip
+    """Two replicas on one storage decoded the same session (its stream moved between them);
+    the one that commits second finds the outputs in place: it reports them, not a failure."""
+    import shutil
+
+    from semcodec.cloud.service import decode
+
+    out = tmp_path / "default" / "session"
+    shutil.copytree(offline, out)  # what the other replica committed while this one decoded
+    reports = []
+
+    class Source:
+        def next_work(self, decoded):
+            return "unit" if decoded < 4 else "finish"
+
+        def frame_decoded(self, decoded, seconds, detections=None):
+            pass
+
+        def decode_done(self, frames, complete, error):
+            reports.append((frames, complete, error))
+
+    decode.DecodeWorker(semc, out, decode.DecodeSettings(overview=False), Source()).run()
+    assert reports == [(3, True, None)]
+    assert decode.committed_decode(out) == (3, True)
+    assert decode.committed_decode(tmp_path / "nothing") is None
+
+
 def test_per_session_rate_limit_slows_each_stream_without_failing_it(semc, offline, tmp_path):
     """--max-session-kbps: an unpaced stream is read at the session's rate (its reads are
     delayed, nothing is refused); two sessions each get the rate (not a shared one)."""

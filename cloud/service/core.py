@@ -38,6 +38,7 @@ from semcodec.cloud.service.decode import (
     DecodeSettings,
     DecodeWorker,
     FairSlots,
+    committed_decode,
     load_flow_prior,
 )
 from semcodec.cloud.service.detect import (
@@ -460,12 +461,10 @@ class Session:
 
     def start(self) -> None:
         """Starts the decoder, unless an earlier server already committed the outputs."""
-        info = self.out_dir / "stream.json"
-        if info.is_file():
-            done = read_json(info)
+        done = committed_decode(self.out_dir)
+        if done is not None:
             self.decoded = self.log.units
-            self.decode_state = {"frames": len(done.get("frames", [])),
-                                 "complete": bool(done.get("complete")), "error": None}  # fmt: skip
+            self.decode_state = {"frames": done[0], "complete": done[1], "error": None}
             return
         frames = committed_frames(self.out_dir)  # a detect-mode session's
         if frames is not None:

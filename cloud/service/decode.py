@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from semcodec.cloud.service.store import read_json
 from semcodec.codec.console import one_line
 
 log = logging.getLogger("semcodec.cloud.service")
@@ -92,6 +93,16 @@ def load_flow_prior(path: Path | None):
     return FlowPrior.load(path)
 
 
+def committed_decode(out_dir: Path) -> tuple[int, bool] | None:
+    """``(frames, complete)`` of the outputs already committed in ``out_dir`` (its
+    ``stream.json``, written last and moved into place with the rest), or None."""
+    info = Path(out_dir) / "stream.json"
+    if not info.is_file():
+        return None
+    done = read_json(info)
+    return len(done.get("frames", [])), bool(done.get("complete"))
+
+
 def remove_own_partials(out_dir: Path) -> None:
     """Removes hidden partial output folders of ``out_dir`` left by this process (a server
     stopped and started again in one process); other processes' are left to DecodeOutputs."""
@@ -129,8 +140,14 @@ class DecodeWorker(threading.Thread):
         except Abandoned:
             return
         except Exception as exc:  # a hostile stream or a full disk: the session fails
-            error = one_line(exc)
-            log.warning("session %s: decoding failed: %s", self.out_dir.name, error)
+            committed = committed_decode(self.out_dir)
+            if committed is None:
+                error = one_line(exc)
+                log.warning("session %s: decoding failed: %s", self.out_dir.name, error)
+            else:  # another server (a replica on the same storage) committed it first
+                frames, complete = committed
+                log.info("session %s: outputs committed by another server meanwhile, kept",
+                         self.out_dir.name)  # fmt: skip
         self.source.decode_done(frames, complete, error)
 
     def _decode(self) -> tuple[int, bool]:

@@ -54,7 +54,7 @@ from semcodec.codec.scaffold.types import Segmentation
 UNKNOWN_PERSON_RGB = np.array([128, 128, 128], np.float32)
 #: Time constant (seconds) of the people's drawn boxes (:class:`BoxSmoother`): the gain is
 #: 1/2 per frame at 25 frames/s (TUD-Stadtmitte 91-179, steady state, 0.004 BPP: `twe`
-#: 0.661 -> 0.434 with person-region ST-LPIPS and MODA unchanged) and 0.9 at 7 frames/s
+#: 0.661 -> 0.434 with person-region ST-LPIPS and MODA unchanged) and 0.92 at 7 frames/s
 #: (PETS09-S2L1), where a gain of 1/2 lags behind people (README "Steadier people").
 SMOOTH_S = 1 / (25 * np.log(2))
 #: Mean absolute difference (0..255) under which a person's warped pixels count as background.
