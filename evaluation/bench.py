@@ -270,9 +270,7 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
     codec = create_codec(cell.codec, **dict(cell.codec_options))
     setting = Setting.parse(cell.setting)
     coded, h, w, _ = pixels.shape
-    extra = {"measured_from": warm} if warm and takes_keyword(codec.encode, "measured_from") else {}
-    encoded = _with_progress(codec.encode, progress("encode", coded), pixels, setting,
-                             fps=info.fps, **extra)  # fmt: skip
+    encoded = encode_measured(codec, pixels, setting, info.fps, warm, progress("encode", coded))
     start = time.perf_counter()
     decoded = _with_progress(codec.decode, progress("decode", coded), encoded)
     decode_seconds = time.perf_counter() - start
@@ -335,14 +333,24 @@ def _speeds(codec: Codec, frames: int, encode_s: float, decode_s: float) -> dict
     }
 
 
+def encode_measured(codec: Codec, pixels: np.ndarray, setting: Setting, fps: float,
+                    warmup: int = 0, progress: FrameCallback | None = None):  # fmt: skip
+    """``codec``'s encoding of ``pixels`` ``(T, H, W, 3)`` whose first ``warmup`` frames are
+    coded but not measured (the steady-state protocol: a codec that can, such as the
+    scaffold, is told where the measured range starts)."""
+    extra = {"measured_from": warmup} if warmup and _takes(codec.encode, "measured_from") else {}
+    return _with_progress(codec.encode, progress or (lambda done: None), pixels, setting,
+                          fps=fps, **extra)  # fmt: skip
+
+
 def _with_progress(method: Callable, callback: FrameCallback, *args, **kwargs):
     """Calls a codec's ``encode``/``decode``, passing ``progress=callback`` if it takes one."""
-    if takes_keyword(method, "progress"):
+    if _takes(method, "progress"):
         kwargs["progress"] = callback
     return method(*args, **kwargs)
 
 
-def takes_keyword(method: Callable, keyword: str) -> bool:
+def _takes(method: Callable, keyword: str) -> bool:
     """Whether ``method`` has a parameter named ``keyword``."""
     try:
         return keyword in inspect.signature(method).parameters

@@ -39,7 +39,6 @@ DEMO_LPIPS_EVERY = 4
 DEMO_MODA_EVERY = 2
 DEFAULT_OUT = "runs/bench"
 log = logging.getLogger(__name__)
-VIDEO_CODECS = ("x264", "x265")
 #: The static-camera x265 anchor (``--static-camera``): constant QP, first frame boosted.
 STATIC_CAMERA_SETTINGS = tuple(f"qp={q},ipratio={r}" for r in (8, 16) for q in (45, 48, 51))
 IMAGE_CODECS = ("jpeg", "webp")
@@ -637,7 +636,12 @@ def grid_from_args(args: argparse.Namespace):
     :func:`evaluation.bench.validate_grid`; no model is resolved.
     """
     from semcodec.edge.sources import resolve_data_path, sample_path
-    from semcodec.evaluation.bench import GridConfig, codec_options_for, validate_grid
+    from semcodec.evaluation.bench import (
+        VIDEO_CODECS,
+        GridConfig,
+        codec_options_for,
+        validate_grid,
+    )
     from semcodec.evaluation.codecs import create_codec
 
     if args.crf and args.qp:
@@ -669,8 +673,6 @@ def grid_from_args(args: argparse.Namespace):
         raise UsageError("--decoders/--steps choose the scaffold's decoder: name scaffold in "
                          "--codecs")  # fmt: skip
     options = codec_options_for(args.protocol, args.gop, args.preset)
-    if "scaffold" not in codecs:
-        options.pop("scaffold", None)
     detector = None
     if args.detector_threshold is not None:
         detector = {"score_threshold": args.detector_threshold, "tiles": args.detector_tiles}

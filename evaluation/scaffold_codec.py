@@ -96,10 +96,16 @@ class ScaffoldCodec(Codec):
                 raise SettingError(f"scaffold: memory_mb={setting.get('memory_mb')}: expected "
                                    "MB >= 0")  # fmt: skip
             options["memory_mb"] = float(budget)
-        if setting.get("previous") is not None:
-            if setting.get("previous") not in ("0", "1"):
-                raise SettingError(f"scaffold: previous={setting.get('previous')}: expected 0 or 1")
-            options["previous"] = setting.get("previous") == "1"
+        for key in ("previous", "matte"):
+            if setting.get(key) is not None:
+                if setting.get(key) not in ("0", "1"):
+                    raise SettingError(f"scaffold: {key}={setting.get(key)}: expected 0 or 1")
+                options[key] = setting.get(key) == "1"
+        if setting.get("fade") is not None:
+            fade = setting.number("fade")
+            if fade is None or not float(fade).is_integer() or fade < 0:
+                raise SettingError(f"scaffold: fade={setting.get('fade')}: expected frames >= 0")
+            options["fade"] = int(fade)
         if setting.get("smooth_s") is not None:
             seconds = setting.number("smooth_s")
             if seconds is None or not 0 <= seconds < 60:
@@ -111,17 +117,6 @@ class ScaffoldCodec(Codec):
             owners = " or ".join(f"decoder={n}" for n, keys in DECODER_OPTIONS.items()
                                  if extra[0] in keys)  # fmt: skip
             raise SettingError(f"scaffold: '{setting}': {', '.join(extra)} need {owners}")
-        if setting.get("matte") is not None:
-            if setting.get("matte") not in ("0", "1") or name not in ("warp", "restore"):
-                raise SettingError(f"scaffold: matte={setting.get('matte')}: expected 0 or 1, "
-                                   "with decoder=warp")  # fmt: skip
-            options["matte"] = setting.get("matte") == "1"
-        if setting.get("fade") is not None:
-            fade = setting.number("fade")
-            if fade is None or not float(fade).is_integer() or fade < 0 or name != "warp":
-                raise SettingError(f"scaffold: fade={setting.get('fade')}: expected frames "
-                                   ">= 0, with decoder=warp")  # fmt: skip
-            options["fade"] = int(fade)
         return name, options
 
     def _level(self, setting: Setting):

@@ -18,7 +18,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from semcodec.evaluation.bench import takes_keyword
+from semcodec.evaluation.bench import encode_measured
 from semcodec.evaluation.codecs import Setting, bytes_of_frames, create_codec
 
 
@@ -47,9 +47,7 @@ def reconstructions(pixels: np.ndarray, fps: float, shows: Sequence[tuple[str, s
         codec = create_codec(name, **dict((options or {}).get(name, {})))
         setting = Setting.parse(text)
         codec.check_setting(setting)
-        extra = ({"measured_from": warmup}
-                 if warmup and takes_keyword(codec.encode, "measured_from") else {})  # fmt: skip
-        encoded = codec.encode(pixels, setting, fps, **extra)
+        encoded = encode_measured(codec, pixels, setting, fps, warmup)
         decoded = codec.decode(encoded)[warmup:]
         size = sum(bytes_of_frames(encoded, warmup).values()) if warmup else encoded.num_bytes
         bpp = 8 * size / (w * h * (t - warmup))

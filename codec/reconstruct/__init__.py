@@ -90,13 +90,12 @@ RECONSTRUCTORS: Registry[Reconstructor] = Registry(
 register_reconstructor = RECONSTRUCTORS.register
 
 
-#: The options each reconstructor takes besides ``matte``/``fade`` (``warp``'s and
-#: ``restore``'s, checked apart); the others take none. The cloud CLI and the benchmark
-#: check options with it.
+#: The options each reconstructor takes; the others take none. The cloud CLI and the
+#: benchmark check options with it.
 DECODER_OPTIONS: dict[str, tuple[str, ...]] = {
     "diffusion": ("steps", "seed", "weights", "previous"),
-    "restore": ("weights", "memory_mb", "smooth_s"),
-    "warp": ("smooth_s",),
+    "restore": ("weights", "memory_mb", "matte", "fade", "smooth_s"),
+    "warp": ("matte", "fade", "smooth_s"),
 }
 
 
