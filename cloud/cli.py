@@ -37,9 +37,9 @@ log = logging.getLogger("semcodec.cloud.cli")
 
 
 def _decoder_names() -> str:
-    from semcodec.codec.reconstruct import available_reconstructors
+    from semcodec.codec.reconstruct import RECONSTRUCTORS
 
-    return ", ".join(available_reconstructors())
+    return ", ".join(RECONSTRUCTORS.declared_names())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -274,7 +274,7 @@ def _decode_into(outputs, decoder, reconstructor, units, args) -> None:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    from semcodec.cloud.outputs import DecodeOutputs
+    from semcodec.cloud.outputs import DecodeOutputs, OutputError
     from semcodec.codec.bitstream import read_stream
     from semcodec.codec.reconstruct import (
         DECODER_OPTIONS,
@@ -291,6 +291,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
         owners = " or ".join(n for n, keys in DECODER_OPTIONS.items() if extra[0] in keys)
         flags = ", ".join("--" + k.replace("_", "-") for k in extra)
         raise UnknownReconstructorError(f"{flags}: only for --decoder {owners}")
+    if not args.output.parent.is_dir():  # as edge-agent: a mistyped path creates nothing
+        raise OutputError(f"-o {args.output}: the folder {args.output.parent} does not exist")
     header, units = read_stream(args.input)
     if is_detect_stream(header):
         return _decode_detections(args, header, units)

@@ -116,11 +116,23 @@ def _draw_flow(canvas: np.ndarray, field: np.ndarray, size: tuple[int, int], lim
                             (255, 255, 255), 1, tipLength=0.3)  # fmt: skip
 
 
+def _draw_boxes(canvas: np.ndarray, tracks, limit: int) -> None:
+    """Each tracked box (``tracks.boxes``, frame pixels) and its ``#id``, in the id's colour."""
+    for box, track_id in zip(tracks.boxes, tracks.ids, strict=True):
+        colour = id_colour(int(track_id))
+        top_left, bottom_right = _point(box[:2], limit), _point(box[2:], limit)
+        cv2.rectangle(canvas, top_left, bottom_right, colour, 2)
+        label = (top_left[0], max(top_left[1] - 4, 12))
+        cv2.putText(canvas, f"#{int(track_id)}", label, cv2.FONT_HERSHEY_SIMPLEX, 0.45,
+                    colour, 1, cv2.LINE_AA)  # fmt: skip
+
+
 def render_overview(frame: np.ndarray, decoded: DecodedFrame) -> np.ndarray:
     """The scaffolds of ``decoded`` drawn over a dimmed ``frame``: ``(H, W, 3)`` uint8 RGB.
 
-    Person masks are tinted by id, skeletons drawn as lines, flow as arrows on a sparse grid.
-    Coordinates far outside the frame (possible with hostile streams) are clipped.
+    Person masks are tinted by id, skeletons drawn as lines, flow as arrows on a sparse grid,
+    tracked boxes as rectangles in their id's colour labelled ``#id``. Coordinates far outside
+    the frame (possible with hostile streams) are clipped.
     """
     scaffold = decoded.scaffold
     width, height = decoded.frame_size
@@ -130,6 +142,7 @@ def render_overview(frame: np.ndarray, decoded: DecodedFrame) -> np.ndarray:
         _tint_people(canvas, scaffold.segmentation.labels, (width, height))
     if scaffold.flow is not None:
         _draw_flow(canvas, scaffold.flow.field, (width, height), limit)
+    _draw_boxes(canvas, scaffold.tracks, limit)
     for pose in scaffold.poses:
         colour = id_colour(pose.track_id)
         for a, b in SKELETON:

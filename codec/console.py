@@ -119,6 +119,11 @@ def _bounded(text: str, kind: type, low, high, expected: str):
     return value
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``"1 keyframe"``, ``"3 keyframes"``: ``n`` and the noun in the right number."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def one_line(exc: BaseException) -> str:
     """An error as the one line an entry point prints: ``FILE: reason`` for OS errors, else
     the message with its whitespace folded (the class name when it has none)."""

@@ -119,6 +119,8 @@ class ModelSpec:
             converted from the same source (one conversion makes all of them).
         bundled: path of a copy shipped with the package (``"codec/weights/x.pth"``).
         fallback: model used in its place when this one cannot be had (with a warning).
+        optional: for a file nothing fetches, what it is needed for (the default path runs
+            without it; ``models list`` says so instead of reporting it missing).
     """
 
     name: str
@@ -131,6 +133,7 @@ class ModelSpec:
     converter: Callable[[Path, Path], dict[str, Path]] | None = None
     bundled: str | None = None
     fallback: str | None = None
+    optional: str | None = None
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -507,6 +510,7 @@ def _register_defaults() -> None:
                 "the same detector converted to ONNX with tf2onnx (with TensorFlow), the "
                 f"reference the PyTorch conversion is checked against ({shared})"
             ),
+            optional="tests of the detector conversion",
         )
     )
     register_model(
@@ -517,6 +521,7 @@ def _register_defaults() -> None:
             url=None,
             licence="MIT",
             description=f"the tf2onnx detector without pre/post-processing ({shared})",
+            optional="tests of the detector conversion",
         )
     )
     register_model(
@@ -527,6 +532,7 @@ def _register_defaults() -> None:
             url=None,
             licence="MIT",
             description=f"the 1917 anchors of the core detector ({shared})",
+            optional="tests of the detector conversion",
         )
     )
     stlpips = "b356b382f96010f77d085ee8343ecd9fd322d0a56e8de2b2d0549fafcad8b9ee"
@@ -561,6 +567,7 @@ def _register_defaults() -> None:
                 "it under fvd/ in a models directory and pin the digest of the copy you trust "
                 "with SEMCODEC_SHA256_I3D_KINETICS400"
             ),
+            optional="the FVD metric (--metrics fvd)",
         )
     )
 

@@ -22,12 +22,16 @@ class Registry(Generic[T]):
             ``LookupError`` subclass the caller's users already catch).
         entry_point_group: ``importlib.metadata`` group scanned once for third-party classes.
         builtins: imports the modules that register the built-in classes, run once on first use.
+        builtin_names: the names ``builtins`` registers, declared so that help texts can list
+            them without importing anything (:meth:`declared_names`); a test checks they match.
     """
 
     def __init__(self, kind: str, base: type, error: type[Exception] = ValueError,
                  entry_point_group: str | None = None,
-                 builtins: Callable[[], None] | None = None):  # fmt: skip
+                 builtins: Callable[[], None] | None = None,
+                 builtin_names: tuple[str, ...] = ()):  # fmt: skip
         self.kind, self.base, self.error = kind, base, error
+        self.builtin_names = builtin_names
         self.entry_point_group = entry_point_group
         self._builtins = builtins
         self._classes: dict[str, type[T]] = {}
@@ -69,6 +73,12 @@ class Registry(Generic[T]):
         """Registered names, sorted."""
         self._load()
         return sorted(self._classes)
+
+    def declared_names(self) -> list[str]:
+        """The declared built-in names and the entry points' names, sorted, without importing
+        any class (for help texts, where importing the built-ins would cost seconds)."""
+        plugins = (ep.name for ep in entry_points(group=self.entry_point_group or ""))
+        return sorted({*self.builtin_names, *plugins, *self._classes})
 
     def create(self, name: str, **options: object) -> T:
         """A new instance of class ``name``; ``options`` go to its constructor."""

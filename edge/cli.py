@@ -29,6 +29,7 @@ from semcodec.codec.console import (
     add_common_arguments,
     add_verbosity,
     configure_logging,
+    count,
     frame_progress,
     one_line,
     positive_float,
@@ -310,8 +311,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
     parts = ", ".join(f"{k} {v}" for k, v in sorted(stats.stream_bytes.items()))
     if stats.profile:
         log.info("camera profile: %s", stats.profile)
-    log.info("%s: %d frames (%d keyframes), %d bytes, %.5f bpp [%s], %.1f fps", args.output,
-             stats.frames, stats.keyframes, size, bpp, parts,
+    log.info("%s: %s (%s), %d bytes, %.5f bpp [%s], %.1f fps", args.output,
+             count(stats.frames, "frame"), count(stats.keyframes, "keyframe"), size, bpp, parts,
              stats.frames / max(seconds, 1e-9))  # fmt: skip
     return 0
 

@@ -861,25 +861,10 @@ def default_data_root() -> Path | None:
     return None if shared is None else shared / "data"
 
 
-def resolve_data_path(
-    path_or_name: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None = None
-) -> Path | str:
-    """Turn a path or a bare sequence name (``PETS09-S2L1``) into an existing path.
-
-    A live URL (``scheme://...``, see :func:`is_live_url`) is returned unchanged as a
-    ``str`` (a ``Path`` would fold its ``//``). An existing path is returned as is.
-    Otherwise the name is looked up, in order, in ``data_dir`` (``--data-dir``),
+def data_roots(data_dir: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Where bare sequence names are looked up, in order: ``data_dir`` (``--data-dir``),
     ``$SEMCODEC_DATA_DIR`` and ``../shared/data`` beside a checkout (see
-    :func:`default_data_root`).
-
-    Raises:
-        SourceError: not found; the message lists every place searched.
-    """
-    if is_live_url(path_or_name):
-        return str(path_or_name)
-    given = Path(path_or_name)
-    if given.exists():
-        return given
+    :func:`default_data_root`)."""
     roots: list[Path] = []
     if data_dir:
         roots.append(Path(data_dir))
@@ -887,14 +872,38 @@ def resolve_data_path(
         roots.append(Path(os.environ[DATA_DIR_ENV]))
     if default_data_root() is not None:
         roots.append(default_data_root())
-    tried = [] if given.is_absolute() else [root / given for root in roots]
+    return roots
+
+
+def resolve_data_path(
+    path_or_name: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None = None
+) -> Path | str:
+    """Turn a path or a bare sequence name (``PETS09-S2L1``) into an existing path.
+
+    A live URL (``scheme://...``, see :func:`is_live_url`) is returned unchanged as a
+    ``str`` (a ``Path`` would fold its ``//``). An existing path is returned as is.
+    Otherwise the name is looked up under each of :func:`data_roots`; the embedded sample's
+    name (``PETS09-S2L1-384x288``) finds the sample shipped with the package.
+
+    Raises:
+        SourceError: not found; the message lists every place searched and names the sample.
+    """
+    if is_live_url(path_or_name):
+        return str(path_or_name)
+    given = Path(path_or_name)
+    if given.exists():
+        return given
+    tried = [] if given.is_absolute() else [root / given for root in data_roots(data_dir)]
     for candidate in tried:
         if candidate.exists():
             return candidate
+    if str(path_or_name) == SAMPLE_NAME:
+        return sample_path()
     where = "; ".join(str(c) for c in [given, *tried])
     raise SourceError(
         f"{path_or_name}: not found (looked at: {where}). Pass an existing path, or put the "
-        f"data under --data-dir DIR or ${DATA_DIR_ENV} (or ../shared/data beside a checkout)"
+        f"data under --data-dir DIR or ${DATA_DIR_ENV} (or ../shared/data beside a checkout); "
+        f"the sample shipped with semcodec is named {SAMPLE_NAME}"
     )
 
 

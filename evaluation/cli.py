@@ -787,7 +787,9 @@ def cmd_models(args: argparse.Namespace) -> int:
                 where = str(models.locate_model(spec.name, args.models_dir) or "")
             except models.ModelError as exc:
                 where = f"REFUSED ({type(exc).__name__})"
-            if not where:
+            if not where and spec.optional:
+                where = f"not here (optional: only for {spec.optional})"
+            elif not where:
                 fetchable = spec.source is not None or spec.fallback
                 where = "not here; fetched on first use" if fetchable else "MISSING"
             print(f"{spec.name:30s} {spec.licence:13s} {where}")
@@ -1024,13 +1026,29 @@ def cmd_split_points(args: argparse.Namespace) -> int:
 def cmd_data(args: argparse.Namespace) -> int:
     import os
 
-    from semcodec.edge.sources import DATA_DIR_ENV, default_data_root
+    from semcodec.edge.sources import (
+        DATA_DIR_ENV,
+        SAMPLE_NAME,
+        data_roots,
+        default_data_root,
+        read_seqinfo,
+        sample_path,
+    )
     from semcodec.evaluation.recipes import load_recipes, verify_recipe
 
     recipes = load_recipes()
     if args.action == "list":
+        roots = data_roots(args.data_dir)
+        info = read_seqinfo(sample_path() / "seqinfo.ini")
+        print(f"{SAMPLE_NAME:28s} {'sequence':8s} {f'{info.width}x{info.height}':>11s}  "
+              f"{f'{info.frame_rate:g} fps':>10s}  {f'{info.seq_length} frames':>11s}  "
+              f"{'embedded':8s}  the sample shipped with semcodec, at {sample_path()} (the "
+              "default --data)")  # fmt: skip
         for name, recipe in sorted(recipes.items()):
-            print(f"{name:28s} {recipe.summary_line()}")
+            copy = recipe.local_copy(roots)
+            print(f"{name:28s} {recipe.summary_line('here' if copy else 'not here')}")
+        if not roots:
+            print(f"(no data folder: give --data-dir DIR or set {DATA_DIR_ENV})")
         return 0
     root = args.data_dir or os.environ.get(DATA_DIR_ENV) or default_data_root()
     if root is None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -107,21 +108,22 @@ class Recipe:
     folder_digests: tuple[FolderDigest, ...] = ()
 
     @property
-    def available_here(self) -> bool:
-        """True when a copy ships in the data directory (``local`` is set)."""
-        return self.local is not None
-
-    @property
     def has_checksums(self) -> bool:
         """True when :func:`verify_recipe` has any sha256 to compare."""
         return any(f.sha256 for f in self.files) or bool(self.folder_digests)
 
-    def summary_line(self) -> str:
-        """One line for listings: kind, size, rate, length, availability and title."""
+    def local_copy(self, roots: Sequence[Path]) -> Path | None:
+        """The first ``root/local`` folder that exists (None: no copy here, or no ``local``)."""
+        if self.local is None:
+            return None
+        return next((root / self.local for root in roots if (root / self.local).is_dir()), None)
+
+    def summary_line(self, here: str) -> str:
+        """One line for listings: kind, size, rate, length, ``here`` (where a copy is, or
+        "not here") and title."""
         size = f"{self.width}x{self.height}" if self.width and self.height else "size ?"
         rate = f"{self.frame_rate:g} fps" if self.frame_rate else "fps ?"
         count = f"{self.frame_count} frames" if self.frame_count else "frames ?"
-        here = "here" if self.available_here else "not here"
         return f"{self.kind:8s} {size:>11s}  {rate:>10s}  {count:>11s}  {here:8s}  {self.title}"
 
 

@@ -13,17 +13,19 @@ import warnings
 from collections import defaultdict
 from pathlib import Path
 
+from semcodec.evaluation.columns import definitions_for
+
 #: Quality metrics with their direction (True: higher is better) and axis label.
 QUALITY_METRICS: dict[str, tuple[bool, str]] = {
-    "psnr": (True, "PSNR RGB (dB)"),
-    "psnr_y": (True, "PSNR Y (dB)"),
-    "ms_ssim": (True, "MS-SSIM"),
+    "psnr": (True, "PSNR RGB (dB, higher is better)"),
+    "psnr_y": (True, "PSNR Y (dB, higher is better)"),
+    "ms_ssim": (True, "MS-SSIM (higher is better)"),
     "st_lpips": (False, "ST-LPIPS (lower is better)"),
     "person_st_lpips": (False, "person-region ST-LPIPS (lower is better)"),
-    "person_psnr": (True, "person-region PSNR (dB)"),
+    "person_psnr": (True, "person-region PSNR (dB, higher is better)"),
     "fvd": (False, "FVD (lower is better)"),
-    "moda": (True, "MODA"),
-    "modp": (True, "MODP"),
+    "moda": (True, "MODA (higher is better; 1 = every person found, no false alarm)"),
+    "modp": (True, "MODP (higher is better)"),
 }
 ANCHOR_CURVE = "x265"
 #: Least overlap of two curves' quality ranges for a BD-rate, as a fraction of their joint
@@ -176,10 +178,42 @@ def _markers(rows: list[dict]) -> dict[str, str]:
     return {codec: MARKERS[i % len(MARKERS)] for i, codec in enumerate(codecs)}
 
 
-def _label_points(ax, xs, ys, labels) -> None:
-    for x, y, text in zip(xs, ys, labels, strict=True):
-        ax.annotate(text, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=6,
-                    alpha=0.8)  # fmt: skip
+#: Where a point's label may go, in points from the point, tried in order.
+LABEL_OFFSETS = ((4, 3), (4, -9), (-4, 3), (-4, -9), (4, 10), (4, -16))
+
+
+def _label_points(ax, points: list[tuple[float, float, str]]) -> None:
+    """Writes each ``(x, y, text)`` label next to its point where it overlaps no label written
+    before it (trying :data:`LABEL_OFFSETS`); a label with no free place is left out."""
+    renderer = ax.figure.canvas.get_renderer()
+    placed = []
+    for x, y, text in points:
+        for dx, dy in LABEL_OFFSETS:
+            note = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points",
+                               fontsize=6, alpha=0.8, ha="left" if dx > 0 else "right")  # fmt: skip
+            box = note.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                placed.append(box)
+                break
+            note.remove()
+
+
+def _panel_title(rows: list[dict], sequence: str, metric: str) -> str:
+    """``"TUD-Stadtmitte, frames 91–179, MODA on every 2nd frame"``: what a panel shows."""
+    mine = [r for r in rows if r["sequence"] == sequence]
+    frames = int(_number(mine[0].get("frames")) or 0) if mine else 0
+    start = int(_number(mine[0].get("start")) or 1) if mine else 1
+    title = f"{sequence}, frames {start}–{start + frames - 1}" if frames else sequence
+    name, column = {"st_lpips": ("ST-LPIPS", "st_lpips_frames"),
+                    "person_st_lpips": ("ST-LPIPS", "st_lpips_frames"),
+                    "moda": ("MODA", "moda_frames"),
+                    "modp": ("MODP", "moda_frames")}.get(metric, (metric, None))  # fmt: skip
+    sampled = [int(n) for r in mine if column and (n := _number(r.get(column))) is not None]
+    if frames and sampled and 0 < max(sampled) < frames:
+        title += f", {name} on every {_ordinal(max(1, math.ceil(frames / max(sampled))))} frame"
+    if any(r.get("protocol") == "steady" for r in mine):
+        title += " (steady state)"
+    return title
 
 
 def plot_rate_quality(rows: list[dict], metric: str, path: Path) -> bool:
@@ -195,14 +229,16 @@ def plot_rate_quality(rows: list[dict], metric: str, path: Path) -> bool:
     markers = _markers(rows)
     sequences = sorted({s for s, _ in table})
     fig, axes = plt.subplots(1, len(sequences), figsize=(7 * len(sequences), 5), squeeze=False)
+    panel_labels = []
     for ax, sequence in zip(axes[0], sequences, strict=True):
+        labels_of_panel: list[tuple[float, float, str]] = []
         for (seq, curve), points in sorted(table.items()):
             if seq != sequence:
                 continue
             xs, ys, labels, codecs = zip(*points, strict=True)
             ax.plot(xs, ys, marker=markers[codecs[0]], ls="--" if "@" in curve else "-",
                     label=curve)  # fmt: skip
-            _label_points(ax, xs, ys, labels)
+            labels_of_panel += zip(xs, ys, labels, strict=True)
         raw = [r for r in rows if r.get("codec") == "raw" and r["sequence"] == sequence]
         if raw and _number(raw[0].get(metric)) is not None and metric.startswith("mod"):
             ax.axhline(_number(raw[0][metric]), color="k", ls="--", lw=1, label="uncompressed")
@@ -210,10 +246,13 @@ def plot_rate_quality(rows: list[dict], metric: str, path: Path) -> bool:
         ax.margins(x=0.08)  # room for the setting labels of the last points
         ax.set_xlabel("bits per pixel")
         ax.set_ylabel(QUALITY_METRICS.get(metric, (True, metric))[1])
-        ax.set_title(sequence)
+        ax.set_title(_panel_title(rows, sequence, metric), fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
+        panel_labels.append((ax, labels_of_panel))
     fig.tight_layout()
+    for ax, labels in panel_labels:  # placed after the layout, which moves the axes
+        _label_points(ax, labels)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
@@ -241,16 +280,17 @@ def plot_rate_compute_quality(rows: list[dict], path: Path, metric: str = "st_lp
     cmap = "viridis_r" if not QUALITY_METRICS.get(metric, (True, ""))[0] else "viridis"
     label = QUALITY_METRICS.get(metric, (True, metric))[1]
     fig, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 5), squeeze=False)
+    panel_labels = []
     for ax, (sequence, kind) in zip(axes[0], panels, strict=True):
         sel = [p for p in points if (p["sequence"], p["kind"]) == (sequence, kind)]
+        labels_of_panel = []
         for codec in sorted({p["codec"] for p in sel}):
             mine = [p for p in sel if p["codec"] == codec]
             scatter = ax.scatter([p["bpp"] for p in mine], [p["compute"] for p in mine],
                                  c=[p["quality"] for p in mine], cmap=cmap, vmin=min(qs),
                                  vmax=max(qs), marker=markers[codec], s=45, edgecolors="k",
                                  linewidths=0.5)  # fmt: skip
-            _label_points(ax, [p["bpp"] for p in mine], [p["compute"] for p in mine],
-                          [p["setting"] for p in mine])  # fmt: skip
+            labels_of_panel += [(p["bpp"], p["compute"], p["setting"]) for p in mine]
         handles = [Line2D([], [], ls="", marker=markers[c], color="0.6", markeredgecolor="k",
                           label=c) for c in sorted({p["codec"] for p in sel})]  # fmt: skip
         ax.legend(handles=handles, title="codec (marker)", fontsize=8, title_fontsize=8)
@@ -259,10 +299,14 @@ def plot_rate_compute_quality(rows: list[dict], path: Path, metric: str = "st_lp
         ax.set_yscale("log")
         ax.set_xlabel("bits per pixel")
         ax.set_ylabel(f"decoder compute ({kind})")
-        ax.set_title(f"{sequence}: rate - compute - quality")
+        ax.set_title(f"{_panel_title(rows, sequence, metric)}: rate - compute - quality",
+                     fontsize=10)  # fmt: skip
         ax.grid(True, which="both", alpha=0.3)
         fig.colorbar(scatter, ax=ax, label=f"colour: {label}")
+        panel_labels.append((ax, labels_of_panel))
     fig.tight_layout()
+    for ax, labels in panel_labels:  # placed after the layout, which moves the axes
+        _label_points(ax, labels)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
@@ -585,10 +629,11 @@ def write_report(rows: list[dict], out_dir: Path, command: str = "") -> Path:
         "",
         *sequence_lines(rows, out_dir),
         "",
-        "BPP counts the payload bytes actually written (bits / (width x height x frames));",
-        "container overhead is in `container_bytes` of results.csv. `enc_fps` and `dec_fps` are",
-        "wall-clock on this machine (empty for `raw`: copying memory has no codec speed).",
-        "MODA/MODP: CLEAR MOD, the person detector on decoded frames.",
+        "## Columns",
+        "",
+        *definitions_for(columns),
+        "",
+        "Speeds are empty for `raw` (copying memory has no codec speed).",
         "",
         "## Results",
         "",

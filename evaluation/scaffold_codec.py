@@ -63,10 +63,11 @@ class ScaffoldCodec(Codec):
                 "encoder_version": "bitstream v2 (boxes, appearance)"}  # fmt: skip
 
     def curve_of(self, setting: Setting) -> str:
-        """The curve of ``setting``: its level and rate target dropped, so that a sweep of
-        ``target_bpp`` (or of levels) with one decoder is one rate curve
-        (``scaffold@decoder=restore``)."""
-        rest = setting.without(self.quality_key, "target_bpp")
+        """The curve of ``setting``: its rate target dropped, so that a sweep of
+        ``target_bpp`` at one level with one decoder is one rate curve
+        (``scaffold@level=1,decoder=restore``). Levels are separate curves: each codes other
+        scaffolds, so joining them would draw a rate curve that no setting moves along."""
+        rest = setting.without("target_bpp")
         return f"{self.name}@{rest}" if rest.params else self.name
 
     def check_setting(self, setting: Setting) -> None:

@@ -1,8 +1,9 @@
 """Compute buys bits: for a fixed quality, the BPP each decoder needs against its FLOPs.
 
-Every scaffold decoder setting (``warp``, ``diffusion`` at each step count) is one curve
-over the levels (one row per level). For a quality ``q`` each curve is asked for the BPP at
-which it reaches ``q`` (log-BPP interpolation, :func:`evaluation.saving.bpp_for_quality`);
+Every scaffold decoder setting at one level (``warp``, ``restore``, ``diffusion`` at each
+step count) is one curve over its rate targets (``target_bpp``, one row each). For a
+quality ``q`` each curve is asked for the BPP at which it reaches ``q`` (log-BPP
+interpolation, :func:`evaluation.saving.bpp_for_quality`);
 plotting that BPP against the curve's decoder FLOPs per frame gives one line per quality,
 the figure of the published claim (about 4x fewer bits for 100x more decoder FLOPs).
 ``warp`` runs no neural network (no FLOPs are counted for it): it and the best baseline are

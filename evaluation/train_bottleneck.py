@@ -39,6 +39,7 @@ import json
 import logging
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -369,7 +370,12 @@ def train_bottleneck(config: BottleneckTrainConfig, detector: SplitDetector,
     ``device`` runs the transforms, the density models and the detector's cloud half there
     (``"cuda"`` where there is one); the returned bottleneck and the detector are on the CPU.
     """
-    from compressai.entropy_models import EntropyBottleneck
+    with warnings.catch_warnings():
+        # ``import compressai`` imports torch_geometric, which calls the deprecated
+        # ``torch.jit.script`` at import time: not ours to fix, not the user's to see
+        warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.*deprecated",
+                                category=FutureWarning)  # fmt: skip
+        from compressai.entropy_models import EntropyBottleneck
 
     device = torch.device(device)
 

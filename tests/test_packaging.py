@@ -73,9 +73,10 @@ def installed_wheel(tmp_path_factory) -> Path:
     env_python = env / "bin" / "python"
     site = subprocess.run([env_python, "-c", "import sysconfig; print(sysconfig.get_paths()"
                            "['purelib'])"], capture_output=True, text=True, check=True)  # fmt: skip
-    Path(site.stdout.strip(), "reuse-dependencies.pth").write_text(
-        sysconfig.get_paths()["purelib"] + "\n"
-    )
+    # every site folder of this interpreter, in its order (an environment layered on
+    # another, as `make test-numpy2` makes, has two)
+    folders = [p for p in sys.path if p.endswith("-packages")] or [sysconfig.get_paths()["purelib"]]
+    Path(site.stdout.strip(), "reuse-dependencies.pth").write_text("\n".join(folders) + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(env_python), "install",
                     "--no-deps", "--quiet", "--disable-pip-version-check", str(wheel)],
                    check=True, stdin=subprocess.DEVNULL)  # fmt: skip

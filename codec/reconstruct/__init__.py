@@ -82,14 +82,6 @@ def _import_builtin_reconstructors() -> None:
     )
 
 
-RECONSTRUCTORS: Registry[Reconstructor] = Registry(
-    "reconstructor", Reconstructor, UnknownReconstructorError, "semcodec.reconstructors",
-    builtins=_import_builtin_reconstructors,
-)  # fmt: skip
-#: Class decorator registering a reconstructor under a name (a duplicate name is an error).
-register_reconstructor = RECONSTRUCTORS.register
-
-
 #: The options each reconstructor takes; the others take none. The cloud CLI and the
 #: benchmark check options with it.
 DECODER_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -97,6 +89,13 @@ DECODER_OPTIONS: dict[str, tuple[str, ...]] = {
     "restore": ("weights", "memory_mb", "matte", "fade", "smooth_s"),
     "warp": ("matte", "fade", "smooth_s"),
 }
+
+RECONSTRUCTORS: Registry[Reconstructor] = Registry(
+    "reconstructor", Reconstructor, UnknownReconstructorError, "semcodec.reconstructors",
+    builtins=_import_builtin_reconstructors, builtin_names=tuple(DECODER_OPTIONS),
+)  # fmt: skip
+#: Class decorator registering a reconstructor under a name (a duplicate name is an error).
+register_reconstructor = RECONSTRUCTORS.register
 
 
 def available_reconstructors() -> list[str]:

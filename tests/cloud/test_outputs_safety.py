@@ -80,6 +80,13 @@ def test_a_symlinked_output_folder_is_refused(semc, tmp_path, capsys):
     assert list(victim.iterdir()) == []
 
 
+def test_a_missing_parent_folder_is_refused_and_not_created(semc, tmp_path, capsys):
+    out = tmp_path / "typo" / "out"
+    assert cloud_main(["decode", str(semc), "-o", str(out)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "typo").exists()
+
+
 def test_planted_symlinks_in_the_old_folder_are_never_followed(semc, tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
@@ -241,3 +248,15 @@ def test_overview_drawing_clips_coordinates_far_outside_the_frame():
     decoded = DecodedFrame(FrameScaffold(2, poses=[pose], flow=flow), (48, 32))
     picture = render_overview(np.zeros((32, 48, 3), np.uint8), decoded)
     assert picture.shape == (32, 48, 3) and picture.any()
+
+
+def test_overview_draws_each_tracked_box_in_its_id_colour():
+    from semcodec.cloud.outputs import id_colour, render_overview
+    from semcodec.codec.scaffold.types import Tracks
+
+    tracks = Tracks(np.array([[10, 20, 40, 90], [-1e15, -1e15, 1e15, 1e15]], np.float32),
+                    np.ones(2, np.float32), np.array([5, 9], np.int32))  # fmt: skip
+    decoded = DecodedFrame(FrameScaffold(2, tracks=tracks), (96, 96))
+    picture = render_overview(np.zeros((96, 96, 3), np.uint8), decoded)
+    assert tuple(picture[50, 10]) == id_colour(5)  # the left edge of track 5's box
+    assert tuple(picture[50, 25]) == (0, 0, 0)  # inside it: not filled

@@ -46,3 +46,12 @@ def test_a_failed_load_is_tried_again():
     with pytest.raises(ImportError):
         registry.names()
     assert registry.names() == ["ok"]
+
+
+def test_declared_reconstructor_names_are_the_registered_ones():
+    """Help texts list the declared names without importing the reconstructors: they must be
+    exactly the names the built-in modules register."""
+    from semcodec.codec.reconstruct import RECONSTRUCTORS
+
+    declared = RECONSTRUCTORS.declared_names()
+    assert declared == RECONSTRUCTORS.names() == ["diffusion", "restore", "warp"]

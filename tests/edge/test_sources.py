@@ -18,6 +18,7 @@ import av
 import numpy as np
 import pytest
 
+from semcodec.codec.layout import NO_SHARED_ENV
 from semcodec.edge.sources import (
     DATA_DIR_ENV,
     SAMPLE_NAME,
@@ -290,6 +291,13 @@ def test_resolve_data_path_lists_places(tmp_path: Path, monkeypatch: pytest.Monk
     assert str(tmp_path / "flag" / "NO-SUCH-SEQUENCE") in message
     assert str(tmp_path / "env" / "NO-SUCH-SEQUENCE") in message
     assert "shared" in message
+    assert SAMPLE_NAME in message  # a user without data learns the sample's name
+
+
+def test_the_sample_name_finds_the_embedded_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(NO_SHARED_ENV, "1")
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    assert resolve_data_path(SAMPLE_NAME) == sample_path()
 
 
 def test_resize_frames_even_dimensions(all_frames: np.ndarray) -> None:

@@ -250,6 +250,19 @@ def test_codecs_and_models_listing(capsys):
     assert "stlpips_alex" in capsys.readouterr().out
 
 
+def test_data_list_shows_the_sample_and_where_copies_are(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SEMCODEC_NO_SHARED", "1")
+    monkeypatch.delenv("SEMCODEC_DATA_DIR", raising=False)
+    (tmp_path / "TUD-Stadtmitte").mkdir()
+    assert main(["data", "list", "--data-dir", str(tmp_path)]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "embedded" in lines["PETS09-S2L1-384x288"]
+    assert " here " in lines["TUD-Stadtmitte"]
+    assert "not here" in lines["PETS09-S2L1"]  # no copy under any data root
+    assert main(["data", "list"]) == 0
+    assert "no data folder" in capsys.readouterr().out
+
+
 def test_edge_and_cloud_entry_points_print_help(capsys):
     from semcodec.cloud.cli import main as cloud_main
     from semcodec.edge.cli import main as edge_main

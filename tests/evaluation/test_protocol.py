@@ -147,5 +147,5 @@ def test_settings_differing_only_in_the_decoder_share_one_encode(sample_frames, 
     codec.encode(frames[:3], Setting.parse("level=1,target_bpp=0.002"), 7)
     assert len(calls) == 3  # another rate, other frames: coded again
     assert codec.curve_of(Setting.parse("level=1,target_bpp=0.002,decoder=restore")) == \
-        "scaffold@decoder=restore"
-    assert codec.curve_of(Setting.parse("level=2")) == "scaffold"
+        "scaffold@level=1,decoder=restore"
+    assert codec.curve_of(Setting.parse("level=2")) == "scaffold@level=2"

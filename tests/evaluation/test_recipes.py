@@ -53,15 +53,15 @@ def test_shipped_recipes_load_with_required_fields() -> None:
         assert recipe.official_url == "unknown" or "://" in recipe.official_url
         for key in ("frame_rate", "width", "height", "frame_count"):
             assert getattr(recipe, key) is not None or key in recipe.notes
-        assert recipe.title in recipe.summary_line()
+        assert recipe.title in recipe.summary_line("not here")
 
 
 def test_shared_recipes_have_checksums_and_public_ones_do_not() -> None:
     recipes = load_recipes()
     for name in SHARED_SEQUENCES:
-        assert recipes[name].available_here and recipes[name].has_checksums
+        assert recipes[name].local is not None and recipes[name].has_checksums
     for name in PUBLIC:
-        assert not recipes[name].available_here and not recipes[name].has_checksums
+        assert recipes[name].local is None and not recipes[name].has_checksums
         assert "checksums" in recipes[name].notes
         assert verify_recipe(recipes[name], "/nonexistent") == []
 
