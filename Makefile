@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# pip's notes (setuptools says every editable install of a package-dir layout may be
 	@# shadowed by same-named folders) go to .venv/install.log; shown when the install fails
-	$(BIN)/python -m pip install --quiet -e '.[dev]' > $(VENV)/install.log 2>&1 \
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray]' > $(VENV)/install.log 2>&1 \
 	  || (cat $(VENV)/install.log; exit 1)
 	touch $(STAMP)
 

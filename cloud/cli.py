@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from semcodec.codec.console import (
+from semcodec.codec.core.console import (
     OneLineErrorParser,
     add_common_arguments,
     add_verbosity,
@@ -29,7 +29,7 @@ from semcodec.codec.console import (
     one_line,
     positive_int,
 )
-from semcodec.codec.models import MODELS_DIR_HELP
+from semcodec.codec.core.models import MODELS_DIR_HELP
 
 PROG = "cloud-decoder"
 # not __name__: run as ``python -m semcodec.cloud.cli`` it is "__main__", outside "semcodec"
@@ -37,9 +37,9 @@ log = logging.getLogger("semcodec.cloud.cli")
 
 
 def _decoder_names() -> str:
-    from semcodec.codec.reconstruct import RECONSTRUCTORS
+    from semcodec.codec.reconstruct import available_reconstructors
 
-    return ", ".join(RECONSTRUCTORS.declared_names())
+    return ", ".join(available_reconstructors())
 
 
 def build_parser() -> argparse.ArgumentParser:

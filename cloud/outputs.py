@@ -47,7 +47,7 @@ import av
 import cv2
 import numpy as np
 
-from semcodec.codec.reconstruct import DecodedFrame
+from semcodec.codec.core.types import DecodedFrame
 
 #: BlazePose limbs (pairs of keypoint indices) drawn in the overview.
 SKELETON = ((11, 12), (11, 13), (13, 15), (12, 14), (14, 16), (11, 23), (12, 24), (23, 24),

@@ -43,8 +43,8 @@ import av
 import cv2
 import numpy as np
 
-from semcodec.codec.frames import even_size, resize_to
-from semcodec.codec.registry import Registry
+from semcodec.codec.core.frames import even_size, resize_to
+from semcodec.codec.core.registry import Registry
 
 
 class KeyframeError(ValueError):
@@ -89,7 +89,7 @@ class IntraCoder(ABC):
 
     def coded_size(self, size: tuple[int, int]) -> tuple[int, int]:
         """``(w, h)`` the picture is coded at for a frame of ``size = (width, height)``:
-        the size itself without downscaling, else :func:`codec.frames.even_size`."""
+        the size itself without downscaling, else :func:`codec.core.frames.even_size`."""
         width, height = _check_size(size)
         if self.downscale == 1.0:
             return width, height

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from semcodec.codec.console import (
+from semcodec.codec.core.console import (
     DefaultsHelpFormatter,
     OneLineErrorParser,
     add_common_arguments,
@@ -35,7 +35,7 @@ from semcodec.codec.console import (
     positive_float,
     positive_int,
 )
-from semcodec.codec.models import MODELS_DIR_HELP
+from semcodec.codec.core.models import MODELS_DIR_HELP
 
 PROG = "edge-agent"
 INPUT_HELP = ("MOT sequence folder, frame folder, video file, .y4m or .yuv (or a sequence name "
@@ -590,8 +590,8 @@ def _decision_counts(decisions) -> str:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.codec.bitstream import BitstreamError
+    from semcodec.codec.core.models import ModelError
     from semcodec.codec.entropy.rans import EntropyCodingError
-    from semcodec.codec.models import ModelError
     from semcodec.edge.sources import SourceError
     from semcodec.edge.stream.client import StreamError
     from semcodec.edge.stream.spool import SpoolError

@@ -40,8 +40,8 @@ import av
 import cv2
 import numpy as np
 
-from semcodec.codec.frames import even_size, resize_to
-from semcodec.codec.layout import package_data, shared_dir
+from semcodec.codec.core.frames import even_size, resize_to
+from semcodec.codec.core.layout import package_data, shared_dir
 
 log = logging.getLogger(__name__)
 
@@ -922,7 +922,7 @@ def sample_path() -> Path:
 def resize_frames(frames: np.ndarray, scale: float) -> np.ndarray:
     """Resize ``(T, H, W, 3) uint8`` frames by ``scale`` to even dimensions (at least 2).
 
-    Area averaging when shrinking, bicubic when enlarging (:func:`codec.frames.resize_to`);
+    Area averaging when shrinking, bicubic when enlarging (:func:`codec.core.frames.resize_to`);
     always returns a new array.
     """
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:

@@ -19,7 +19,7 @@ import av
 import cv2
 import numpy as np
 
-from semcodec.codec.frames import even_size, resize_to
+from semcodec.codec.core.frames import even_size, resize_to
 from semcodec.evaluation.codecs import (
     Codec,
     CodecError,

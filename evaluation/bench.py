@@ -32,7 +32,7 @@ from typing import Protocol
 
 import numpy as np
 
-from semcodec.codec.console import package_version
+from semcodec.codec.core.console import package_version
 from semcodec.evaluation.codecs import Codec, Setting, bytes_of_frames, create_codec
 
 logger = logging.getLogger(__name__)

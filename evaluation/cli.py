@@ -17,7 +17,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from semcodec.codec.console import (
+from semcodec.codec.core.console import (
     DefaultsHelpFormatter,
     OneLineErrorParser,
     add_common_arguments,
@@ -28,7 +28,7 @@ from semcodec.codec.console import (
     positive_float,
     positive_int,
 )
-from semcodec.codec.models import MODELS_DIR_HELP
+from semcodec.codec.core.models import MODELS_DIR_HELP
 
 PROG = "semcodec-bench"
 DEFAULT_CODECS = "x264,x265,jpeg,scaffold,raw"
@@ -779,7 +779,7 @@ def cmd_codecs() -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from semcodec.codec import models
+    from semcodec.codec.core import models
 
     if args.action == "list":
         for spec in models.list_models():
@@ -812,7 +812,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_train_flow_prior(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from semcodec.codec.entropy.flow import fit_flow_prior_from_video
+    from semcodec.codec.scaffold.flow import fit_flow_prior_from_video
     from semcodec.edge.sources import resolve_data_path
 
     if args.last < args.first:
@@ -1086,8 +1086,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    from semcodec.codec.core.models import ModelError
     from semcodec.codec.entropy.rans import EntropyCodingError
-    from semcodec.codec.models import ModelError
     from semcodec.codec.reconstruct import ReconstructionError
     from semcodec.codec.task.bottleneck import BottleneckFileError
     from semcodec.edge.sources import SourceError

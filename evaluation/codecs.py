@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from semcodec.codec.registry import Registry
+from semcodec.codec.core.registry import Registry
 
 ENTRY_POINT_GROUP = "semcodec.codecs"
 
@@ -211,12 +211,13 @@ class Codec(abc.ABC):
         return f"{self.name}@{rest}" if rest.params else self.name
 
 
-def _import_builtin_codecs() -> None:
-    from semcodec.evaluation import baselines, scaffold_codec  # noqa: F401  (register the built-ins)
-
-
+#: Built-in codec name -> the module that registers it.
+BUILTIN_CODECS = {
+    **dict.fromkeys(("x264", "x265", "jpeg", "webp", "raw"), "semcodec.evaluation.baselines"),
+    "scaffold": "semcodec.evaluation.scaffold_codec",
+}
 CODECS: Registry[Codec] = Registry(
-    "codec", Codec, UnknownCodecError, ENTRY_POINT_GROUP, builtins=_import_builtin_codecs
+    "codec", Codec, UnknownCodecError, ENTRY_POINT_GROUP, builtins=BUILTIN_CODECS
 )
 #: Class decorator registering a codec under a name (a duplicate name is an error).
 register_codec = CODECS.register

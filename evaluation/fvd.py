@@ -3,7 +3,7 @@
 FVD is the Fréchet distance between Gaussians fitted to I3D (Kinetics-400) features of
 reference and distorted clips. The I3D network is not shipped: supply ``i3d_torchscript.pt``
 (as published with StyleGAN-V) with ``--fvd-weights PATH`` or as ``fvd/i3d_torchscript.pt``
-in a models directory (see :mod:`codec.models`). Without it, :class:`FVDUnavailableError`.
+in a models directory (see :mod:`codec.core.models`). Without it, :class:`FVDUnavailableError`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import scipy.linalg
 import torch
 import torch.nn.functional as F
 
-from semcodec.codec.models import (
+from semcodec.codec.core.models import (
     MODELS_DIR_ENV,
     ModelChecksumError,
     ModelNotFoundError,

@@ -2,7 +2,7 @@
 
 Ghildyal & Liu, "Shift-tolerant Perceptual Similarity Metric", ECCV 2022 (arXiv:2207.13686),
 built on LPIPS (Zhang et al., CVPR 2018). This is an independent implementation of the
-network that loads the published state dict (``stlpips_alex`` in :mod:`codec.models`,
+network that loads the published state dict (``stlpips_alex`` in :mod:`codec.core.models`,
 BSD-2-Clause) with ``strict=True``.
 
 Architecture (all stride-2 subsampling is done by a fixed 3x3 binomial blur after reflection
@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from semcodec.codec.models import resolve_model
+from semcodec.codec.core.models import resolve_model
 
 __all__ = [
     "STLPIPS",
@@ -210,12 +210,12 @@ def load_stlpips(
 ) -> STLPIPS:
     """The ST-LPIPS network with the published weights, in eval mode, on ``device``.
 
-    The weights are resolved as model ``stlpips_alex`` (see :func:`codec.models.resolve_model`)
+    The weights are resolved as model ``stlpips_alex`` (see :func:`codec.core.models.resolve_model`)
     and loaded with ``strict=True``. Instances are cached per (weights path, device), so
     repeated calls return the same module without reloading.
 
     Raises:
-        codec.models.ModelNotFoundError: the weights file is not in any models directory.
+        codec.core.models.ModelNotFoundError: the weights file is not in any models directory.
     """
     path = Path(resolve_model("stlpips_alex", models_dir)).resolve()
     key = (str(path), str(torch.device(device)))

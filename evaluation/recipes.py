@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from semcodec.codec.layout import package_data
+from semcodec.codec.core.layout import package_data
 
 RECIPE_KINDS = ("sequence", "dataset")
 _REQUIRED_TEXT = (

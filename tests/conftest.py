@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semcodec.codec.layout import NO_SHARED_ENV, shared_hidden
+from semcodec.codec.core.layout import NO_SHARED_ENV, shared_hidden
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / ("shared-hidden-by-" + NO_SHARED_ENV if shared_hidden() else "shared")
@@ -73,7 +73,7 @@ def pets_frame():
 @pytest.fixture(scope="module")
 def detector():
     """The person detector at threshold 0.3 (skips when frames or model are absent)."""
-    from semcodec.codec.models import ModelNotFoundError
+    from semcodec.codec.core.models import ModelNotFoundError
     from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector
 
     if not (PETS / "img1" / "000001.jpg").is_file():
@@ -94,7 +94,7 @@ def pets_gt():
 @pytest.fixture(scope="session")
 def gt_tracks():
     """``gt_tracks(gt_file, frame)``: the counted ground-truth people of a frame as Tracks."""
-    from semcodec.codec.scaffold.types import Tracks
+    from semcodec.codec.core.types import Tracks
     from semcodec.evaluation.groundtruth import load_mot_groundtruth
 
     def load(gt_file, frame: int) -> Tracks:

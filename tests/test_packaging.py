@@ -92,7 +92,7 @@ def _run(bin_dir: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_installed_wheel_imports_from_site_packages(installed_wheel, tmp_path):
-    code = ("import semcodec, semcodec.codec.layout as l; "
+    code = ("import semcodec, semcodec.codec.core.layout as l; "
             "print(semcodec.__file__); print(l.checkout_root()); print(l.shared_dir())")
     done = _run(installed_wheel, tmp_path, "python", "-c", code)
     assert done.returncode == 0, done.stderr

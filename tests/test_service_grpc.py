@@ -54,7 +54,7 @@ ENCODE_ARGS = ["--level", "1", "--frames", "3", "--target-bpp", "0.2"]
 @pytest.fixture(scope="module")
 def semc(tmp_path_factory, sample_dir) -> Path:
     """3 frames of the embedded sample at level 1, as `edge-agent encode` writes them."""
-    from semcodec.codec.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.core.models import ModelNotFoundError, resolve_model
 
     try:
         resolve_model("ssdlite_person")

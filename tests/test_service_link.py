@@ -28,7 +28,7 @@ PIXELS_PER_S = 384 * 288 * 7.0  # the embedded sample
 
 @pytest.fixture(scope="module")
 def detector_model():
-    from semcodec.codec.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.core.models import ModelNotFoundError, resolve_model
 
     try:
         resolve_model("ssdlite_person")

@@ -26,7 +26,7 @@ def test_percentile_is_the_nearest_rank():
 @pytest.mark.slow
 def test_eight_streams_hold_the_latency_memory_and_fairness_checks(sample_dir, tmp_path,
                                                                    capsys):  # fmt: skip
-    from semcodec.codec.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.core.models import ModelNotFoundError, resolve_model
 
     try:
         resolve_model("ssdlite_person")

@@ -29,7 +29,7 @@ from .test_service_grpc import semc  # noqa: F401  (fixture: 3 frames of the sam
 
 
 def _manager(tmp_path, **limits) -> SessionManager:
-    # codec.registry loads its built-ins on first use without a lock: decoder threads that
+    # codec.core.registry loads its built-ins on first use without a lock: decoder threads that
     # race to it can leave it empty ("unknown reconstructor 'warp'; available: "), so load it
     # here first, as DecoderServer does
     from semcodec.codec.reconstruct import available_reconstructors

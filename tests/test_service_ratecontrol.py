@@ -192,7 +192,7 @@ def test_rate_controller_target_changes_mid_stream():
 def test_encoder_target_changes_mid_stream_and_lowers_the_cost(sample_frames):
     import dataclasses
 
-    from semcodec.codec.models import ModelNotFoundError
+    from semcodec.codec.core.models import ModelNotFoundError
     from semcodec.codec.scaffold.codec import ScaffoldEncoder
     from semcodec.codec.scaffold.levels import LEVELS
 

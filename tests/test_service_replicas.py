@@ -146,7 +146,7 @@ def _opened(metrics: int) -> float:
 @pytest.fixture(scope="module")
 def long_semc(tmp_path_factory, sample_dir) -> Path:
     """14 frames of the sample at level 1 (about 13 kB: 6-7 s at 16 kbit/s)."""
-    from semcodec.codec.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.core.models import ModelNotFoundError, resolve_model
     from semcodec.edge.cli import main as edge_main
 
     try:

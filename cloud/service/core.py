@@ -366,7 +366,7 @@ def missing_models(header: StreamHeader, decode: DecodeSettings) -> list[str]:
     be known to the model registry, at the same sha256 where both pin one (the edge's models
     are named so a stream says what made it).
     """
-    from semcodec.codec.models import ModelError, model_spec, pinned_sha256
+    from semcodec.codec.core.models import ModelError, model_spec, pinned_sha256
     from semcodec.codec.scaffold.codec import default_flow_prior
     from semcodec.codec.scaffold.levels import LevelConfig
 

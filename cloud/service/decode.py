@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from semcodec.cloud.service.store import read_json
-from semcodec.codec.console import one_line
+from semcodec.codec.core.console import one_line
 
 log = logging.getLogger("semcodec.cloud.service")
 

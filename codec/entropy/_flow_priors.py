@@ -2,7 +2,7 @@
 
 Generated (do not edit by hand) with::
 
-    from semcodec.codec.entropy.flow import fit_flow_prior_from_video
+    from semcodec.codec.scaffold.flow import fit_flow_prior_from_video
     for scale, step in [(1 / 16, 1.0), (1 / 8, 0.5), (1 / 8, 0.25)]:
         prior = fit_flow_prior_from_video("PETS09-S2L1-full/PETS09-S2L1.avi", range(1, 501),
                                           scale=scale, step=step)

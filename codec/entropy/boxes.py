@@ -31,6 +31,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from semcodec.codec.core.types import Tracks
 from semcodec.codec.entropy.ids import id_gaps, ids_from_gaps
 from semcodec.codec.entropy.rans import (
     CdfTable,
@@ -41,7 +42,6 @@ from semcodec.codec.entropy.rans import (
     laplace_table,
     uniform_table,
 )
-from semcodec.codec.scaffold.types import Tracks
 
 __all__ = ["SCALES", "BoxCoder"]
 

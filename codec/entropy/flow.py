@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -79,7 +79,6 @@ __all__ = [
     "FlowPrior",
     "default_flow_prior",
     "fit_flow_prior",
-    "fit_flow_prior_from_video",
     "load_default_prior",
 ]
 
@@ -384,69 +383,6 @@ def fit_flow_prior(flows: Iterable[np.ndarray], step: float, description: str = 
         raise EntropyCodingError("fit_flow_prior needs at least one flow field")
     return FlowPrior.from_counts(counts.reshape(_N_TABLES, width), step, description)
 
-
-def fit_flow_prior_from_video(
-    path: str | Path,
-    frames: range | Iterable[int] = range(1, 501),
-    scale: float = 0.125,
-    step: float = 0.5,
-    *,
-    preset: str = "medium",
-    progress: Callable[[int, int], None] | None = None,
-) -> FlowPrior:
-    """Fit a prior on DIS flow (the scaffold's :class:`FlowEstimator`) of a video file.
-
-    Args:
-        path: a video OpenCV can read.
-        frames: 1-based frame numbers; the flow of frame ``k`` (from ``k - 1``) is used for
-            every ``k`` in ``frames`` with ``k - 1`` also in ``frames`` (so the default,
-            PETS09-S2L1's training split, gives 499 fields).
-        scale: flow grid size as a fraction of the frame (``FlowConfig.scale``).
-        step: quantisation step in frame pixels.
-        preset: DIS preset (``FlowConfig.preset``).
-        progress: called with ``(frames read, frames to read)`` after every frame.
-    """
-    import cv2
-
-    from semcodec.codec.scaffold.flow import FlowConfig, FlowEstimator
-
-    wanted = sorted({int(k) for k in frames})
-    if not wanted or wanted[0] < 1:
-        raise EntropyCodingError("frames must be 1-based frame numbers")
-    wanted_set = set(wanted)
-    estimator = FlowEstimator(FlowConfig(scale=scale, preset=preset))
-    last = wanted[-1]
-
-    def fields():
-        cap = cv2.VideoCapture(str(path))
-        if not cap.isOpened():
-            raise EntropyCodingError(f"cannot open video {path}")
-        previous = None
-        try:
-            for number in range(1, last + 1):
-                if number not in wanted_set:
-                    ok = cap.grab()
-                    previous = None
-                else:
-                    ok, bgr = cap.read()
-                if not ok:
-                    raise EntropyCodingError(f"{path} ends before frame {number}")
-                if number in wanted_set:
-                    frame = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-                    if previous is not None:
-                        yield estimator.estimate(previous, frame).field
-                    previous = frame
-                if progress is not None:
-                    progress(number, last)
-        finally:
-            cap.release()
-
-    name = Path(path).name
-    description = (
-        f"DIS {preset} flow of {name} frames {wanted[0]}-{last} ({len(wanted)} frames), "
-        f"grid scale {scale}, step {step} px"
-    )
-    return fit_flow_prior(fields(), step, description)
 
 
 def load_default_prior(step: float) -> FlowPrior:

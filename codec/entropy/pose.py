@@ -43,6 +43,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from semcodec.codec.core.types import NUM_KEYPOINTS, Pose
 from semcodec.codec.entropy.ids import id_gaps, ids_from_gaps
 from semcodec.codec.entropy.rans import (
     CdfTable,
@@ -53,7 +54,6 @@ from semcodec.codec.entropy.rans import (
     laplace_table,
     uniform_table,
 )
-from semcodec.codec.scaffold.types import NUM_KEYPOINTS, Pose
 
 __all__ = ["LIMBS", "PARENTS", "SCALES", "PoseCoder"]
 

@@ -7,40 +7,12 @@ under another name behind the same :class:`Reconstructor` interface.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 
-from semcodec.codec.registry import Registry
-from semcodec.codec.scaffold.types import FrameScaffold
-
-
-@dataclass
-class DecodedFrame:
-    """One decoded unit: the exact scaffolds plus the decoded keyframe picture, if any.
-
-    Attributes:
-        scaffold: what the edge sent, bit-exact after quantization.
-        frame_size: ``(width, height)`` of the frames to rebuild.
-        keyframe_image: ``(H, W, 3)`` uint8 RGB when this frame is a keyframe or carries a
-            plate refresh, else None.
-        appearances: track id -> ``(h, w, 4)`` uint8 RGBA appearance reference sent with
-            this frame (the person inside their box, alpha the mask).
-        plate: the keyframe picture is a person-free background plate (people are drawn
-            from their boxes and appearance references), not the frame itself.
-        plate_refresh: ``keyframe_image`` came in a frame unit: a better plate replacing
-            the one held, everything else (references, tracks) kept.
-        fps: the stream's frame rate (frames per second; 0: unknown).
-    """
-
-    scaffold: FrameScaffold
-    frame_size: tuple[int, int]
-    keyframe_image: np.ndarray | None = None
-    appearances: dict[int, np.ndarray] = field(default_factory=dict)
-    plate: bool = False
-    plate_refresh: bool = False
-    fps: float = 0.0
+from semcodec.codec.core.registry import Registry
+from semcodec.codec.core.types import DecodedFrame
 
 
 class Reconstructor(abc.ABC):
@@ -74,14 +46,6 @@ class UnknownReconstructorError(ReconstructionError, ValueError):
     """No reconstructor is registered under that name (or it rejects the options given)."""
 
 
-def _import_builtin_reconstructors() -> None:
-    from semcodec.codec.reconstruct import (  # noqa: F401  (register "diffusion", "restore", "warp")
-        diffusion,
-        restore,
-        warp,
-    )
-
-
 #: The options each reconstructor takes; the others take none. The cloud CLI and the
 #: benchmark check options with it.
 DECODER_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -92,14 +56,14 @@ DECODER_OPTIONS: dict[str, tuple[str, ...]] = {
 
 RECONSTRUCTORS: Registry[Reconstructor] = Registry(
     "reconstructor", Reconstructor, UnknownReconstructorError, "semcodec.reconstructors",
-    builtins=_import_builtin_reconstructors, builtin_names=tuple(DECODER_OPTIONS),
+    builtins={name: f"semcodec.codec.reconstruct.{name}" for name in DECODER_OPTIONS},
 )  # fmt: skip
 #: Class decorator registering a reconstructor under a name (a duplicate name is an error).
 register_reconstructor = RECONSTRUCTORS.register
 
 
 def available_reconstructors() -> list[str]:
-    """Registered reconstructor names, sorted."""
+    """Reconstructor names, sorted (built-ins and plugins; imports none of them)."""
     return RECONSTRUCTORS.names()
 
 

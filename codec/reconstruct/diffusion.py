@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from semcodec.codec.packages import file_sha256
+from semcodec.codec.core.packages import file_sha256
+from semcodec.codec.core.types import DecodedFrame
 from semcodec.codec.reconstruct import (
-    DecodedFrame,
     Reconstructor,
     UnknownReconstructorError,
     create_reconstructor,
@@ -60,7 +60,7 @@ def load_denoiser(path: str | Path) -> ConditionalDenoiser:
 
 def default_weights() -> Path:
     """The shipped denoiser (trained on PETS09-S2L1-full 1-500), resolved and verified."""
-    from semcodec.codec.models import resolve_model
+    from semcodec.codec.core.models import resolve_model
 
     return resolve_model("denoiser_pets")
 

@@ -38,9 +38,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from semcodec.codec.packages import file_sha256
+from semcodec.codec.core.packages import file_sha256
+from semcodec.codec.core.types import DecodedFrame
 from semcodec.codec.reconstruct import (
-    DecodedFrame,
     UnknownReconstructorError,
     register_reconstructor,
 )
@@ -119,7 +119,7 @@ def restorer_weights(weights: str | Path | None = None) -> Path:
     Raises:
         UnknownReconstructorError: neither a file nor a shipped restorer's name.
     """
-    from semcodec.codec.models import resolve_model
+    from semcodec.codec.core.models import resolve_model
 
     if weights is None or str(weights) in SHIPPED_RESTORERS:
         return resolve_model(SHIPPED_RESTORERS[0] if weights is None else str(weights))

@@ -40,8 +40,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from semcodec.codec.core.types import DecodedFrame, Segmentation
 from semcodec.codec.reconstruct import (
-    DecodedFrame,
     ReconstructionError,
     Reconstructor,
     register_reconstructor,
@@ -49,7 +49,6 @@ from semcodec.codec.reconstruct import (
 from semcodec.codec.scaffold.appearance import draw_ref, draw_silhouette, ref_region
 from semcodec.codec.scaffold.flow import warp
 from semcodec.codec.scaffold.tracker import TrackSmoother
-from semcodec.codec.scaffold.types import Segmentation
 
 UNKNOWN_PERSON_RGB = np.array([128, 128, 128], np.float32)
 #: Time constant (seconds) of the people's drawn boxes (:class:`BoxSmoother`): the gain is

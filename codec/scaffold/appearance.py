@@ -51,8 +51,8 @@ import cv2
 import numpy as np
 
 from semcodec.codec.bitstream import BitstreamError, decode_uvarint, encode_uvarint
+from semcodec.codec.core.types import Tracks
 from semcodec.codec.keyframes import KeyframeError, webp_size
-from semcodec.codec.scaffold.types import Tracks
 
 #: Tallest reference in pixels (people are downscaled to it, never upscaled).
 MAX_REF_HEIGHT = 96

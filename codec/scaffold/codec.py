@@ -44,9 +44,8 @@ from semcodec.codec.bitstream import (
     unit_overhead_bytes,
     write_stream,
 )
-from semcodec.codec.reconstruct import DecodedFrame
+from semcodec.codec.core.types import DecodedFrame, Flow, FrameScaffold, Segmentation, Tracks
 from semcodec.codec.scaffold.levels import LevelConfig
-from semcodec.codec.scaffold.types import Flow, FrameScaffold, Segmentation, Tracks
 
 #: Byte-count names of the sub-streams (the benchmark's ``bytes_<name>`` columns).
 STREAM_NAMES = {
@@ -348,7 +347,7 @@ class ScaffoldEncoder:
         config: what to send (a level preset or a variant).
         frame_size: ``(width, height)`` of the input frames.
         fps: their frame rate (frames per second).
-        models_dir: where models are looked up first (see :mod:`codec.models`).
+        models_dir: where models are looked up first (see :mod:`codec.core.models`).
         threads: CPU threads for each model runner.
         flow_prior: a :class:`codec.entropy.flow.FlowPrior`; default: the shipped one.
         expected_frames: how many frames will be coded, when known (0: unknown, a live
@@ -463,7 +462,7 @@ class ScaffoldEncoder:
         self._rate.set_target(target_bpp)
 
     def _model_entries(self, models_dir) -> tuple[ModelEntry, ...]:
-        from semcodec.codec.models import resolve_model_spec
+        from semcodec.codec.core.models import resolve_model_spec
 
         names = ["ssdlite_person"]
         if self.config.sends_segmentation:
@@ -859,7 +858,7 @@ class ScaffoldEncoder:
         """Boxes with their size smoothed over time per track (exponentially, weight
         ``1 - a`` on the new size) and their centre as detected: a person's drawn size
         does not jitter with the detector's."""
-        from semcodec.codec.scaffold.types import Tracks
+        from semcodec.codec.core.types import Tracks
 
         a = BOX_SIZE_SMOOTHING
         boxes = np.asarray(tracks.boxes, np.float64).copy()

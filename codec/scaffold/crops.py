@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from semcodec.codec.scaffold.types import Tracks
+from semcodec.codec.core.types import Tracks
 
 __all__ = [
     "MODEL_INPUT",
@@ -121,7 +121,7 @@ def make_interpreter(path: os.PathLike | str, threads: int):
     """
     from ai_edge_litert.interpreter import Interpreter
 
-    from semcodec.codec.console import native_stderr_silenced
+    from semcodec.codec.core.console import native_stderr_silenced
 
     with native_stderr_silenced():
         interpreter = Interpreter(model_path=str(path), num_threads=threads)

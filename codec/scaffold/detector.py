@@ -3,7 +3,7 @@
 Used by the edge (the detect step of the scaffold encoder) and by the evaluation harness (MODA
 on decoded frames), so it lives in ``codec`` and depends on nothing above it.
 
-The model (registry name ``ssdlite_person``, see :mod:`codec.models`) takes uint8
+The model (registry name ``ssdlite_person``, see :mod:`codec.core.models`) takes uint8
 ``[N, H, W, 3]`` RGB and resizes to 300x300 inside the graph (bilinear); here every window is
 resized to 300x300 with ``cv2.INTER_AREA`` before feeding, which gives nearly the same boxes
 (checked on PETS09-S2L1 frame 1: corners within 0.005 of the frame size) and lets the windows
@@ -38,7 +38,7 @@ from typing import Literal
 import cv2
 import numpy as np
 
-from semcodec.codec.models import resolve_model
+from semcodec.codec.core.models import resolve_model
 
 MODEL_NAME = "ssdlite_person"
 INPUT_SIZE = 300
@@ -261,7 +261,7 @@ class PersonDetector:
 
     Args:
         config: thresholds and tiling.
-        models_dir: where to look for the model first (see :func:`codec.models.resolve_model`).
+        models_dir: where to look for the model first (see :func:`codec.core.models.resolve_model`).
         threads: onnxruntime intra-op threads (>= 1); ``None`` lets onnxruntime choose (all
             cores). Inter-op parallelism is always 1.
         model_path: an ONNX file with the same interface to use instead of the registry's
@@ -271,7 +271,7 @@ class PersonDetector:
 
     Raises:
         ValueError: ``threads`` < 1.
-        codec.models.ModelNotFoundError: the model file cannot be found.
+        codec.core.models.ModelNotFoundError: the model file cannot be found.
     """
 
     def __init__(

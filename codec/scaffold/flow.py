@@ -1,7 +1,7 @@
 """Dense optical flow scaffold: DIS flow on a coarse grid, and the warp that uses it.
 
 :class:`FlowEstimator` runs OpenCV's DIS optical flow on downscaled grayscale frames and
-returns a :class:`~codec.scaffold.types.Flow` in the *backward* convention: for a pixel
+returns a :class:`~codec.core.types.Flow` in the *backward* convention: for a pixel
 ``p`` of the current frame, ``p + field(p)`` is where its content was in the previous frame.
 So DIS is run from the current frame to the previous one, and :func:`warp` predicts the
 current frame by sampling the previous one at ``p + field(p)``.
@@ -35,12 +35,16 @@ and :func:`warp` takes about 3 ms.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import cv2
 import numpy as np
 
-from semcodec.codec.scaffold.types import Flow
+from semcodec.codec.core.types import Flow
+from semcodec.codec.entropy.flow import FlowPrior, fit_flow_prior
+from semcodec.codec.entropy.rans import EntropyCodingError
 
 #: DIS presets by name.
 PRESETS: dict[str, int] = {
@@ -190,3 +194,63 @@ def warp(image: np.ndarray, flow: Flow) -> np.ndarray:
     xs = np.arange(width, dtype=np.float32)[None, :] + field[..., 0]
     ys = np.arange(height, dtype=np.float32)[:, None] + field[..., 1]
     return cv2.remap(image, xs, ys, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+
+
+def fit_flow_prior_from_video(
+    path: str | Path,
+    frames: range | Iterable[int] = range(1, 501),
+    scale: float = 0.125,
+    step: float = 0.5,
+    *,
+    preset: str = "medium",
+    progress: Callable[[int, int], None] | None = None,
+) -> FlowPrior:
+    """Fit a prior on DIS flow (the scaffold's :class:`FlowEstimator`) of a video file.
+
+    Args:
+        path: a video OpenCV can read.
+        frames: 1-based frame numbers; the flow of frame ``k`` (from ``k - 1``) is used for
+            every ``k`` in ``frames`` with ``k - 1`` also in ``frames`` (so the default,
+            PETS09-S2L1's training split, gives 499 fields).
+        scale: flow grid size as a fraction of the frame (``FlowConfig.scale``).
+        step: quantisation step in frame pixels.
+        preset: DIS preset (``FlowConfig.preset``).
+        progress: called with ``(frames read, frames to read)`` after every frame.
+    """
+    wanted = sorted({int(k) for k in frames})
+    if not wanted or wanted[0] < 1:
+        raise EntropyCodingError("frames must be 1-based frame numbers")
+    wanted_set = set(wanted)
+    estimator = FlowEstimator(FlowConfig(scale=scale, preset=preset))
+    last = wanted[-1]
+
+    def fields():
+        cap = cv2.VideoCapture(str(path))
+        if not cap.isOpened():
+            raise EntropyCodingError(f"cannot open video {path}")
+        previous = None
+        try:
+            for number in range(1, last + 1):
+                if number not in wanted_set:
+                    ok = cap.grab()
+                    previous = None
+                else:
+                    ok, bgr = cap.read()
+                if not ok:
+                    raise EntropyCodingError(f"{path} ends before frame {number}")
+                if number in wanted_set:
+                    frame = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+                    if previous is not None:
+                        yield estimator.estimate(previous, frame).field
+                    previous = frame
+                if progress is not None:
+                    progress(number, last)
+        finally:
+            cap.release()
+
+    name = Path(path).name
+    description = (
+        f"DIS {preset} flow of {name} frames {wanted[0]}-{last} ({len(wanted)} frames), "
+        f"grid scale {scale}, step {step} px"
+    )
+    return fit_flow_prior(fields(), step, description)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from semcodec.codec.core.types import NUM_KEYPOINTS, Pose, Tracks
 from semcodec.codec.scaffold.crops import (
     MODEL_INPUT,
     CropMask,
@@ -45,7 +46,6 @@ from semcodec.codec.scaffold.crops import (
     make_interpreter,
     square_around,
 )
-from semcodec.codec.scaffold.types import NUM_KEYPOINTS, Pose, Tracks
 
 _POSE_MODELS = ("pose_landmark_lite", "pose_landmark_full")
 _LANDMARKS = 39
@@ -84,17 +84,17 @@ class PoseEstimator:
 
     Args:
         config: the settings (default :class:`PoseConfig`).
-        models_dir: where to look for the model first (see :func:`codec.models.resolve_model`).
+        models_dir: where to look for the model first (see :func:`codec.core.models.resolve_model`).
 
     Raises:
-        codec.models.ModelNotFoundError: the model file is missing.
+        codec.core.models.ModelNotFoundError: the model file is missing.
         ValueError: the model's inputs or outputs are not the documented layout.
     """
 
     def __init__(
         self, config: PoseConfig | None = None, models_dir: os.PathLike | str | None = None
     ) -> None:
-        from semcodec.codec.models import resolve_model
+        from semcodec.codec.core.models import resolve_model
 
         self.config = config or PoseConfig()
         interp = make_interpreter(resolve_model(self.config.model, models_dir), self.config.threads)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from semcodec.codec.core.types import Segmentation, Tracks
 from semcodec.codec.scaffold.crops import (  # re-exported: the names were defined here before
     MODEL_INPUT,
     CropMask,
@@ -48,7 +49,6 @@ from semcodec.codec.scaffold.crops import (  # re-exported: the names were defin
     make_interpreter,
     square_around,
 )
-from semcodec.codec.scaffold.types import Segmentation, Tracks
 
 __all__ = [
     "MODEL_INPUT",
@@ -140,10 +140,10 @@ class PersonSegmenter:
 
     Args:
         config: the settings (default :class:`SegmenterConfig`).
-        models_dir: where to look for the model first (see :func:`codec.models.resolve_model`).
+        models_dir: where to look for the model first (see :func:`codec.core.models.resolve_model`).
 
     Raises:
-        codec.models.ModelNotFoundError: ``method="model"`` and the model file is missing.
+        codec.core.models.ModelNotFoundError: ``method="model"`` and the model file is missing.
         ValueError: the model's input or output is not the documented layout.
     """
 
@@ -168,7 +168,7 @@ class PersonSegmenter:
                 models_dir,
             )
             return
-        from semcodec.codec.models import resolve_model
+        from semcodec.codec.core.models import resolve_model
 
         interp = make_interpreter(resolve_model(config.model, models_dir), config.threads)
         (inp,) = interp.get_input_details()

@@ -49,8 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from semcodec.codec.core.types import Tracks
 from semcodec.codec.scaffold.detector import Detections, PersonDetector, box_iou, check_frame
-from semcodec.codec.scaffold.types import Tracks
 
 _DIM = 4  # measured: cx, cy, w, h
 _MIN_SIZE = 1.0  # predicted widths and heights are kept >= this many pixels

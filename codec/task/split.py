@@ -36,7 +36,7 @@ from semcodec.codec.scaffold.detector import (
     tile_windows,
 )
 
-#: Registry name of the detector's PyTorch weights (see :mod:`codec.models`).
+#: Registry name of the detector's PyTorch weights (see :mod:`codec.core.models`).
 WEIGHTS_NAME = "ssdlite_person_weights"
 
 
@@ -73,8 +73,8 @@ def load_split_model(models_dir: str | os.PathLike | None = None,
                      weights: str | os.PathLike | None = None) -> SSDLiteMobileNetV2:  # fmt: skip
     """The detector in eval mode with BatchNorm folded (CPU inference), weights from
     ``weights`` or the registry's :data:`WEIGHTS_NAME`; its parameters are frozen."""
+    from semcodec.codec.core.models import resolve_model
     from semcodec.codec.detection.convert import load_detector
-    from semcodec.codec.models import resolve_model
 
     path = Path(weights) if weights is not None else resolve_model(WEIGHTS_NAME, models_dir)
     model = load_detector(path, fuse=True)

@@ -81,7 +81,7 @@ def verify_shipped(path: Path) -> Path:
     Raises:
         TaskStreamError: the file is missing or differs from the one shipped.
     """
-    from semcodec.codec.packages import file_sha256
+    from semcodec.codec.core.packages import file_sha256
 
     expected = _shipped_sums().get(path.name)
     if not path.is_file():
@@ -131,7 +131,7 @@ def detect_header(bottleneck: TaskBottleneck, shape: UnitShape, width: int, heig
     (``profile``), and ``skip_threshold`` for the reader (the decoder does not need it)."""
     from fractions import Fraction
 
-    from semcodec.codec.models import model_spec
+    from semcodec.codec.core.models import model_spec
 
     rate = Fraction(fps).limit_denominator(1001)
     settings = {MODE_KEY: DETECT_MODE, "split_after": str(bottleneck.split.after),

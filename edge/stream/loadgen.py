@@ -132,17 +132,22 @@ def streams_main(argv: list[str]) -> int:
 
 
 def sample_main(argv: list[str]) -> int:
-    """Encodes the embedded sample at level 1 into ``--out`` (``edge-agent encode``)."""
-    from semcodec.edge.cli import main as edge_main
-    from semcodec.edge.sources import sample_path
+    """Encodes the embedded sample at level 1 into ``--out`` (as ``edge-agent encode SAMPLE
+    --level 1`` does)."""
+    from semcodec.codec.scaffold.codec import encode_to_file
+    from semcodec.codec.scaffold.levels import LEVELS
+    from semcodec.edge.sources import open_source, sample_path
 
     parser = argparse.ArgumentParser(prog="loadgen sample")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--frames", type=int)
     args = parser.parse_args(argv)
-    frames = ["--frames", str(args.frames)] if args.frames else []
-    return edge_main(["-q", "encode", str(sample_path()), "-o", str(args.out), "--level", "1",
-                      *frames])  # fmt: skip
+    source = open_source(sample_path())
+    info = source.info
+    total = min(args.frames or info.num_frames, info.num_frames)
+    frames = (f.rgb for f in source.frames(count=total))
+    encode_to_file(args.out, frames, LEVELS[1], info.fps, (info.width, info.height), total)
+    return 0
 
 
 def main(argv: list[str]) -> int:

@@ -13,7 +13,7 @@ from semcodec.edge.cli import main as edge_main
 
 @pytest.fixture(scope="module")
 def semc_file(tmp_path_factory, sample_dir):
-    from semcodec.codec.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.core.models import ModelNotFoundError, resolve_model
 
     try:
         resolve_model("selfie_segmentation")
@@ -75,7 +75,7 @@ def test_missing_input_and_rejected_output(tmp_path, capsys, sample_dir):
 def test_trained_flow_prior_is_needed_to_decode(tmp_path, sample_frames, sample_dir, capsys):
     import av
 
-    from semcodec.codec.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.core.models import ModelNotFoundError, resolve_model
     from semcodec.evaluation.cli import main as bench_main
 
     try:

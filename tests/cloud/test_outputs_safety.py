@@ -21,8 +21,7 @@ from semcodec.cloud import outputs as outputs_module
 from semcodec.cloud.cli import build_parser
 from semcodec.cloud.cli import main as cloud_main
 from semcodec.cloud.outputs import DecodeOutputs, OutputError, remove_stale_partials
-from semcodec.codec.reconstruct import DecodedFrame
-from semcodec.codec.scaffold.types import FrameScaffold, Segmentation
+from semcodec.codec.core.types import DecodedFrame, FrameScaffold, Segmentation
 
 
 @pytest.fixture()
@@ -239,7 +238,7 @@ def test_quiet_success_prints_nothing_and_info_goes_to_stderr(semc, tmp_path, ca
 
 def test_overview_drawing_clips_coordinates_far_outside_the_frame():
     from semcodec.cloud.outputs import render_overview
-    from semcodec.codec.scaffold.types import Flow, Pose
+    from semcodec.codec.core.types import Flow, Pose
 
     far = np.full((33, 2), 4e15, np.float32)
     far[::2] = -4e15
@@ -252,7 +251,7 @@ def test_overview_drawing_clips_coordinates_far_outside_the_frame():
 
 def test_overview_draws_each_tracked_box_in_its_id_colour():
     from semcodec.cloud.outputs import id_colour, render_overview
-    from semcodec.codec.scaffold.types import Tracks
+    from semcodec.codec.core.types import Tracks
 
     tracks = Tracks(np.array([[10, 20, 40, 90], [-1e15, -1e15, 1e15, 1e15]], np.float32),
                     np.ones(2, np.float32), np.array([5, 9], np.int32))  # fmt: skip

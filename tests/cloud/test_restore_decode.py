@@ -119,7 +119,7 @@ def test_bad_weights_and_options_are_refused(weights, tmp_path, stream, capsys):
 
 
 def test_the_shipped_restorer_is_registered_and_verified():
-    from semcodec.codec.models import resolve_model
+    from semcodec.codec.core.models import resolve_model
 
     model = load_restorer(resolve_model("ref_restorer"))
     assert sum(p.numel() for p in model.parameters()) < 2_000_000

@@ -11,19 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from semcodec.codec.core.types import NUM_KEYPOINTS, Pose
 from semcodec.codec.entropy import rans
 from semcodec.codec.entropy.flow import (
     FlowCoder,
     FlowPrior,
     default_flow_prior,
     fit_flow_prior,
-    fit_flow_prior_from_video,
     load_default_prior,
 )
 from semcodec.codec.entropy.pose import PoseCoder
 from semcodec.codec.entropy.rans import CdfTable, EntropyCodingError
 from semcodec.codec.entropy.segmentation import SegmentationCoder
-from semcodec.codec.scaffold.types import NUM_KEYPOINTS, Pose
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -490,6 +489,8 @@ def test_learned_flow_prior_beats_default_on_held_out_pets(shared_data):
     video = shared_data / "PETS09-S2L1-full" / "PETS09-S2L1.avi"
     if not video.is_file():
         pytest.skip(f"{video} is missing")
+    from semcodec.codec.scaffold.flow import fit_flow_prior_from_video
+
     prior = fit_flow_prior_from_video(video, range(1, 121), scale=0.125, step=0.5)
     estimator = FlowEstimator(FlowConfig(scale=0.125))
     cap = cv2.VideoCapture(str(video))

@@ -6,8 +6,8 @@ import cv2
 import numpy as np
 import pytest
 
+from semcodec.codec.core.types import Flow
 from semcodec.codec.scaffold.flow import FlowConfig, FlowEstimator, dense_field, warp
-from semcodec.codec.scaffold.types import Flow
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from semcodec.codec import models
-from semcodec.codec.layout import NO_SHARED_ENV
-from semcodec.codec.models import (
+from semcodec.codec.core import models
+from semcodec.codec.core.layout import NO_SHARED_ENV
+from semcodec.codec.core.models import (
     ModelChecksumError,
     ModelNotFoundError,
     ModelSpec,

@@ -9,6 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
+from semcodec.codec.core.types import Tracks
 from semcodec.codec.entropy.boxes import BoxCoder
 from semcodec.codec.entropy.rans import EntropyCodingError
 from semcodec.codec.scaffold.appearance import (
@@ -25,7 +26,6 @@ from semcodec.codec.scaffold.appearance import (
 )
 from semcodec.codec.scaffold.background import BackgroundModel
 from semcodec.codec.scaffold.rate import RateController, fit_quality
-from semcodec.codec.scaffold.types import Tracks
 
 
 def tracks(boxes, ids) -> Tracks:
@@ -379,9 +379,8 @@ def test_matte_keeps_the_person_and_drops_the_background_around_them():
 
 
 def test_warp_with_matte_draws_no_box_of_reference_background():
-    from semcodec.codec.reconstruct import DecodedFrame
+    from semcodec.codec.core.types import DecodedFrame, FrameScaffold
     from semcodec.codec.reconstruct.warp import WarpReconstructor
-    from semcodec.codec.scaffold.types import FrameScaffold
 
     plate = np.full((120, 160, 3), 100, np.uint8)
     ref = np.full((40, 20, 3), 160, np.uint8)  # stale background, far from the plate's
@@ -561,9 +560,9 @@ def test_plate_scales_are_checked_and_kept_by_the_header():
 
 
 def test_appearance_scale_is_checked_kept_by_the_header_and_shrinks_references(sample_frames):
+    from semcodec.codec.core.types import Tracks
     from semcodec.codec.scaffold.appearance import AppearanceSelector
     from semcodec.codec.scaffold.levels import LevelConfig, level_config
-    from semcodec.codec.scaffold.types import Tracks
 
     config = level_config(1, appearance_scale=0.5)
     assert LevelConfig.from_dict(config.to_dict()) == config
@@ -628,9 +627,8 @@ def test_a_box_the_check_refuses_gets_no_reference_until_it_is_overdue():
 def test_a_refreshed_reference_fades_in_over_the_frames_asked(fade, centre):
     """Frame 1 brings reference A (50), frame 2 its refresh B (250): the box's centre goes
     50, 250 at once without a fade; 50, 50 + 200/3, 50 + 400/3, 250 with fade=2."""
-    from semcodec.codec.reconstruct import DecodedFrame
+    from semcodec.codec.core.types import DecodedFrame, FrameScaffold
     from semcodec.codec.reconstruct.warp import WarpReconstructor
-    from semcodec.codec.scaffold.types import FrameScaffold
 
     plate = np.full((120, 160, 3), 100, np.uint8)
     warp = WarpReconstructor(fade=fade)

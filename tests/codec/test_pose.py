@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semcodec.codec import models
-from semcodec.codec.models import ModelNotFoundError, resolve_model
+from semcodec.codec.core import models
+from semcodec.codec.core.models import ModelNotFoundError, resolve_model
+from semcodec.codec.core.types import NUM_KEYPOINTS, Tracks
 from semcodec.codec.scaffold.pose import PoseConfig, PoseEstimator
 from semcodec.codec.scaffold.segmentation import CropMask
-from semcodec.codec.scaffold.types import NUM_KEYPOINTS, Tracks
 
 PETS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "PETS09-S2L1"
 SHOULDERS, HIPS, ANKLES = [11, 12], [23, 24], [27, 28]

@@ -5,15 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from semcodec.codec.core.types import DecodedFrame, Flow, FrameScaffold, Segmentation
 from semcodec.codec.reconstruct import (
-    DecodedFrame,
     ReconstructionError,
     available_reconstructors,
     create_reconstructor,
     register_reconstructor,
 )
 from semcodec.codec.reconstruct.warp import WarpReconstructor
-from semcodec.codec.scaffold.types import Flow, FrameScaffold, Segmentation
 
 SIZE = (64, 48)  # width, height
 

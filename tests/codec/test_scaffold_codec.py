@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from semcodec.codec.bitstream import SubStreamType, Unit, UnitKind
-from semcodec.codec.models import ModelNotFoundError, resolve_model
+from semcodec.codec.core.models import ModelNotFoundError, resolve_model
 from semcodec.codec.reconstruct import ReconstructionError, create_reconstructor
 from semcodec.codec.scaffold.codec import ScaffoldCodecError, ScaffoldDecoder, ScaffoldEncoder
 from semcodec.codec.scaffold.levels import LEVELS, LevelConfig, level_config

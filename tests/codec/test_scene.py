@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from semcodec.codec.frames import resize_to
+from semcodec.codec.core.frames import resize_to
 from semcodec.codec.scaffold.scene import KeyframeSchedule, SceneChangeDetector
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semcodec.codec import models
-from semcodec.codec.models import ModelNotFoundError, resolve_model
+from semcodec.codec.core import models
+from semcodec.codec.core.models import ModelNotFoundError, resolve_model
+from semcodec.codec.core.types import Tracks
 from semcodec.codec.scaffold.segmentation import (
     CropMask,
     PersonSegmenter,
@@ -20,7 +21,6 @@ from semcodec.codec.scaffold.segmentation import (
     label_size,
     square_around,
 )
-from semcodec.codec.scaffold.types import Tracks
 
 PETS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "PETS09-S2L1"
 

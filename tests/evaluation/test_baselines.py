@@ -175,8 +175,7 @@ def test_scaffold_smooth_setting_reaches_the_warp_and_restore_decoders():
 
 
 def test_silhouette_count_keeps_references_over_a_plate_refresh_not_a_keyframe():
-    from semcodec.codec.reconstruct import DecodedFrame
-    from semcodec.codec.scaffold.types import FrameScaffold, Tracks
+    from semcodec.codec.core.types import DecodedFrame, FrameScaffold, Tracks
     from semcodec.evaluation.scaffold_codec import SilhouetteCount
 
     one = Tracks(np.array([[0, 0, 10, 30]], np.float32), np.ones(1, np.float32), np.array([4]))

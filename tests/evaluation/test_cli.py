@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semcodec.codec.console import package_version
+from semcodec.codec.core.console import package_version
 from semcodec.evaluation.cli import main
 
 REQUIRED_COLUMNS = [
@@ -136,7 +136,7 @@ def _status(entry, argv) -> int:
 @pytest.fixture
 def nothing_expensive(monkeypatch):
     """Fails the test if a model is resolved, frames are read or the detector calibrated."""
-    from semcodec.codec import models
+    from semcodec.codec.core import models
     from semcodec.codec.scaffold import detector  # imported here, not first under the patch
     from semcodec.evaluation import bench, perceptual
 
@@ -273,7 +273,7 @@ def test_edge_and_cloud_entry_points_print_help(capsys):
 
 @pytest.mark.shared
 def test_lpips_every_reaches_the_rows(tmp_path):
-    from semcodec.codec.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.core.models import ModelNotFoundError, resolve_model
 
     try:
         resolve_model("stlpips_alex")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from semcodec.codec.models import ModelNotFoundError, file_sha256, resolve_model
+from semcodec.codec.core.models import ModelNotFoundError, file_sha256, resolve_model
 from semcodec.evaluation import fvd as fvd_module
 from semcodec.evaluation.fvd import (
     FVDUnavailableError,

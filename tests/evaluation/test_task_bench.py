@@ -43,8 +43,8 @@ def test_task_command_on_the_sample(tmp_path, sample_dir) -> None:
     import numpy as np
     import torch
 
+    from semcodec.codec.core.models import ModelError
     from semcodec.codec.entropy.features import count_symbols, tables_from_counts
-    from semcodec.codec.models import ModelError
     from semcodec.codec.task.bottleneck import (
         BottleneckConfig,
         FeatureBottleneck,

@@ -100,7 +100,7 @@ def test_the_documented_config_is_the_default_one():
 
 @pytest.fixture(scope="module")
 def stlpips_weights():
-    from semcodec.codec.models import ModelError, resolve_model
+    from semcodec.codec.core.models import ModelError, resolve_model
 
     try:
         return resolve_model("stlpips_alex")

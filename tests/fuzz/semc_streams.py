@@ -23,8 +23,8 @@ from semcodec.codec.bitstream import (
     Unit,
     UnitKind,
 )
+from semcodec.codec.core.types import NUM_KEYPOINTS, Pose
 from semcodec.codec.scaffold.levels import LevelConfig, level_config
-from semcodec.codec.scaffold.types import NUM_KEYPOINTS, Pose
 
 
 def synthetic_frames(count: int, size: tuple[int, int], seed: int = 0) -> np.ndarray:
@@ -84,6 +84,7 @@ def synthetic_stream(level: int = 2, count: int = 4, size: tuple[int, int] = (48
                      seed: int = 0, config: LevelConfig | None = None,
                      ) -> tuple[StreamHeader, list[Unit]]:  # fmt: skip
     """A complete stream (header, units ending with END) of ``count`` synthetic frames."""
+    from semcodec.codec.core.types import Tracks
     from semcodec.codec.entropy.boxes import BoxCoder
     from semcodec.codec.entropy.flow import FlowCoder, load_default_prior
     from semcodec.codec.entropy.pose import PoseCoder
@@ -91,7 +92,6 @@ def synthetic_stream(level: int = 2, count: int = 4, size: tuple[int, int] = (48
     from semcodec.codec.keyframes import create_intra_coder
     from semcodec.codec.scaffold.appearance import encode_ref, pack_refs
     from semcodec.codec.scaffold.codec import flow_shape, segmentation_shape
-    from semcodec.codec.scaffold.types import Tracks
 
     cfg = config or synthetic_config(level)
     frames = synthetic_frames(count, size, seed)

