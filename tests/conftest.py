@@ -86,7 +86,7 @@ def detector():
 
 @pytest.fixture(scope="module")
 def pets_gt():
-    from semcodec.evaluation.groundtruth import load_mot_groundtruth
+    from semcodec.evaluation.data.groundtruth import load_mot_groundtruth
 
     return load_mot_groundtruth(PETS)
 
@@ -95,7 +95,7 @@ def pets_gt():
 def gt_tracks():
     """``gt_tracks(gt_file, frame)``: the counted ground-truth people of a frame as Tracks."""
     from semcodec.codec.core.types import Tracks
-    from semcodec.evaluation.groundtruth import load_mot_groundtruth
+    from semcodec.evaluation.data.groundtruth import load_mot_groundtruth
 
     def load(gt_file, frame: int) -> Tracks:
         gt = load_mot_groundtruth(gt_file)

@@ -28,12 +28,16 @@ LAYERS: list[set[str]] = [
     {"edge.sources", "cloud.outputs"},
     {"edge.stream", "cloud.service"},
     {"edge.cli", "cloud.cli"},
-    {"evaluation"},
+    {"evaluation.data"},  # recipes, ground truth, reading sequences, camera transforms
+    {"evaluation.metrics", "evaluation.codecs"},
+    {"evaluation.report"},  # reads rows, encodes nothing
+    {"evaluation.bench", "evaluation.training"},
+    {"evaluation.cli"},
 ]
 RANK = {group: rank for rank, groups in enumerate(LAYERS) for group in groups}
 #: Package roots (docstrings, a version) sit with the lowest group of their family.
 PACKAGE_ROOTS = {"": "codec.core", "codec": "codec.core", "edge": "edge.sources",
-                 "cloud": "cloud.outputs"}  # fmt: skip
+                 "cloud": "cloud.outputs", "evaluation": "evaluation.data"}  # fmt: skip
 #: Groups that share a first name with their siblings but must still not meet.
 APART = [("edge", "cloud")]
 

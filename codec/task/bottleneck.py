@@ -187,7 +187,7 @@ def _transforms(blob: dict) -> tuple[FeatureBottleneck, SplitConfig]:
 
 def load_transforms(path: str | os.PathLike) -> tuple[FeatureBottleneck, SplitConfig, dict]:
     """The transforms, split and metadata of a bottleneck file of any format (to refit its
-    tables: :func:`evaluation.train_bottleneck.refit_tables`).
+    tables: :func:`evaluation.training.bottleneck.refit_tables`).
 
     Raises:
         BottleneckFileError: not a bottleneck file, or inconsistent transforms.

@@ -20,10 +20,10 @@ from semcodec.codec.reconstruct import create_reconstructor
 from semcodec.codec.scaffold.codec import decode_stream
 from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector, box_iou
 from semcodec.edge.sources import resolve_data_path
-from semcodec.evaluation.bench import load_sequence
-from semcodec.evaluation.codecs import Setting
-from semcodec.evaluation.moda import clear_mod
-from semcodec.evaluation.scaffold_codec import ScaffoldCodec
+from semcodec.evaluation.codecs.base import Setting
+from semcodec.evaluation.codecs.scaffold import ScaffoldCodec
+from semcodec.evaluation.data.sequences import load_sequence
+from semcodec.evaluation.metrics.moda import clear_mod
 
 parser = argparse.ArgumentParser()
 parser.add_argument("sequence")

@@ -20,8 +20,8 @@ from semcodec.codec.task.bottleneck import load_bottleneck
 from semcodec.codec.task.coder import TaskDecoder, TaskEncoder
 from semcodec.codec.task.split import SplitDetector, load_split_model
 from semcodec.edge.sources import resolve_data_path
-from semcodec.evaluation.bench import load_sequence
-from semcodec.evaluation.moda import clear_mod
+from semcodec.evaluation.data.sequences import load_sequence
+from semcodec.evaluation.metrics.moda import clear_mod
 
 parser = argparse.ArgumentParser()
 parser.add_argument("sequence")

@@ -135,7 +135,7 @@ def test_the_shipped_restorer_is_registered_and_verified():
 def test_training_examples_and_a_short_run_give_a_loadable_restorer(tmp_path):
     from pathlib import Path
 
-    from semcodec.evaluation.train_restorer import CANVAS, Range, examples, train
+    from semcodec.evaluation.training.restorer import CANVAS, Range, examples, train
 
     sample = str(Path(__file__).resolve().parents[2] / "datasets/sample/PETS09-S2L1-384x288")
     part = Range(sample, 1, 60, every=3)

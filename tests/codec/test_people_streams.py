@@ -661,7 +661,7 @@ def test_plate_refinement_converges_tile_by_tile_on_a_static_scene():
     from semcodec.codec.bitstream import SubStreamType, Unit
     from semcodec.codec.scaffold.codec import ScaffoldDecoder, encode_frames
     from semcodec.codec.scaffold.levels import level_config
-    from semcodec.evaluation.metrics import psnr
+    from semcodec.evaluation.metrics.image import psnr
 
     rng = np.random.default_rng(1)
     scene = cv2.GaussianBlur(rng.integers(0, 255, (240, 320, 3), dtype=np.uint8), (0, 0), 1.5)
@@ -690,7 +690,7 @@ def test_a_periodic_plate_does_not_replace_a_better_refined_plate():
     from semcodec.codec.bitstream import SubStreamType, Unit
     from semcodec.codec.scaffold.codec import ScaffoldDecoder, encode_frames
     from semcodec.codec.scaffold.levels import level_config
-    from semcodec.evaluation.metrics import psnr
+    from semcodec.evaluation.metrics.image import psnr
 
     rng = np.random.default_rng(1)
     scene = cv2.GaussianBlur(rng.integers(0, 255, (240, 320, 3), dtype=np.uint8), (0, 0), 1.5)

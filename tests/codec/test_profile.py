@@ -24,7 +24,7 @@ def person_detector():
 
 def zoomed(frames: np.ndarray, zoom: float) -> np.ndarray:
     """A closer camera: the central 1/zoom of each frame, resized back to the frame size."""
-    from semcodec.evaluation.camera import CameraTransform
+    from semcodec.evaluation.data.camera import CameraTransform
 
     return CameraTransform(zoom=zoom, y=0.55).frames(frames)
 

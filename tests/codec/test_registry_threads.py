@@ -74,7 +74,7 @@ def test_a_module_that_does_not_register_its_name_is_reported(plugin_module):
 
 
 @pytest.mark.parametrize("where", ["semcodec.codec.reconstruct.RECONSTRUCTORS",
-                                   "semcodec.evaluation.codecs.CODECS"])  # fmt: skip
+                                   "semcodec.evaluation.codecs.base.CODECS"])  # fmt: skip
 def test_every_declared_builtin_is_registered_under_its_name(where):
     module, _, attribute = where.rpartition(".")
     registry = getattr(__import__(module, fromlist=[attribute]), attribute)

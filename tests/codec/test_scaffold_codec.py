@@ -126,7 +126,7 @@ def test_a_periodic_keyframe_of_level_1_renews_the_plate_and_keeps_the_reference
     from semcodec.codec.bitstream import write_stream
     from semcodec.codec.scaffold.codec import decode_stream, encode_frames
     from semcodec.edge.sources import open_source, sample_path
-    from semcodec.evaluation.scaffold_codec import SilhouetteCount
+    from semcodec.evaluation.codecs.scaffold import SilhouetteCount
 
     frames = open_source(sample_path()).read(start=1, count=16)
     config = level_config(1, keyframe_interval=10, target_bpp=0.02)

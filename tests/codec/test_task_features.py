@@ -183,7 +183,7 @@ def test_gradients_pass_the_detector_with_the_same_numbers(random_detector) -> N
 
 @pytest.mark.parametrize("rate_model", ["temporal", "factorized"])
 def test_training_steps_lower_the_loss_and_fit_tables(random_detector, rate_model) -> None:
-    from semcodec.evaluation.train_bottleneck import (
+    from semcodec.evaluation.training.bottleneck import (
         BottleneckTrainConfig,
         WindowCache,
         train_bottleneck,
@@ -212,7 +212,7 @@ def test_training_steps_lower_the_loss_and_fit_tables(random_detector, rate_mode
 
 
 def test_temporal_training_pairs_each_window_with_the_same_window_a_frame_before() -> None:
-    from semcodec.evaluation.train_bottleneck import WindowCache, _previous_windows
+    from semcodec.evaluation.training.bottleneck import WindowCache, _previous_windows
 
     def cache(frames: int, windows: int) -> WindowCache:
         empty = np.zeros((frames, windows, 1, 1, 1), np.float16)
@@ -223,7 +223,7 @@ def test_temporal_training_pairs_each_window_with_the_same_window_a_frame_before
 
 
 def test_unknown_rate_model_is_refused() -> None:
-    from semcodec.evaluation.train_bottleneck import BottleneckTrainConfig
+    from semcodec.evaluation.training.bottleneck import BottleneckTrainConfig
 
     with pytest.raises(ValueError, match="rate_model"):
         BottleneckTrainConfig(rate_model="gaussian-mixture")
@@ -232,7 +232,7 @@ def test_unknown_rate_model_is_refused() -> None:
 def _coded_changes(trained, cache) -> int:
     """Values at updated positions of the training windows, less those outside the tables."""
     from semcodec.codec.entropy.features import SUPPORT
-    from semcodec.evaluation.train_bottleneck import _latent_sequences
+    from semcodec.evaluation.training.bottleneck import _latent_sequences
 
     total = 0
     for s in _latent_sequences(trained.model, [cache]):
@@ -265,7 +265,7 @@ def test_split_detector_reproduces_the_unsplit_onnx_detector(sample_frames) -> N
 
 def test_ground_truth_teaches_people_in_and_false_positives_away() -> None:
     from semcodec.codec.detection.ssdlite import ssd_anchors
-    from semcodec.evaluation.train_bottleneck import (
+    from semcodec.evaluation.training.bottleneck import (
         NEGATIVE_LOGIT,
         POSITIVE_LOGIT,
         ground_truth_logits,
@@ -291,7 +291,7 @@ def test_ground_truth_teaches_people_in_and_false_positives_away() -> None:
 def test_packed_windows_round_trip_within_half_a_step(random_detector, tmp_path) -> None:
     """pack_windows keeps every k-th frame as 8-bit codes; load_packed decodes them within
     half a code step and recomputes the teacher outputs from the decoded features."""
-    from semcodec.evaluation.train_bottleneck import (
+    from semcodec.evaluation.training.bottleneck import (
         WindowCache,
         every_kth_frame,
         load_packed,

@@ -192,7 +192,7 @@ def test_detect_mode_with_the_shipped_bottleneck_finds_people(sample_dir, tmp_pa
 def _zoomed_sample(count: int, zoom: float = 3.0) -> np.ndarray:
     """A closer camera made from the sample: people about half the frame tall."""
     from semcodec.edge.sources import open_source, sample_path
-    from semcodec.evaluation.camera import CameraTransform
+    from semcodec.evaluation.data.camera import CameraTransform
 
     frames = open_source(sample_path()).read(start=1, count=count)
     return CameraTransform(zoom=zoom, y=0.55).frames(frames)

@@ -306,7 +306,7 @@ def id_switches(tracks: dict[int, Tracks], gt, iou_threshold: float = 0.5) -> tu
 
 
 def test_id_switches_helper() -> None:
-    from semcodec.evaluation.groundtruth import GroundTruth
+    from semcodec.evaluation.data.groundtruth import GroundTruth
 
     gt = GroundTruth(
         frame_numbers=[1, 2, 3], ids=[7, 7, 7], boxes=[[0, 0, 10, 10]] * 3,
@@ -324,7 +324,7 @@ def test_sample_ids_are_consistent(sample_dir) -> None:
     from semcodec.codec.core.models import ModelNotFoundError
     from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector
     from semcodec.edge.sources import open_source
-    from semcodec.evaluation.groundtruth import load_mot_groundtruth
+    from semcodec.evaluation.data.groundtruth import load_mot_groundtruth
 
     try:
         detector = PersonDetector(DetectorConfig(score_threshold=0.5, tiles=2), threads=1)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from semcodec.evaluation.codecs import CodecError, Setting, SettingError, create_codec
-from semcodec.evaluation.metrics import psnr
+from semcodec.evaluation.codecs.base import CodecError, Setting, SettingError, create_codec
+from semcodec.evaluation.metrics.image import psnr
 
 
 @pytest.mark.parametrize("name", ["x264", "x265"])
@@ -138,7 +138,9 @@ def test_ipratio_boosts_the_intra_frame_of_a_static_camera(name, sample_frames):
 
 
 def test_static_camera_family_joins_the_x265_grid():
-    from semcodec.evaluation.cli import STATIC_CAMERA_SETTINGS, build_parser, grid_from_args
+    from semcodec.evaluation.cli import build_parser
+    from semcodec.evaluation.cli.common import STATIC_CAMERA_SETTINGS
+    from semcodec.evaluation.cli.run import grid_from_args
 
     args = build_parser().parse_args(["run", "--codecs", "x265", "--static-camera"])
     settings = grid_from_args(args).codecs["x265"]
@@ -176,7 +178,7 @@ def test_scaffold_smooth_setting_reaches_the_warp_and_restore_decoders():
 
 def test_silhouette_count_keeps_references_over_a_plate_refresh_not_a_keyframe():
     from semcodec.codec.core.types import DecodedFrame, FrameScaffold, Tracks
-    from semcodec.evaluation.scaffold_codec import SilhouetteCount
+    from semcodec.evaluation.codecs.scaffold import SilhouetteCount
 
     one = Tracks(np.array([[0, 0, 10, 30]], np.float32), np.ones(1, np.float32), np.array([4]))
     picture = np.zeros((8, 8, 3), np.uint8)

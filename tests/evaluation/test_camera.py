@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from semcodec.evaluation.camera import (
+from semcodec.evaluation.data.camera import (
     CameraTransform,
     CameraTransformError,
     parse_camera_transform,
 )
-from semcodec.evaluation.groundtruth import GroundTruth
+from semcodec.evaluation.data.groundtruth import GroundTruth
 
 
 def _gt(boxes_xywh, counted=None) -> GroundTruth:
@@ -69,7 +69,7 @@ def test_zoom_maps_boxes_and_ignores_people_mostly_outside():
 
 
 def test_load_sequence_makes_the_new_camera(sample_dir):
-    from semcodec.evaluation.bench import load_sequence
+    from semcodec.evaluation.data.sequences import load_sequence
 
     plain, info, gt = load_sequence(str(sample_dir), 3, (), 1)
     zoomed, zinfo, zgt = load_sequence(str(sample_dir), 3, (("camera_transform", "scale=0.5"),), 1)
@@ -93,7 +93,7 @@ def test_bad_camera_transform_is_a_usage_error(tmp_path, capsys):
 def test_scaffold_rows_name_the_camera_profile(sample_frames, level):
     """Every level chooses its windows per camera and the benchmark row says what; level 1
     (rate-controlled) also reports its window rates."""
-    from semcodec.evaluation.codecs import Setting, create_codec
+    from semcodec.evaluation.codecs.base import Setting, create_codec
 
     codec = create_codec("scaffold")
     encoded = codec.encode(sample_frames[:4], Setting.parse(f"level={level}"), fps=7.0)

@@ -93,7 +93,7 @@ def test_a_killed_run_leaves_a_resumable_file(tmp_path):
 
 
 def test_help_lists_accepted_names_without_none_defaults(capsys):
-    from semcodec.evaluation.codecs import available_codecs
+    from semcodec.evaluation.codecs.base import available_codecs
 
     with pytest.raises(SystemExit):
         main(["run", "--help"])
@@ -138,7 +138,8 @@ def nothing_expensive(monkeypatch):
     """Fails the test if a model is resolved, frames are read or the detector calibrated."""
     from semcodec.codec.core import models
     from semcodec.codec.scaffold import detector  # imported here, not first under the patch
-    from semcodec.evaluation import bench, perceptual
+    from semcodec.evaluation.bench import grid as bench
+    from semcodec.evaluation.metrics import perceptual
 
     def forbidden(*args, **kwargs):
         raise AssertionError("expensive work started before the arguments were checked")
@@ -179,7 +180,8 @@ BAD_RUNS = [
 
 
 def test_decoders_and_steps_make_one_scaffold_row_each():
-    from semcodec.evaluation.cli import build_parser, grid_from_args
+    from semcodec.evaluation.cli import build_parser
+    from semcodec.evaluation.cli.run import grid_from_args
 
     args = build_parser().parse_args(["run", "--codecs", "scaffold", "--settings",
                                       "scaffold:level=0;level=1", "--decoders",
@@ -307,7 +309,7 @@ def test_raw_yuv_input_with_size_and_rate(tmp_path, sample_frames):
 
 def _small_grid(out: Path):
     from semcodec.edge.sources import sample_path
-    from semcodec.evaluation.bench import GridConfig
+    from semcodec.evaluation.bench.grid import GridConfig
 
     return GridConfig(sequences=[str(sample_path())], codecs={"x264": ["crf=30", "crf=40"],
                       "raw": []}, out_dir=out, frames=3, metrics=("psnr",),
@@ -315,8 +317,8 @@ def _small_grid(out: Path):
 
 
 def test_resume_key_names_the_package_and_codec_versions(tmp_path, monkeypatch):
-    from semcodec.evaluation import bench
-    from semcodec.evaluation.baselines import X264
+    from semcodec.evaluation.bench import grid as bench
+    from semcodec.evaluation.codecs.baselines import X264
 
     config = _small_grid(tmp_path)
     keys = [c.key() for c in bench.plan_cells(config, {})]
@@ -333,7 +335,7 @@ def test_resume_key_names_the_package_and_codec_versions(tmp_path, monkeypatch):
 
 
 def test_rows_of_other_code_versions_are_recomputed_not_reused(tmp_path, monkeypatch):
-    from semcodec.evaluation import bench
+    from semcodec.evaluation.bench import grid as bench
 
     config = _small_grid(tmp_path)
     first = bench.run_grid(config, progress=False)
@@ -347,8 +349,8 @@ def test_rows_of_other_code_versions_are_recomputed_not_reused(tmp_path, monkeyp
 
 
 def test_results_csv_is_rewritten_after_every_cell(tmp_path):
-    from semcodec.evaluation import bench
-    from semcodec.evaluation.executors import LocalExecutor
+    from semcodec.evaluation.bench import grid as bench
+    from semcodec.evaluation.bench.executors import LocalExecutor
 
     seen = []
 
@@ -364,7 +366,7 @@ def test_results_csv_is_rewritten_after_every_cell(tmp_path):
 
 
 def test_results_csv_is_replaced_atomically(tmp_path, monkeypatch):
-    from semcodec.evaluation import bench
+    from semcodec.evaluation.bench import grid as bench
 
     path = tmp_path / "results.csv"
     bench.write_csv([{"codec": "old", "bytes": 1}], path)
@@ -390,8 +392,8 @@ import os, signal, sys, time
 # Ctrl-C as at a terminal, also when the tests run as a background job (SIGINT ignored)
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
-from semcodec.evaluation.baselines import Raw
-from semcodec.evaluation.codecs import Setting, SettingError, register_codec
+from semcodec.evaluation.codecs.baselines import Raw
+from semcodec.evaluation.codecs.base import Setting, SettingError, register_codec
 from semcodec.evaluation.cli import main
 
 @register_codec("slowraw")
@@ -453,7 +455,7 @@ def test_ctrl_c_exits_130_with_one_line_and_a_rerun_resumes(tmp_path):
 
 
 def test_progress_names_the_running_cell_and_its_stage(tmp_path, capsys):
-    from semcodec.evaluation import bench
+    from semcodec.evaluation.bench import grid as bench
 
     bench.run_grid(_small_grid(tmp_path), progress=True)
     err = capsys.readouterr().err
@@ -467,9 +469,9 @@ def test_start_reads_a_frame_range_and_cuts_the_ground_truth_to_it(tmp_path):
     import dataclasses
 
     from semcodec.edge.sources import open_source, sample_path
-    from semcodec.evaluation import bench
-    from semcodec.evaluation.groundtruth import load_mot_groundtruth
-    from semcodec.evaluation.report import sequence_lines
+    from semcodec.evaluation.bench import grid as bench
+    from semcodec.evaluation.data.groundtruth import load_mot_groundtruth
+    from semcodec.evaluation.report.markdown import sequence_lines
 
     config = dataclasses.replace(_small_grid(tmp_path), start=31, codecs={"raw": []},
                                  metrics=("psnr", "moda"),

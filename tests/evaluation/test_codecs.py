@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from semcodec.evaluation.codecs import (
+from semcodec.evaluation.codecs.base import (
     Setting,
     SettingError,
     UnknownCodecError,
@@ -51,8 +51,8 @@ def test_curve_names_group_settings_by_everything_but_quality():
 
 
 def test_scales_apply_to_codecs_that_take_them_only():
-    from semcodec.evaluation.bench import expand_settings
-    from semcodec.evaluation.codecs import create_codec
+    from semcodec.evaluation.bench.grid import expand_settings
+    from semcodec.evaluation.codecs.base import create_codec
 
     scaled = expand_settings(create_codec("x265"), ["crf=40"], (1.0, 0.5))
     assert [str(s) for s in scaled] == ["crf=40", "crf=40,scale=0.5"]

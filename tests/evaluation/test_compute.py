@@ -1,4 +1,4 @@
-"""Tests of evaluation.compute: FLOP counting and timing."""
+"""Tests of evaluation.metrics.compute: FLOP counting and timing."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from semcodec.evaluation import compute
-from semcodec.evaluation.compute import Stopwatch, flops_per_frame, median_fps
+from semcodec.evaluation.metrics import compute
+from semcodec.evaluation.metrics.compute import Stopwatch, flops_per_frame, median_fps
 
 
 @pytest.mark.parametrize(("batch", "d_in", "d_out"), [(1, 8, 4), (5, 16, 32)])

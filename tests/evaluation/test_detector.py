@@ -1,4 +1,4 @@
-"""Tests of evaluation.detector: calibration by MODA on PETS09-S2L1, and the re-exports."""
+"""Tests of evaluation.metrics.detector: calibration by MODA on PETS09-S2L1, and the re-exports."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import semcodec.codec.scaffold.detector as codec_detector
-from semcodec.evaluation.detector import (
+from semcodec.evaluation.metrics.detector import (
     Detections,
     PersonDetector,
     calibrate_detector,
@@ -14,7 +14,7 @@ from semcodec.evaluation.detector import (
 
 
 def test_detector_names_are_reexported() -> None:
-    import semcodec.evaluation.detector as evaluation_detector
+    import semcodec.evaluation.metrics.detector as evaluation_detector
 
     for name in evaluation_detector.__all__:
         if name != "calibrate_detector":

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from semcodec.evaluation.executors import (
+from semcodec.evaluation.bench.executors import (
     ExecutorError,
     LocalExecutor,
     ProcessExecutor,

@@ -1,4 +1,4 @@
-"""Tests of evaluation.fvd: closed-form Fréchet distances and the I3D-missing path."""
+"""Tests of evaluation.metrics.fvd: closed-form Fréchet distances and the I3D-missing path."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from semcodec.codec.core.models import ModelNotFoundError, file_sha256, resolve_model
-from semcodec.evaluation import fvd as fvd_module
-from semcodec.evaluation.fvd import (
+from semcodec.evaluation.metrics import fvd as fvd_module
+from semcodec.evaluation.metrics.fvd import (
     FVDUnavailableError,
     frechet_distance,
     fvd,

@@ -1,4 +1,4 @@
-"""Tests of evaluation.groundtruth: MOT15 / MOT16 parsing and GroundTruth helpers."""
+"""Tests of evaluation.data.groundtruth: MOT15 / MOT16 parsing and GroundTruth helpers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semcodec.evaluation.groundtruth import (
+from semcodec.evaluation.data.groundtruth import (
     GroundTruth,
     GroundTruthError,
     load_mot_groundtruth,

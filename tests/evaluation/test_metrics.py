@@ -1,4 +1,4 @@
-"""Known-answer tests of evaluation.metrics (PSNR, MS-SSIM, bits per pixel)."""
+"""Known-answer tests of evaluation.metrics.image (PSNR, MS-SSIM, bits per pixel)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from semcodec.evaluation.metrics import (
+from semcodec.evaluation.metrics.image import (
     MAX_PSNR_DB,
     bits_per_pixel,
     luma_bt601,

@@ -1,4 +1,4 @@
-"""Tests of evaluation.moda: CLEAR MOD on hand-made boxes with known answers."""
+"""Tests of evaluation.metrics.moda: CLEAR MOD on hand-made boxes with known answers."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from semcodec.evaluation.groundtruth import GroundTruth
-from semcodec.evaluation.moda import (
+from semcodec.evaluation.data.groundtruth import GroundTruth
+from semcodec.evaluation.metrics.moda import (
     GroundPlaneError,
     ModaResult,
     apply_homography,

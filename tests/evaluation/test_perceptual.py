@@ -1,4 +1,4 @@
-"""Tests of the ST-LPIPS reimplementation (evaluation.perceptual).
+"""Tests of the ST-LPIPS reimplementation (evaluation.metrics.perceptual).
 
 The known answers were obtained with the reference package ``stlpips-pytorch==0.0.2``
 (``stlpips_pytorch.stlpips.LPIPS(net="alex", variant="shift_tolerant")``, torch 2.14.1 CPU,
@@ -16,7 +16,12 @@ import pytest
 import torch
 
 from semcodec.codec.core.models import ModelNotFoundError, resolve_model
-from semcodec.evaluation.perceptual import STLPIPS, load_stlpips, st_lpips, st_lpips_per_frame
+from semcodec.evaluation.metrics.perceptual import (
+    STLPIPS,
+    load_stlpips,
+    st_lpips,
+    st_lpips_per_frame,
+)
 
 _FRAMES_DIR = Path(__file__).resolve().parents[2].parent / "shared/data/PETS09-S2L1/img1"
 
@@ -198,7 +203,7 @@ def test_shift_tolerance_ordering(
 def test_reference_scorer_gives_the_known_answers_with_and_without_its_cache(
     weights_path: Path, pets_frames: tuple[np.ndarray, np.ndarray], cache_bytes: int
 ) -> None:
-    from semcodec.evaluation.perceptual import STLPIPSReference
+    from semcodec.evaluation.metrics.perceptual import STLPIPSReference
 
     pairs = _pairs(pets_frames)
     names = ["identical", "shift_1px", "noise_pm8", "frame_50", "other_place"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from semcodec.evaluation.groundtruth import GroundTruth
-from semcodec.evaluation.person_region import (
+from semcodec.evaluation.data.groundtruth import GroundTruth
+from semcodec.evaluation.metrics.person_region import (
     CROP_SIZE,
     crop_windows,
     frozen_person_blocks,
@@ -84,7 +84,7 @@ def test_a_person_frozen_into_the_picture_is_found():
 
 
 def test_scaffold_person_recall_counts_matched_ground_truth_people():
-    from semcodec.evaluation.bench import scaffold_person_recall
+    from semcodec.evaluation.bench.grid import scaffold_person_recall
 
     gt = _gt([(1, 10, 10, 20, 40, 1), (1, 50, 10, 20, 40, 1), (2, 10, 10, 20, 40, 1),
               (2, 0, 0, 5, 5, 0)])  # fmt: skip  (the last row: an ignore region)

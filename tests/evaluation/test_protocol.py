@@ -9,11 +9,12 @@ import av
 import numpy as np
 import pytest
 
-from semcodec.evaluation import bench
-from semcodec.evaluation.cli import build_parser, grid_from_args
-from semcodec.evaluation.codecs import CodecError, Setting, bytes_of_frames, create_codec
-from semcodec.evaluation.metrics import psnr
-from semcodec.evaluation.saving import saving_factors
+from semcodec.evaluation.bench import grid as bench
+from semcodec.evaluation.cli import build_parser
+from semcodec.evaluation.cli.run import grid_from_args
+from semcodec.evaluation.codecs.base import CodecError, Setting, bytes_of_frames, create_codec
+from semcodec.evaluation.metrics.image import psnr
+from semcodec.evaluation.report.saving import saving_factors
 
 
 @pytest.mark.parametrize("name, fmt", [("x264", "h264"), ("x265", "hevc")])
@@ -128,7 +129,7 @@ def test_saving_compares_a_row_with_the_baselines_of_its_own_protocol():
 
 
 def test_settings_differing_only_in_the_decoder_share_one_encode(sample_frames, monkeypatch):
-    from semcodec.evaluation import scaffold_codec
+    from semcodec.evaluation.codecs import scaffold as scaffold_codec
 
     calls = []
     encode = scaffold_codec.ScaffoldCodec._encode

@@ -1,4 +1,4 @@
-"""Tests of evaluation.recipes: the shipped recipes load, and verification finds problems."""
+"""Tests of evaluation.data.recipes: the shipped recipes load, and verification finds problems."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from semcodec.evaluation.recipes import (
+from semcodec.evaluation.data.recipes import (
     RECIPE_KINDS,
     RecipeError,
     folder_digest,

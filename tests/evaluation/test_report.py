@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from semcodec.evaluation.report import bd_rates, curves, write_report
+from semcodec.evaluation.report.markdown import bd_rates, curves, write_report
 
 
 def _rows(curve: str, codec: str, rate_factor: float, psnr_offset: float = 0.0) -> list[dict]:
@@ -114,7 +114,7 @@ def test_plots_tell_codecs_and_settings_apart(tmp_path, monkeypatch):
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    from semcodec.evaluation.report import plot_rate_compute_quality, plot_rate_quality
+    from semcodec.evaluation.report.markdown import plot_rate_compute_quality, plot_rate_quality
 
     figures = []
     monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: figures.append(self))

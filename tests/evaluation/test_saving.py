@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from semcodec.evaluation.saving import bpp_for_quality, saving_factors, saving_for
+from semcodec.evaluation.report.saving import bpp_for_quality, saving_factors, saving_for
 
 CURVE = [(0.01, 0.30), (0.04, 0.10), (0.02, 0.20)]  # ST-LPIPS falls as BPP rises
 

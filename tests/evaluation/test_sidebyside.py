@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from semcodec.evaluation.sidebyside import side_by_side
+from semcodec.evaluation.bench.sidebyside import side_by_side
 
 
 def test_one_row_per_frame_and_one_panel_per_codec():
@@ -35,7 +35,7 @@ def test_steady_protocol_shows_and_charges_only_the_frames_after_the_warmup():
 
 
 def test_the_label_gives_the_bpp_of_the_shown_frames_alone():
-    from semcodec.evaluation.sidebyside import reconstructions
+    from semcodec.evaluation.bench.sidebyside import reconstructions
 
     pixels = np.zeros((4, 16, 16, 3), np.uint8)
     [(label, decoded)] = reconstructions(pixels, 5.0, [("raw", "")], warmup=3)

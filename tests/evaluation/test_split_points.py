@@ -8,8 +8,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from semcodec.codec.detection.ssdlite import SSDLiteMobileNetV2
+from semcodec.evaluation.bench.split_points import format_table, split_costs
 from semcodec.evaluation.cli import main as bench_main
-from semcodec.evaluation.split_points import format_table, split_costs
 
 
 def test_every_split_costs_the_whole_detector_and_sends_its_feature():

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from semcodec.evaluation.task_bench import add_savings, format_table
+from semcodec.evaluation.bench.task import add_savings, format_table
 
 
 def _row(codec, curve, bpp, moda, **kw):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from semcodec.evaluation.temporal import temporal_consistency
+from semcodec.evaluation.metrics.temporal import temporal_consistency
 
 
 def _moving_texture(frames: int = 8) -> np.ndarray:

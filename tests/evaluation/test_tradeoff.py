@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from semcodec.evaluation.report import write_report
-from semcodec.evaluation.tradeoff import (
+from semcodec.evaluation.report.markdown import write_report
+from semcodec.evaluation.report.tradeoff import (
     bits_needed,
     bits_ratio_per_decade,
     quality_levels,
@@ -70,7 +70,7 @@ def test_savings_against_warp_take_the_smaller_of_person_quality_and_moda(tmp_pa
             # reaches warp's 0.004 person quality at 0.001 (4x) but its MODA only at 0.002 (2x)
             row("scaffold@decoder=restore", 0.001, 0.30, 0.20, 1e9),
             row("scaffold@decoder=restore", 0.002, 0.20, 0.40, 1e9)]  # fmt: skip
-    from semcodec.evaluation.tradeoff import savings_against_warp
+    from semcodec.evaluation.report.tradeoff import savings_against_warp
 
     at = {r["reference_bpp"]: r for r in savings_against_warp(rows)}
     top = at[0.004]

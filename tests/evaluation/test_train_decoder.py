@@ -11,7 +11,7 @@ import torch
 from semcodec.codec.reconstruct.denoiser import DenoiserConfig
 from semcodec.codec.reconstruct.diffusion import load_denoiser
 from semcodec.evaluation.cli import main as bench_main
-from semcodec.evaluation.train_decoder import (
+from semcodec.evaluation.training.decoder import (
     EXAMPLE_KEYS,
     TrainConfig,
     TrainConfigError,
@@ -119,8 +119,8 @@ def _window_examples(n: int = 6) -> dict[str, np.ndarray]:
 
 
 def test_the_perceptual_term_adds_the_st_lpips_of_the_one_jump_estimate(stlpips_weights):
-    from semcodec.evaluation.perceptual import load_stlpips
-    from semcodec.evaluation.train_decoder import DenoiserLoss
+    from semcodec.evaluation.metrics.perceptual import load_stlpips
+    from semcodec.evaluation.training.decoder import DenoiserLoss
 
     config = dataclasses.replace(CONFIG, perceptual_weight=2.0)
     residual, cond = make_batch(_window_examples(), np.arange(4), config,
@@ -151,7 +151,7 @@ class _ToZero(torch.nn.Module):
 
 
 def test_window_scores_of_a_denoiser_that_changes_nothing_equal_warps(stlpips_weights):
-    from semcodec.evaluation.train_decoder import score_windows
+    from semcodec.evaluation.training.decoder import score_windows
 
     examples = _window_examples()
     scores = score_windows(_ToZero(), examples, (1, 2), windows=4)

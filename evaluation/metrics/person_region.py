@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from semcodec.evaluation.groundtruth import GroundTruth
+from semcodec.evaluation.data.groundtruth import GroundTruth
 
 #: Width and height of every person crop, pixels (people are about twice as tall as wide).
 CROP_SIZE = (64, 128)
@@ -76,8 +76,8 @@ def person_region_scores(reference: np.ndarray, decoded: np.ndarray, gt: GroundT
                          ) -> dict[str, float | int | None]:  # fmt: skip
     """``person_psnr`` (dB, mean over crops), ``person_st_lpips`` (mean over crops) and
     ``person_crops`` (how many) on frames 1, 1+every, ...; None values without people."""
-    from semcodec.evaluation.metrics import psnr_per_frame
-    from semcodec.evaluation.perceptual import st_lpips_per_frame
+    from semcodec.evaluation.metrics.image import psnr_per_frame
+    from semcodec.evaluation.metrics.perceptual import st_lpips_per_frame
 
     numbers = range(1, len(reference) + 1, every)
     ref, dec = person_crops(reference, decoded, gt, numbers)

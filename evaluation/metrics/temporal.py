@@ -30,7 +30,7 @@ CONSISTENT_LEVELS = 10.0
 
 def _luma_half(frames: np.ndarray) -> np.ndarray:
     """``(T, H/2, W/2)`` float32 BT.601 luma of ``(T, H, W, 3)`` uint8 RGB frames."""
-    from semcodec.evaluation.metrics import luma_bt601
+    from semcodec.evaluation.metrics.image import luma_bt601
 
     h, w = frames.shape[1:3]
     size = (max(1, w // 2), max(1, h // 2))

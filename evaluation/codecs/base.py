@@ -213,8 +213,9 @@ class Codec(abc.ABC):
 
 #: Built-in codec name -> the module that registers it.
 BUILTIN_CODECS = {
-    **dict.fromkeys(("x264", "x265", "jpeg", "webp", "raw"), "semcodec.evaluation.baselines"),
-    "scaffold": "semcodec.evaluation.scaffold_codec",
+    **dict.fromkeys(("x264", "x265", "jpeg", "webp", "raw"),
+                    "semcodec.evaluation.codecs.baselines"),
+    "scaffold": "semcodec.evaluation.codecs.scaffold",
 }
 CODECS: Registry[Codec] = Registry(
     "codec", Codec, UnknownCodecError, ENTRY_POINT_GROUP, builtins=BUILTIN_CODECS

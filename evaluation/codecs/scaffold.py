@@ -1,4 +1,5 @@
-"""The semantic scaffold codec behind the benchmark's :class:`~evaluation.codecs.Codec` interface.
+"""The semantic scaffold codec behind the benchmark's
+:class:`~evaluation.codecs.base.Codec` interface.
 
 Settings are ``level=N`` (0–3), optionally with overrides of the level's fields, e.g.
 ``level=1,target_bpp=0.003`` (the rate controller's target; default: the level's own), and
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from semcodec.evaluation.codecs import Codec, Encoded, Setting, SettingError, register_codec
+from semcodec.evaluation.codecs.base import Codec, Encoded, Setting, SettingError, register_codec
 
 #: Setting keys that choose the decoder, not the stream.
 DECODER_KEYS = ("decoder", "steps", "seed", "weights", "memory_mb", "previous", "matte", "fade",
@@ -158,7 +159,7 @@ class ScaffoldCodec(Codec):
         level config, rate and range equal the previous call's returns that call's stream (and its
         ``encode_seconds``) without coding it again -- a sweep of decoders costs one encode.
         """
-        from semcodec.evaluation.baselines import check_frames
+        from semcodec.evaluation.codecs.baselines import check_frames
 
         frames = check_frames(frames)
         config = self._level(setting)

@@ -32,7 +32,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from semcodec.codec.scaffold.detector import box_area, box_iou, intersection_area
-from semcodec.evaluation.groundtruth import GroundTruth, xywh_to_xyxy
+from semcodec.evaluation.data.groundtruth import GroundTruth, xywh_to_xyxy
 
 IGNORE_COVERAGE = 0.5
 _FOOT_MIN_ROWS = 4
@@ -220,8 +220,8 @@ def clear_mod(
 
     Args:
         detections: frame number → (N, 4) ``x1, y1, x2, y2`` pixel boxes (or objects with a
-            ``boxes`` attribute, e.g. :class:`evaluation.detector.Detections`). Frames missing
-            here have no detections.
+            ``boxes`` attribute, e.g. :class:`evaluation.metrics.detector.Detections`). Frames
+            missing here have no detections.
         gt: ground truth in the same pixel coordinates as the detections.
         frames: frame numbers to evaluate; ``None`` evaluates every frame that has ground
             truth rows or detections.

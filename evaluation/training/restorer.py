@@ -75,7 +75,7 @@ def examples(part: Range, rng: np.random.Generator, data_dir=None,
         ref_size,
     )
     from semcodec.edge.sources import resolve_data_path
-    from semcodec.evaluation.bench import load_sequence
+    from semcodec.evaluation.data.sequences import load_sequence
 
     options = () if part.camera is None else (("camera_transform", part.camera),)
     pixels, info, gt = load_sequence(str(resolve_data_path(part.data, data_dir)), part.frames,
@@ -147,7 +147,7 @@ def train(out: Path, steps: int = 800, seed: int = 0, batch: int = 32, width: in
     import torch
 
     from semcodec.codec.reconstruct.restore import ReferenceRestorer, save_restorer
-    from semcodec.evaluation.perceptual import load_stlpips
+    from semcodec.evaluation.metrics.perceptual import load_stlpips
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)

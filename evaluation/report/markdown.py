@@ -13,7 +13,7 @@ import warnings
 from collections import defaultdict
 from pathlib import Path
 
-from semcodec.evaluation.columns import definitions_for
+from semcodec.evaluation.report.columns import definitions_for
 
 #: Quality metrics with their direction (True: higher is better) and axis label.
 QUALITY_METRICS: dict[str, tuple[bool, str]] = {
@@ -198,6 +198,18 @@ def _label_points(ax, points: list[tuple[float, float, str]]) -> None:
             note.remove()
 
 
+def _save_labelled(fig, panel_labels: list[tuple], path: Path) -> None:
+    """Lays ``fig`` out, writes each panel's point labels (after the layout, which moves the
+    axes), saves it to ``path`` and closes it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    for ax, labels in panel_labels:
+        _label_points(ax, labels)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _panel_title(rows: list[dict], sequence: str, metric: str) -> str:
     """``"TUD-Stadtmitte, frames 91–179, MODA on every 2nd frame"``: what a panel shows."""
     mine = [r for r in rows if r["sequence"] == sequence]
@@ -250,11 +262,7 @@ def plot_rate_quality(rows: list[dict], metric: str, path: Path) -> bool:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         panel_labels.append((ax, labels_of_panel))
-    fig.tight_layout()
-    for ax, labels in panel_labels:  # placed after the layout, which moves the axes
-        _label_points(ax, labels)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save_labelled(fig, panel_labels, path)
     return True
 
 
@@ -304,11 +312,7 @@ def plot_rate_compute_quality(rows: list[dict], path: Path, metric: str = "st_lp
         ax.grid(True, which="both", alpha=0.3)
         fig.colorbar(scatter, ax=ax, label=f"colour: {label}")
         panel_labels.append((ax, labels_of_panel))
-    fig.tight_layout()
-    for ax, labels in panel_labels:  # placed after the layout, which moves the axes
-        _label_points(ax, labels)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save_labelled(fig, panel_labels, path)
     return True
 
 
@@ -445,7 +449,7 @@ def _detector_text(row: dict, out_dir: Path | None) -> str:
     tiling = "whole frame" if tiles == 1 else f"{tiles}x{tiles} tiles"
     if tiles > 1 and config.get("include_full_frame"):
         tiling += " plus the whole frame"
-    from semcodec.evaluation.bench import calibration_name
+    from semcodec.evaluation.metrics.detector import calibration_name
 
     frames, start = int(_number(row.get("frames")) or 0), int(_number(row.get("start")) or 1)
     calibrated = out_dir is not None and any(
@@ -482,7 +486,7 @@ def _ordinal(n: int) -> str:
 def _saving_section(rows: list[dict], out_dir: Path) -> list[str]:
     """Writes ``saving.csv`` and returns the report's saving-factor section (empty without
     baseline curves or codec rows)."""
-    from semcodec.evaluation.saving import SAVING_METRICS, saving_factors, saving_rows
+    from semcodec.evaluation.report.saving import SAVING_METRICS, saving_factors, saving_rows
 
     savings = saving_factors(rows)
     if not any(s.factor is not None for s in savings):
@@ -520,7 +524,7 @@ def _saving_section(rows: list[dict], out_dir: Path) -> list[str]:
 def _tradeoff_section(rows: list[dict], out_dir: Path) -> list[str]:
     """Bits needed for fixed person-region ST-LPIPS against decoder FLOPs (``tradeoff.png``,
     ``tradeoff.csv``), when scaffold rows with more than one decoder setting are present."""
-    from semcodec.evaluation.tradeoff import (
+    from semcodec.evaluation.report.tradeoff import (
         bits_needed,
         plot_tradeoff,
         savings_against_warp,

@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 #: The training ranges: ``(sequence, first frame, frames)`` plus, optionally, a layout
 #: ``"tiles=N[,zoom=Z,x=X,y=Y|scale=S]"`` (the windows of that range, on the camera that
-#: :mod:`evaluation.camera` makes; default: the split's windows on the sequence as it is).
+#: :mod:`evaluation.data.camera` makes; default: the split's windows on the sequence as it is).
 #: A mix of person sizes and layouts, as the edge's camera profile picks them: PETS09-S2L1
 #: 1-500 (small people, 2x2 tiles), TUD-Stadtmitte 1-90 (large people, one window) and
 #: PETS 1-500 zoomed 2x and 3x about other centres than the held-out zoomed camera's
@@ -75,7 +75,7 @@ def range_layout(data_range: Sequence, split: SplitConfig) -> tuple[SplitConfig,
     Raises:
         ValueError: a layout text that is not ``tiles=N`` followed by a camera transform.
     """
-    from semcodec.evaluation.camera import parse_camera_transform
+    from semcodec.evaluation.data.camera import parse_camera_transform
 
     if len(data_range) < 4 or not data_range[3]:
         return split, "none"
@@ -158,7 +158,7 @@ def cache_windows(detector: SplitDetector, data: Sequence[tuple[str, int, int]],
                   cache_dir: Path, data_dir: str | None = None) -> list[WindowCache]:  # fmt: skip
     """The :class:`WindowCache` of each range, computed once and kept in ``cache_dir``."""
     from semcodec.edge.sources import resolve_data_path
-    from semcodec.evaluation.bench import load_sequence
+    from semcodec.evaluation.data.sequences import load_sequence
 
     caches = []
     for data_range in data:
@@ -325,7 +325,7 @@ def with_ground_truth(cache: WindowCache, split: SplitConfig,
     """``cache`` with its person logits corrected by its range's MOT ground truth (the
     cache unchanged when the sequence has none)."""
     from semcodec.edge.sources import open_source, resolve_data_path
-    from semcodec.evaluation.groundtruth import load_mot_groundtruth
+    from semcodec.evaluation.data.groundtruth import load_mot_groundtruth
 
     if "@" in cache.name:
         raise ValueError(f"--ground-truth is for ranges without a layout; {cache.name} has one")

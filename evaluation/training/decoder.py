@@ -320,7 +320,7 @@ class DenoiserLoss:
         self.scale = config.denoiser.residual_scale
         self.lpips = None
         if self.weight > 0:
-            from semcodec.evaluation.perceptual import load_stlpips
+            from semcodec.evaluation.metrics.perceptual import load_stlpips
 
             self.lpips = load_stlpips(device=device)
 
@@ -409,7 +409,7 @@ def score_windows(model, examples: dict[str, np.ndarray], steps: tuple[int, ...]
 
     from semcodec.codec.reconstruct.denoiser import sample_residual, to_tensor
     from semcodec.codec.reconstruct.windows import conditioning
-    from semcodec.evaluation.perceptual import load_stlpips
+    from semcodec.evaluation.metrics.perceptual import load_stlpips
 
     count = len(examples["target"])
     rng = np.random.default_rng(seed)

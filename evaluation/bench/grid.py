@@ -6,7 +6,7 @@ rest on an executor, appends each row to ``results.jsonl`` as soon as it is read
 rewrites ``results.csv`` after every cell (atomically: a temporary file renamed over the old
 one). A cell's key hashes everything that changes its result, the versions of the codec and
 of semcodec included, so rows made by other code are recomputed, never reused. Plots,
-BD-rates and the Markdown report are made from those files by :mod:`evaluation.report`.
+BD-rates and the Markdown report are made from those files by :mod:`evaluation.report.markdown`.
 
 :func:`validate_grid` checks a grid (codec names, settings, metrics, frame counts) without
 touching a model or a frame, so a command line with a typo fails at once.
@@ -33,13 +33,15 @@ from typing import Protocol
 import numpy as np
 
 from semcodec.codec.core.console import package_version
-from semcodec.evaluation.codecs import Codec, Setting, bytes_of_frames, create_codec
+from semcodec.evaluation.codecs.base import Codec, Setting, bytes_of_frames, create_codec
+from semcodec.evaluation.data.sequences import load_sequence
+from semcodec.evaluation.metrics.detector import calibration_name
 
 logger = logging.getLogger(__name__)
 
 #: ``person``: PSNR and ST-LPIPS on crops around the ground-truth people (needs ground truth;
-#: see :mod:`evaluation.person_region`).
-#: ``temporal``: flicker and temporal warping error (see :mod:`evaluation.temporal`).
+#: see :mod:`evaluation.metrics.person_region`).
+#: ``temporal``: flicker and temporal warping error (see :mod:`evaluation.metrics.temporal`).
 ALL_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "temporal", "moda", "fvd")
 DEFAULT_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "temporal", "moda")
 
@@ -210,48 +212,6 @@ class GridConfig:
 # ----------------------------------------------------------------------------- loading
 
 
-@lru_cache(maxsize=2)
-def load_sequence(path: str, frames: int | None, source_options: tuple = (), start: int = 1):
-    """``(frames (T,H,W,3) uint8 RGB, SourceInfo, GroundTruth | None)`` for a sequence.
-
-    Frames ``start .. start+frames-1`` are read; the ground truth is cut to them and
-    renumbered so that ``frames[0]`` is frame 1 (as everything downstream counts).
-
-    ``source_options`` are ``(key, value)`` pairs for :func:`edge.sources.open_source`
-    (``fps``, ``width``, ``height``: what a raw ``.yuv`` needs), and ``camera_transform``
-    (:mod:`evaluation.camera`: a new camera made from the sequence; the frames, the ground
-    truth and the info's size follow, and its name gets the transform in brackets). Cached
-    per process, so the cells of one sequence read it once.
-    """
-    from semcodec.edge.sources import open_source
-    from semcodec.evaluation.camera import parse_camera_transform
-    from semcodec.evaluation.groundtruth import load_mot_groundtruth
-
-    options = dict(source_options)
-    camera = parse_camera_transform(options.pop("camera_transform", None))
-    source = open_source(path, **options)
-    pixels = source.read(start=start, count=frames)
-    if len(pixels) == 0:
-        raise BenchError(f"{path}: no frames could be read")
-    info, gt = source.info, None
-    if info.groundtruth is not None:
-        gt = load_mot_groundtruth(info.groundtruth)
-        gt = gt.restrict(start, start + len(pixels) - 1).renumbered(start)
-    if not camera.is_identity:
-        gt = None if gt is None else camera.groundtruth(gt, info.width, info.height)
-        pixels = camera.frames(pixels)
-        info = dataclasses.replace(info, name=f"{info.name}[{camera.describe()}]",
-                                   width=pixels.shape[2], height=pixels.shape[1])  # fmt: skip
-    return pixels, info, gt
-
-
-def sequence_name(path: str) -> str:
-    """The display name of a sequence (``seqinfo.ini`` name, else the file or folder name)."""
-    from semcodec.edge.sources import open_source
-
-    return open_source(path).info.name
-
-
 # ----------------------------------------------------------------------------- one cell
 
 
@@ -260,7 +220,7 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
 
     ``progress`` (optional) is told each stage and its frames (see :class:`StageProgress`).
     """
-    from semcodec.evaluation.metrics import bits_per_pixel
+    from semcodec.evaluation.metrics.image import bits_per_pixel
 
     progress = progress or _no_progress
     warm = cell.warmup
@@ -379,7 +339,7 @@ def measure_quality(
     the reference frames (or None). Identical videos (``raw``) get the exact values of the
     full-reference metrics (PSNR 100, MS-SSIM 1, ST-LPIPS 0) without computing them.
     """
-    from semcodec.evaluation import metrics
+    from semcodec.evaluation.metrics import image as metrics
 
     progress = progress or _no_progress
     t = len(reference)
@@ -402,7 +362,7 @@ def measure_quality(
         out["st_lpips"] = float(scorer.distances(sample, callback).mean())
         out["st_lpips_frames"] = len(sample)
     if "person" in cell.metrics and gt is not None:
-        from semcodec.evaluation.person_region import (
+        from semcodec.evaluation.metrics.person_region import (
             frozen_person_blocks,
             person_region_scores,
             seam_score,
@@ -415,7 +375,7 @@ def measure_quality(
         if fps:
             out.update(frozen_person_blocks(decoded, gt, fps))
     if "temporal" in cell.metrics:
-        from semcodec.evaluation.temporal import temporal_consistency
+        from semcodec.evaluation.metrics.temporal import temporal_consistency
 
         progress("metrics: temporal", 1)
         out.update(temporal_consistency(reference, decoded))
@@ -425,7 +385,7 @@ def measure_quality(
         out.update(detection_scores(decoded, gt, dict(cell.detector), cell.models_dir, callback,
                                     every=k))  # fmt: skip
     if "fvd" in cell.metrics:
-        from semcodec.evaluation.fvd import FVDUnavailableError, fvd
+        from semcodec.evaluation.metrics.fvd import FVDUnavailableError, fvd
 
         progress("metrics: fvd", t)
         try:
@@ -440,8 +400,8 @@ def measure_quality(
 def _identical_scores(cell: CellSpec, shape: tuple[int, ...]) -> dict:
     """PSNR, MS-SSIM and ST-LPIPS of a ``(T, H, W, 3)`` video against itself (those asked
     for, and only where the metric accepts the size: too small frames still raise)."""
-    from semcodec.evaluation.metrics import MAX_PSNR_DB, MS_SSIM_MIN_SIDE
-    from semcodec.evaluation.perceptual import STLPIPS_MIN_SIDE
+    from semcodec.evaluation.metrics.image import MAX_PSNR_DB, MS_SSIM_MIN_SIDE
+    from semcodec.evaluation.metrics.perceptual import STLPIPS_MIN_SIDE
 
     out: dict = {}
     t, h, w = shape[:3]
@@ -463,7 +423,7 @@ def lpips_reference(sequence: str, frames: int | None, source_options: tuple, ev
     The cells of one sequence share it, so the reference half of ST-LPIPS runs once per
     sequence instead of once per cell.
     """
-    from semcodec.evaluation.perceptual import STLPIPSReference
+    from semcodec.evaluation.metrics.perceptual import STLPIPSReference
 
     pixels, _, _ = load_sequence(sequence, frames, source_options, start)
     return STLPIPSReference(pixels[::every], models_dir=models_dir)
@@ -471,7 +431,7 @@ def lpips_reference(sequence: str, frames: int | None, source_options: tuple, ev
 
 @lru_cache(maxsize=4)
 def _detector(config_items: tuple, models_dir: str | None):
-    from semcodec.evaluation.detector import DetectorConfig, PersonDetector
+    from semcodec.evaluation.metrics.detector import DetectorConfig, PersonDetector
 
     return PersonDetector(DetectorConfig(**dict(config_items)), models_dir=models_dir)
 
@@ -481,7 +441,7 @@ def detection_scores(frames: np.ndarray, gt, config: dict, models_dir: str | Non
     """MODA and MODP of the person detector on ``frames`` (and MODA on the ground plane when
     the ground truth has world coordinates), on frames 1, 1+every, ... (``frames[0]`` is
     frame 1); ``progress(n)`` after each evaluated frame. ``moda_frames``: how many."""
-    from semcodec.evaluation.moda import clear_mod, clear_mod_ground, fit_ground_homography
+    from semcodec.evaluation.metrics.moda import clear_mod, clear_mod_ground, fit_ground_homography
 
     detector = _detector(tuple(sorted(config.items())), models_dir)
     numbers = evaluated_frames(len(frames), every)
@@ -509,7 +469,7 @@ def scaffold_person_recall(boxes: Sequence[np.ndarray], gt) -> dict:
         ``person_recall``: matched ground-truth people (IoU >= 0.5, as CLEAR MOD matches) /
         counted ground-truth people; ``scaffold_people``: mean people per frame sent.
     """
-    from semcodec.evaluation.moda import clear_mod
+    from semcodec.evaluation.metrics.moda import clear_mod
 
     numbers = list(range(1, len(boxes) + 1))
     result = clear_mod(dict(zip(numbers, boxes, strict=True)), gt, numbers)
@@ -669,7 +629,7 @@ def calibrate_detectors(config: GridConfig) -> dict[str, dict | None]:
     """
     if "moda" not in config.metrics:
         return {}
-    from semcodec.evaluation.detector import calibrate_detector
+    from semcodec.evaluation.metrics.detector import calibrate_detector
 
     chosen: dict[str, dict | None] = {}
     for sequence in config.sequences:
@@ -701,12 +661,6 @@ def calibrate_detectors(config: GridConfig) -> dict[str, dict | None]:
     return chosen
 
 
-def calibration_name(sequence: str, frames: int, every: int = 1, start: int = 1) -> str:
-    """File name of a sequence's detector calibration in ``OUT/detector/``."""
-    name = f"{sequence}-{frames}f" if start == 1 else f"{sequence}-from{start}-{frames}f"
-    return f"{name}.json" if every == 1 else f"{name}-every{every}.json"
-
-
 def run_grid(config: GridConfig, executor=None, progress: bool | None = True) -> list[dict]:
     """Runs the cells not yet in ``OUT/results.jsonl``; returns the rows of the grid.
 
@@ -715,7 +669,7 @@ def run_grid(config: GridConfig, executor=None, progress: bool | None = True) ->
     the row is appended to results.jsonl and results.csv is rewritten with the grid's rows.
     A KeyboardInterrupt leaves both files consistent; rerunning resumes.
     """
-    from semcodec.evaluation.executors import LocalExecutor
+    from semcodec.evaluation.bench.executors import LocalExecutor
 
     executor = executor or LocalExecutor()
     validate_grid(config)
@@ -828,7 +782,7 @@ def _json_default(value):
 
 
 def _announce_fvd(config: GridConfig) -> None:
-    from semcodec.evaluation.fvd import FVDUnavailableError, load_i3d
+    from semcodec.evaluation.metrics.fvd import FVDUnavailableError, load_i3d
 
     try:
         load_i3d(weights_path=config.fvd_weights, models_dir=config.models_dir)

@@ -1,4 +1,4 @@
-"""Classic codecs behind the :class:`~evaluation.codecs.Codec` interface.
+"""Classic codecs behind the :class:`~evaluation.codecs.base.Codec` interface.
 
 - ``x264`` (libx264) and ``x265`` (libx265) through PyAV, in memory: low delay (no B-frames),
   CRF or QP, preset (default ``medium``), GOP length, and an optional ``scale`` for the
@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from semcodec.codec.core.frames import even_size, resize_to
-from semcodec.evaluation.codecs import (
+from semcodec.evaluation.codecs.base import (
     Codec,
     CodecError,
     Encoded,

@@ -13,7 +13,7 @@ One run, on one frame range of one sequence:
 
 Every row: bytes per frame, BPP, MODA, MODP; each ``features`` row also its bytes with the
 per-frame model alone (the temporal model's gain) and the saving factor at equal MODA against
-every baseline curve (:func:`evaluation.saving.saving_for`). Compute of the edge and cloud
+every baseline curve (:func:`evaluation.report.saving.saving_for`). Compute of the edge and cloud
 halves: FLOPs per frame, frames per second, and the edge process' peak RSS.
 """
 
@@ -61,7 +61,7 @@ class TaskBenchConfig:
         skip_threshold: the ``features`` encoder's skip threshold (default: each
             bottleneck's own).
         camera_transform: a new camera made from the sequence
-            (:mod:`evaluation.camera`: ``zoom=2,x=0.5,y=0.55``, ``scale=0.5``; ``none``).
+            (:mod:`evaluation.data.camera`: ``zoom=2,x=0.5,y=0.55``, ``scale=0.5``; ``none``).
     """
 
     sequence: str
@@ -82,7 +82,7 @@ class TaskBenchConfig:
 
 
 def _moda_row(detections: dict, gt, frames: list[int]) -> dict:
-    from semcodec.evaluation.moda import clear_mod
+    from semcodec.evaluation.metrics.moda import clear_mod
 
     result = clear_mod(detections, gt, frames=frames)
     return {"moda": result.moda, "modp": result.modp}
@@ -91,7 +91,11 @@ def _moda_row(detections: dict, gt, frames: list[int]) -> dict:
 def best_unsplit_detector(pixels: np.ndarray, gt, frames: list[int], models_dir, threads):
     """The unsplit detector at its best configuration on the uncompressed ``pixels`` (tiles 1
     or 2, with or without the whole frame, threshold 0.3-0.6) and its calibration rows."""
-    from semcodec.evaluation.detector import DetectorConfig, PersonDetector, calibrate_detector
+    from semcodec.evaluation.metrics.detector import (
+        DetectorConfig,
+        PersonDetector,
+        calibrate_detector,
+    )
 
     best, table = None, []
     for whole in (True, False):
@@ -109,7 +113,7 @@ def best_unsplit_detector(pixels: np.ndarray, gt, frames: list[int], models_dir,
 def baseline_row(codec_name: str, setting: str, pixels: np.ndarray, fps: float, detector,
                  gt, frames: list[int]) -> dict:  # fmt: skip
     """Encodes, decodes and detects one baseline operating point."""
-    from semcodec.evaluation.codecs import Setting, create_codec
+    from semcodec.evaluation.codecs.base import Setting, create_codec
 
     codec = create_codec(codec_name)
     parsed = Setting.parse(setting)
@@ -220,9 +224,9 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     from semcodec.codec.scaffold.profile import PROFILE_SECONDS, choose_profile
     from semcodec.codec.task.split import load_split_model
     from semcodec.edge.sources import resolve_data_path
-    from semcodec.evaluation.bench import load_sequence
-    from semcodec.evaluation.camera import parse_camera_transform
-    from semcodec.evaluation.report import write_text_atomic
+    from semcodec.evaluation.data.camera import parse_camera_transform
+    from semcodec.evaluation.data.sequences import load_sequence
+    from semcodec.evaluation.report.markdown import write_text_atomic
 
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -323,7 +327,7 @@ def _vm_hwm_kib(pid: int) -> int:
 def add_savings(rows: list[dict]) -> list[dict]:
     """Adds ``saving`` (best baseline bytes / row bytes at equal MODA), its ``bound`` and
     ``baseline`` to every ``features`` row."""
-    from semcodec.evaluation.saving import bpp_for_quality
+    from semcodec.evaluation.report.saving import bpp_for_quality
 
     curves: dict[str, list] = {}
     for row in rows:
@@ -380,7 +384,7 @@ def _write(out: Path, rows: list[dict], final: bool = False) -> None:
     import csv
     import io
 
-    from semcodec.evaluation.report import plot_rate_quality, write_text_atomic
+    from semcodec.evaluation.report.markdown import plot_rate_quality, write_text_atomic
 
     write_text_atomic(out / "rows.json", json.dumps(rows, indent=1) + "\n")
     table = io.StringIO()

@@ -18,8 +18,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from semcodec.evaluation.bench import encode_measured
-from semcodec.evaluation.codecs import Setting, bytes_of_frames, create_codec
+from semcodec.evaluation.bench.grid import encode_measured
+from semcodec.evaluation.codecs.base import Setting, bytes_of_frames, create_codec
 
 
 def _label(panel: np.ndarray, text: str) -> np.ndarray:

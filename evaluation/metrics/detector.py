@@ -29,8 +29,8 @@ from semcodec.codec.scaffold.detector import (
     nms,
     tile_windows,
 )
-from semcodec.evaluation.groundtruth import GroundTruth
-from semcodec.evaluation.moda import ModaResult, clear_mod
+from semcodec.evaluation.data.groundtruth import GroundTruth
+from semcodec.evaluation.metrics.moda import ModaResult, clear_mod
 
 __all__ = [
     "INPUT_SIZE",
@@ -119,3 +119,9 @@ def _rank(row: dict) -> tuple[float, float, int, float]:
     moda = row["moda"] if np.isfinite(row["moda"]) else -np.inf
     modp = row["modp"] if np.isfinite(row["modp"]) else -np.inf
     return (moda, modp, -row["tiles"], -row["threshold"])
+
+
+def calibration_name(sequence: str, frames: int, every: int = 1, start: int = 1) -> str:
+    """File name of a sequence's detector calibration in ``OUT/detector/``."""
+    name = f"{sequence}-{frames}f" if start == 1 else f"{sequence}-from{start}-{frames}f"
+    return f"{name}.json" if every == 1 else f"{name}-every{every}.json"

@@ -3,7 +3,7 @@
 Every scaffold decoder setting at one level (``warp``, ``restore``, ``diffusion`` at each
 step count) is one curve over its rate targets (``target_bpp``, one row each). For a
 quality ``q`` each curve is asked for the BPP at which it reaches ``q`` (log-BPP
-interpolation, :func:`evaluation.saving.bpp_for_quality`);
+interpolation, :func:`evaluation.report.saving.bpp_for_quality`);
 plotting that BPP against the curve's decoder FLOPs per frame gives one line per quality,
 the figure of the published claim (about 4x fewer bits for 100x more decoder FLOPs).
 ``warp`` runs no neural network (no FLOPs are counted for it): it and the best baseline are
@@ -16,7 +16,7 @@ import math
 import statistics
 from pathlib import Path
 
-from semcodec.evaluation.saving import (
+from semcodec.evaluation.report.saving import (
     SAVING_METRICS,
     baseline_curves,
     bpp_for_quality,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from semcodec.evaluation.groundtruth import GroundTruth
+from semcodec.evaluation.data.groundtruth import GroundTruth
 
 #: A counted box with less than this fraction of its area inside the crop is ignored.
 MIN_VISIBLE = 0.5
