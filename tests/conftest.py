@@ -7,6 +7,10 @@ the ``SHARED`` path below points nowhere, and the code itself stops looking in `
 
 from __future__ import annotations
 
+import json
+import os
+import platform
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +31,29 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "shared" in item.keywords:
             item.add_marker(skip)
+
+
+#: Set by ``make test`` (and ``make test-no-shared``) to the file that receives the suite's
+#: counts and wall time, quoted by the README.
+FIGURES_ENV = "SEMCODEC_TEST_FIGURES"
+_STARTED = time.time()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Writes the run's counts and wall time to ``$SEMCODEC_TEST_FIGURES`` when it is set."""
+    target = os.environ.get(FIGURES_ENV)
+    if not target:
+        return
+    counts = {kind: len(terminalreporter.stats.get(kind, []))
+              for kind in ("passed", "failed", "skipped", "error", "deselected")}  # fmt: skip
+    figures = {**counts, "seconds": round(time.time() - _STARTED),
+               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
+               "python": platform.python_version(), "exit_status": int(exitstatus),
+               "shared_hidden": shared_hidden(), "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+    path = Path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_suffix(".partial").write_text(json.dumps(figures, indent=1) + "\n")
+    path.with_suffix(".partial").replace(path)
 
 
 @pytest.fixture(scope="session")

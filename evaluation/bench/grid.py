@@ -36,6 +36,7 @@ from semcodec.codec.core.console import package_version
 from semcodec.evaluation.codecs.base import Codec, Setting, bytes_of_frames, create_codec
 from semcodec.evaluation.data.sequences import load_sequence
 from semcodec.evaluation.metrics.detector import calibration_name
+from semcodec.evaluation.report.rows import read_rows
 
 logger = logging.getLogger(__name__)
 
@@ -576,17 +577,6 @@ def expand_settings(codec, settings: Sequence[str], scales: Sequence[float]) -> 
     return list(dict.fromkeys(out))
 
 
-def read_rows(path: Path) -> list[dict]:
-    """Rows of a results.jsonl (an incomplete last line, from a killed run, is skipped)."""
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -761,18 +751,6 @@ class _Bars:
             self.announce(todo[self._cells.n])
 
 
-def latest_rows(rows: list[dict]) -> list[dict]:
-    """One row per (sequence, codec, setting, range, size, protocol): the last one written.
-
-    A results.jsonl can hold rows of the same cell made by different code versions or
-    metric choices; the report shows the newest.
-    """
-    key = ("sequence", "codec", "setting", "start", "frames", "width", "height")
-
-    def ident(row: dict) -> tuple:
-        return (*(row.get(k) for k in key), row.get("protocol") or "cold")
-
-    return list({ident(row): row for row in rows}.values())
 
 
 def _json_default(value):

@@ -75,11 +75,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.evaluation.bench.grid import BenchError
     from semcodec.evaluation.codecs.base import CodecError, SettingError
     from semcodec.evaluation.data.recipes import RecipeError
+    from semcodec.evaluation.report.figures import FiguresError
     from semcodec.evaluation.training.decoder import TrainConfigError
 
     return (EntropyCodingError, BottleneckFileError, ModelError, SourceError, BenchError,
             CodecError, SettingError, RecipeError, UsageError, ExecutorError, TrainConfigError,
-            ReconstructionError)  # fmt: skip
+            ReconstructionError, FiguresError)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -236,6 +236,26 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("out", type=Path, nargs="?", default=Path(DEFAULT_OUT), metavar="DIR",
                      help=f"the run's output folder (default: {DEFAULT_OUT})")  # fmt: skip
     rep.set_defaults(handler=cmd_report)
+    figures = sub.add_parser(
+        "figures",
+        help="write a named result set of finished runs under docs/results/, or refresh the "
+        "README's generated tables from those sets",
+        description="With --name NAME RUN_DIR...: writes RESULTS/NAME.json (the runs' commands, "
+        "every row's figures, saving factors) and RESULTS/NAME.md (the tables). With --readme "
+        "FILE: replaces each block between <!-- figures:NAME --> and <!-- /figures:NAME --> "
+        "in FILE with RESULTS/NAME.md. `make readme-figures` runs the README's measurements "
+        "and both steps.",
+    )
+    add_verbosity(figures)
+    figures.add_argument("runs", type=Path, nargs="*", metavar="RUN_DIR",
+                         help="finished runs (their results.jsonl; a later run's row of the same "
+                         "cell wins)")  # fmt: skip
+    figures.add_argument("--name", help="the result set's name (NAME.json, NAME.md)")
+    figures.add_argument("--results", type=Path, default=Path("docs/results"), metavar="DIR",
+                         help="where result sets live")  # fmt: skip
+    figures.add_argument("--readme", type=Path, metavar="FILE",
+                         help="refresh this README's generated blocks")  # fmt: skip
+    figures.set_defaults(handler=cmd_figures)
     side = sub.add_parser(
         "sidebyside",
         help="a picture of chosen frames: the original beside codecs' reconstructions",
@@ -434,11 +454,27 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from semcodec.evaluation.bench.grid import latest_rows, read_rows
     from semcodec.evaluation.report.markdown import write_report
+    from semcodec.evaluation.report.rows import latest_rows, read_rows
 
     rows = latest_rows(read_rows(args.out / "results.jsonl"))
     if not rows:
         raise UsageError(f"no results in {args.out / 'results.jsonl'}: run `{PROG} run` first")
     log.info("report: %s", write_report(rows, args.out))
+    return 0
+
+
+def cmd_figures(args: argparse.Namespace) -> int:
+    from semcodec.evaluation.report.figures import splice_readme, write_result_set
+
+    if bool(args.name) != bool(args.runs):
+        raise UsageError("figures: give --name NAME with the RUN_DIRs it is made of")
+    if not args.name and not args.readme:
+        raise UsageError("figures: give --name NAME RUN_DIR..., or --readme FILE, or both")
+    if args.name:
+        for path in write_result_set(args.name, args.runs, args.results):
+            log.info("wrote %s", path)
+    if args.readme:
+        changed = splice_readme(args.readme, args.results)
+        log.info("%s: %s", args.readme, "tables refreshed" if changed else "already current")
     return 0

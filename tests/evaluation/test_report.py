@@ -130,3 +130,40 @@ def test_plots_tell_codecs_and_settings_apart(tmp_path, monkeypatch):
     markers = {h.get_marker() for h in legend.legend_handles}
     assert len(markers) == 2  # the legend is about markers; colour is the colour bar's
     assert all(h.get_color() == "0.6" for h in legend.legend_handles)
+
+
+def test_result_sets_and_readme_blocks_regenerate(tmp_path):
+    """figures: a run's rows become NAME.json/NAME.md; a README block is replaced by NAME.md
+    and a block without a result set is an error."""
+    import json
+
+    from semcodec.evaluation.report.figures import (
+        FiguresError,
+        splice_readme,
+        write_result_set,
+    )
+
+    run = tmp_path / "run"
+    run.mkdir()
+    base = {"sequence": "S", "start": 1, "frames": 10, "protocol": "cold", "width": 8,
+            "height": 8}  # fmt: skip
+    rows = [{**base, "codec": "x265", "setting": f"crf={c}", "curve": "x265", "bpp": b,
+             "st_lpips": q} for c, b, q in ((40, 0.02, 0.1), (51, 0.005, 0.3))]  # fmt: skip
+    rows.append({**base, "codec": "scaffold", "setting": "level=1", "bpp": 0.004, "st_lpips": 0.2})
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "report.md").write_text("Machine: m. Rows: 3. Command: `semcodec-bench run --out run`\n")
+    json_path, md_path = write_result_set("demo-set", [run], tmp_path / "results")
+    data = json.loads(json_path.read_text())
+    assert data["commands"] == ["semcodec-bench run --out run"] and len(data["rows"]) == 3
+    (saving,) = data["savings"]
+    assert saving["metric"] == "st_lpips" and saving["factor"] > 1  # 0.2 needs more than 0.004
+    table = md_path.read_text()
+    assert "**S**, frames 1–10, cold start" in table and "saving: st_lpips" in table
+    readme = tmp_path / "README.md"
+    readme.write_text("a\n<!-- figures:demo-set -->\nSTALE\n<!-- /figures:demo-set -->\nb\n")
+    assert splice_readme(readme, tmp_path / "results")
+    assert table in readme.read_text() and "STALE" not in readme.read_text()
+    assert not splice_readme(readme, tmp_path / "results")  # current: unchanged
+    readme.write_text("<!-- figures:nope -->\n<!-- /figures:nope -->\n")
+    with pytest.raises(FiguresError, match="nope.md does not exist"):
+        splice_readme(readme, tmp_path / "results")

@@ -1,0 +1,155 @@
+"""README figures that regenerate: named result sets under ``docs/results/``, and the
+README's generated blocks.
+
+``semcodec-bench figures --name NAME RUN_DIR...`` reads the runs' rows (the newest of each
+cell) and writes ``docs/results/NAME.json`` (the commands that made the runs, every row's
+figures, the saving factors) and ``docs/results/NAME.md`` (the tables the README shows).
+``semcodec-bench figures --readme README.md`` replaces each block between
+``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->`` with ``NAME.md``;
+``tests/test_readme_figures.py`` checks that the blocks are current and that every number
+the README states elsewhere is in ``docs/results/``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from semcodec.evaluation.report.markdown import markdown_table, write_text_atomic
+from semcodec.evaluation.report.rows import latest_rows, read_rows
+from semcodec.evaluation.report.saving import SAVING_METRICS, saving_factors, saving_rows
+
+#: Columns of a result set's rows, in the README's order.
+FIGURE_COLUMNS = ("codec", "setting", "bpp", "st_lpips", "person_st_lpips", "moda", "twe",
+                  "seam", "rate_window_min", "rate_window_max")  # fmt: skip
+#: Columns kept in ``NAME.json`` beside :data:`FIGURE_COLUMNS`: where and how a row was made.
+CONTEXT_COLUMNS = ("sequence", "start", "frames", "protocol", "warmup_frames", "width",
+                   "height", "fps", "bytes", "st_lpips_frames", "moda_frames", "semcodec_version",
+                   "machine", "camera_profile")  # fmt: skip
+_BLOCK = re.compile(r"(<!-- figures:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)"
+                    r"(<!-- /figures:(?P=name) -->)", re.S)  # fmt: skip
+_NAME = re.compile(r"[\w.-]+")
+
+
+class FiguresError(ValueError):
+    """A result set cannot be made (no rows, bad name) or a README block has no result set."""
+
+
+def _command_of(run_dir: Path) -> str:
+    """The command recorded in ``run_dir/report.md`` (``""`` when it says none)."""
+    report = run_dir / "report.md"
+    found = re.search(r"Command: `([^`]*)`", report.read_text()) if report.exists() else None
+    return found.group(1) if found else ""
+
+
+def load_result_set(run_dirs: list[Path]) -> tuple[list[dict], list[str]]:
+    """The newest row of every cell of the runs (a later run wins) and their commands."""
+    rows, commands = [], []
+    for run_dir in run_dirs:
+        found = read_rows(Path(run_dir) / "results.jsonl")
+        if not found:
+            raise FiguresError(f"{run_dir}: no results.jsonl rows")
+        rows += found
+        commands.append(_command_of(Path(run_dir)))
+    return latest_rows(rows), [c for c in commands if c]
+
+
+def _range_title(row: dict) -> str:
+    start, frames = int(row.get("start") or 1), int(row.get("frames") or 0)
+    protocol = "steady state" if row.get("protocol") == "steady" else "cold start"
+    return f"**{row['sequence']}**, frames {start}–{start + frames - 1}, {protocol}"
+
+
+def figure_tables(rows: list[dict]) -> str:
+    """The Markdown the README shows for a result set: per sequence and protocol, the rows
+    (by codec, then BPP) and the saving factors of the rows that are not baselines."""
+    parts = []
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["sequence"], row.get("protocol") or "cold"), []).append(row)
+    for _, mine in sorted(groups.items()):
+        mine = sorted(mine, key=lambda r: (r["codec"], float(r.get("bpp") or 0)))
+        columns = [c for c in FIGURE_COLUMNS
+                   if any(r.get(c) not in (None, "") for r in mine)]  # fmt: skip
+        parts += [_range_title(mine[0]), "", markdown_table(mine, columns), ""]
+        savings = saving_factors(mine)
+        if any(s.factor is not None for s in savings):
+            table: dict[tuple, dict] = {}
+            for s in savings:
+                line = table.setdefault((s.codec, s.setting), {"codec": s.codec,
+                                        "setting": s.setting, "bpp": s.bpp})  # fmt: skip
+                line[f"saving: {s.metric}"] = s.text()
+            metrics = [f"saving: {m}" for m in SAVING_METRICS
+                       if any(s.metric == m for s in savings)]  # fmt: skip
+            parts += [markdown_table(list(table.values()), ["codec", "setting", "bpp", *metrics]),
+                      ""]  # fmt: skip
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def write_result_set(name: str, run_dirs: list[Path], results_dir: Path) -> tuple[Path, Path]:
+    """Writes ``results_dir/NAME.json`` and ``NAME.md`` from the runs; returns both paths."""
+    if not _NAME.fullmatch(name):
+        raise FiguresError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
+    rows, commands = load_result_set(run_dirs)
+    keep = (*CONTEXT_COLUMNS, *FIGURE_COLUMNS)
+    data = {
+        "name": name,
+        "commands": commands,
+        "rows": [{k: r[k] for k in keep if r.get(k) not in (None, "")} for r in rows],
+        "savings": saving_rows(saving_factors(rows)),
+    }
+    results_dir.mkdir(parents=True, exist_ok=True)
+    json_path = write_text_atomic(results_dir / f"{name}.json", json.dumps(data, indent=1) + "\n")
+    md_path = write_text_atomic(results_dir / f"{name}.md", figure_tables(rows))
+    return json_path, md_path
+
+
+#: The quick figures ``make test``, ``make test-no-shared`` and ``make demo`` write.
+QUICK_SOURCES = (("make test", "tests.json"), ("make test-no-shared", "tests-no-shared.json"),
+                 ("make demo", "demo.json"))  # fmt: skip
+
+
+def write_quick_figures(results_dir: Path) -> Path | None:
+    """``results_dir/quick.md``: a table of the last ``make test``/``test-no-shared``/
+    ``demo`` runs from the JSON files they wrote (None when none has run)."""
+    lines = []
+    for command, name in QUICK_SOURCES:
+        path = results_dir / name
+        if not path.is_file():
+            continue
+        got = json.loads(path.read_text())
+        if "passed" in got:
+            outcome = (f"{got['passed']} passed, {got['skipped']} skipped, "
+                       f"{got['failed'] + got.get('error', 0)} failed")  # fmt: skip
+        else:
+            outcome = "report written"
+        lines.append({"command": f"`{command}`", "result": outcome, "seconds": got["seconds"],
+                      "machine": got.get("machine", ""), "date": got.get("date", "")})  # fmt: skip
+    if not lines:
+        return None
+    table = markdown_table(lines, ["command", "result", "seconds", "machine", "date"])
+    return write_text_atomic(results_dir / "quick.md", table + "\n")
+
+
+def spliced(readme: str, results_dir: Path) -> str:
+    """``readme`` with every generated block replaced by its result set's ``NAME.md``."""
+
+    def replace(match: re.Match) -> str:
+        source = results_dir / f"{match['name']}.md"
+        if not source.is_file():
+            raise FiguresError(f"README block figures:{match['name']}: {source} does not exist "
+                               "(semcodec-bench figures --name ... makes it)")  # fmt: skip
+        return match.group(1) + source.read_text() + match.group(4)
+
+    return _BLOCK.sub(replace, readme)
+
+
+def splice_readme(readme: Path, results_dir: Path) -> bool:
+    """Rewrites ``readme``'s generated blocks from ``results_dir``; True if anything changed."""
+    write_quick_figures(results_dir)
+    text = readme.read_text()
+    new = spliced(text, results_dir)
+    if new != text:
+        write_text_atomic(readme, new)
+    return new != text
