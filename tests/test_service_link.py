@@ -47,12 +47,12 @@ def test_auto_target_follows_a_slower_pacer_down(server, detector_model, sample_
     err = capsys.readouterr().err
     assert "units sent 22, acknowledged 22, resent 0, dropped by policy 0" in err, err
     records = [json.loads(line) for line in (spool / "targets.jsonl").read_text().splitlines()]
-    kbps = [(r["seq"], r["target_bpp"] * PIXELS_PER_S / 1000) for r in records]
+    kbps = [(r["seq"], r["target_bps"] / 1000) for r in records]
     assert kbps[0] == (0, pytest.approx(24))
     # the target is under the pacer's 8 kbit/s within 2 seconds of the start (14 frames at
     # 7 fps); decisions are taken before frames, at most every 0.5 s, and a busy machine
     # encodes frames late: allow one more decision and a frame (the CI once took 16 frames)
-    below = [r for r in records if r["target_bpp"] * PIXELS_PER_S / 1000 <= 8]
+    below = [r for r in records if r["target_bps"] / 1000 <= 8]
     assert below and below[0]["elapsed_s"] <= 2 + 0.5 + 1 / 7 + 0.2, records
     assert below[0]["seq"] <= 20, records
     assert all(2 - 1e-9 <= rate <= 24 + 1e-9 for _, rate in kbps)
@@ -84,7 +84,7 @@ def test_auto_target_follows_a_trace_step_down_within_2_s(
     err = capsys.readouterr().err
     assert "units sent 36, acknowledged 36, resent 0" in err, err
     records = [json.loads(line) for line in (spool / "targets.jsonl").read_text().splitlines()]
-    kbps = [(r["seq"], r["target_bpp"] * PIXELS_PER_S / 1000) for r in records]
+    kbps = [(r["seq"], r["target_bps"] / 1000) for r in records]
     # frames are read at 7 fps and the trace starts with the first byte: the step is at
     # about frame 14; the target was above 6 kbit/s before it, and within 10 % of it (or
     # under it) 2 s after it

@@ -144,8 +144,8 @@ class _Encoder:
     def __init__(self) -> None:
         self.targets: list[float] = []
 
-    def set_target_bpp(self, bpp: float) -> None:
-        self.targets.append(bpp)
+    def set_target_bps(self, bps: float) -> None:
+        self.targets.append(bps)
 
 
 def test_auto_rate_records_targets_in_the_spool_and_a_restart_replays_them(tmp_path):
@@ -161,13 +161,23 @@ def test_auto_rate_records_targets_in_the_spool_and_a_restart_replays_them(tmp_p
         spool.put(seq, 2, b"x" * 10)
         spool.ack(seq + 1)
         clock[0] += 2.5
-    assert encoder.targets == pytest.approx([0.5, 0.75, 1.0])  # bit/s over pixels/s; max
+    assert encoder.targets == pytest.approx([50e3, 75e3, 100e3])  # bit/s, up to the max
     again = AutoRate(LinkRateController(config), Spool(tmp_path / "spool", 1 << 20), stats,
                      1e5, clock=lambda: clock[0])  # fmt: skip
     replayed = _Encoder()
     for seq in range(4):
         again.apply(replayed, seq)
     assert replayed.targets == encoder.targets
+
+
+def test_a_spool_of_bits_per_pixel_targets_is_replayed_in_bit_per_s(tmp_path):
+    """Spools written before targets were kept in bit/s recorded bits per pixel."""
+    spool = Spool(tmp_path / "spool", 1 << 20)
+    spool.bind(b"header")
+    (tmp_path / "spool" / "targets.jsonl").write_text('{"seq": 0, "target_bpp": 0.004}\n'
+                                                      '{"seq": 3, "target_bps": 2500.0}\n')
+    assert spool.recorded_target(2, pixels_per_s=1e6) == pytest.approx(4000.0)
+    assert spool.recorded_target(5, pixels_per_s=1e6) == pytest.approx(2500.0)
 
 
 # ------------------------------------------------------------------------------ codec
@@ -178,7 +188,7 @@ def test_rate_controller_target_changes_mid_stream():
     rate.start_frame()
     rate.spend(5000, 0, 4000)  # the first keyframe: its debt spread over 99 frames
     earn = rate._earn
-    rate.set_target(0.008)
+    rate.set_target_bps(0.008 * 768 * 576 * 10.0)  # 0.008 bits per pixel at 10 frames/s
     assert rate.frame_bytes == pytest.approx(2 * 221.184)
     assert rate.window_bytes == pytest.approx(2 * 221.184 * 100)
     assert rate._earn == pytest.approx(earn + 221.184)  # the debt is still repaid
@@ -186,7 +196,7 @@ def test_rate_controller_target_changes_mid_stream():
     rate.start_frame()
     assert rate.balance == pytest.approx(balance + earn + 221.184)
     with pytest.raises(ValueError):
-        rate.set_target(0)
+        rate.set_target_bps(0)
 
 
 def test_encoder_target_changes_mid_stream_and_lowers_the_cost(sample_frames):
@@ -206,13 +216,13 @@ def test_encoder_target_changes_mid_stream_and_lowers_the_cost(sample_frames):
     cost = {"high": 0, "low": 0}
     for k, frame in enumerate(frames):
         if k == 1:
-            low.set_target_bpp(0.01)
+            low.set_target_bps(0.01 * size[0] * size[1] * 7.0)
         cost["high"] += len(high.encode_frame(frame)[0].to_bytes()) if k else 0
         cost["low"] += len(low.encode_frame(frame)[0].to_bytes()) if k else 0
     assert cost["low"] < cost["high"]
     assert low.header(4) == high.header(4)  # the header keeps the starting target
     with pytest.raises(ValueError, match="no rate control"):
-        ScaffoldEncoder(LEVELS[0], size, 7.0).set_target_bpp(0.1)
+        ScaffoldEncoder(LEVELS[0], size, 7.0).set_target_bps(1000.0)
 
 
 # ------------------------------------------------------------------------------ cloud

@@ -446,20 +446,20 @@ class ScaffoldEncoder:
                                         fixed_bytes=fixed,
                                         keyframe_period=config.keyframe_interval)  # fmt: skip
 
-    def set_target_bpp(self, target_bpp: float) -> None:
-        """Changes the rate target (bits per pixel, > 0) from the next frame on.
+    def set_target_bps(self, bits_per_s: float) -> None:
+        """Changes the rate target (bits per second of video, > 0) from the next frame on.
 
         The stream header keeps the target the stream started with (decoding never reads
         it); the units that follow cost what the new target allows.
 
         Raises:
             ValueError: the stream has no rate control (its level's ``target_bpp`` is 0:
-                start it with a target), or ``target_bpp`` is not > 0.
+                start it with a target), or ``bits_per_s`` is not > 0.
         """
         if self._rate is None:
             raise ValueError("this stream has no rate control (level without a target): "
                              "start it with a target to change it")  # fmt: skip
-        self._rate.set_target(target_bpp)
+        self._rate.set_target_bps(bits_per_s)
 
     def _model_entries(self, models_dir) -> tuple[ModelEntry, ...]:
         from semcodec.codec.core.models import resolve_model_spec

@@ -101,7 +101,7 @@ class RateController:
                  window_wander: float = 0.05, keyframe_period: int = 0) -> None:  # fmt: skip
         if not target_bpp > 0 or not fps > 0:
             raise ValueError(f"target_bpp and fps must be > 0, got {target_bpp}, {fps}")
-        self._margin, self._pixels = margin, frame_size[0] * frame_size[1]
+        self._margin, self._fps = margin, fps
         self.frame_bytes = margin * target_bpp * frame_size[0] * frame_size[1] / 8
         self.window_frames = window_frames(fps, window_s)
         self.expected_frames = max(0, int(expected_frames))
@@ -129,14 +129,14 @@ class RateController:
     def window_bytes(self) -> float:
         return self.frame_bytes * self.window_frames
 
-    def set_target(self, target_bpp: float) -> None:
-        """Holds the stream to ``target_bpp`` bits per pixel from the next frame on (a
-        closed-loop controller follows the link with it). The account keeps its balance
-        and the first frame's debt still being repaid; budgets, caps and shares scale with
-        the new target."""
-        if not target_bpp > 0:
-            raise ValueError(f"target_bpp must be > 0, got {target_bpp}")
-        frame_bytes = self._margin * target_bpp * self._pixels / 8
+    def set_target_bps(self, bits_per_s: float) -> None:
+        """Holds the stream to ``bits_per_s`` from the next frame on: a closed-loop controller
+        follows the link with it, in the link's unit (each frame earns ``bits_per_s / fps / 8``
+        bytes). The account keeps its balance and the first frame's debt still being repaid;
+        budgets, caps and shares scale with the new target."""
+        if not bits_per_s > 0:
+            raise ValueError(f"the target must be > 0 bit/s, got {bits_per_s}")
+        frame_bytes = self._margin * bits_per_s / self._fps / 8
         self._earn = max(0.0, self._earn + frame_bytes - self.frame_bytes)
         self.frame_bytes = frame_bytes
 

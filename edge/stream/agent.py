@@ -32,15 +32,17 @@ class AutoRate:
     Samples the client's :class:`LinkStats` and the spool into a
     :class:`~edge.stream.ratecontrol.LinkRateController` (after each acknowledgement and
     before each frame), and answers the target the encoder codes each unit at, in bits per
-    pixel. Targets are recorded in the spool: a restarted agent re-encodes the units an
-    earlier run produced at the targets that run used, so it rebuilds the same encoder
-    state (the units themselves are not sent again).
+    second like every rate of the link (the encoder's rate account turns it into bytes per
+    frame; nothing converts it on the way). Targets are recorded in the spool: a restarted
+    agent re-encodes the units an earlier run produced at the targets that run used, so it
+    rebuilds the same encoder state (the units themselves are not sent again).
 
     Args:
         controller: the controller (its rates are bits per second).
         spool: the stream's spool.
         stats: the client's link statistics.
-        pixels_per_s: ``width * height * fps`` of the stream (bit/s per bit per pixel).
+        pixels_per_s: ``width * height * fps`` of the stream: reads the bits-per-pixel
+            targets of spools written by older versions.
         clock: seconds, monotonic.
     """
 
@@ -68,26 +70,26 @@ class AutoRate:
             log.info("rate: target %.1f kbit/s (%s)", target / 1000, decision.reason)
         return target
 
-    def target_bpp(self, seq: int) -> float:
-        """The target unit ``seq`` is coded at, bits per pixel (recorded when it changes)."""
+    def target_bps(self, seq: int) -> float:
+        """The target unit ``seq`` is coded at, bits per second (recorded when it changes)."""
         if seq < self.spool.produced:  # produced by an earlier run: replay its target
-            recorded = self.spool.recorded_target(seq)
+            recorded = self.spool.recorded_target(seq, self.pixels_per_s)
             if recorded is not None:
                 return recorded
         now = self._clock()
         self._first_call = now if self._first_call is None else self._first_call
-        bpp = self.update() / self.pixels_per_s
-        if bpp != self._applied:
-            self.spool.record_target(seq, bpp, now - self._first_call)
-            self.targets.append((seq, bpp * self.pixels_per_s))
-        return bpp
+        bps = self.update()
+        if bps != self._applied:
+            self.spool.record_target(seq, bps, now - self._first_call)
+            self.targets.append((seq, bps))
+        return bps
 
     def apply(self, encoder, seq: int) -> None:
         """Sets the encoder's target for unit ``seq`` (when it changed)."""
-        bpp = self.target_bpp(seq)
-        if bpp != self._applied:
-            encoder.set_target_bpp(bpp)
-            self._applied = bpp
+        bps = self.target_bps(seq)
+        if bps != self._applied:
+            encoder.set_target_bps(bps)
+            self._applied = bps
 
 
 def produce_units(encoder, frames: Iterable[np.ndarray], spool: Spool,

@@ -248,11 +248,11 @@ class Spool:
 
     # -- the rate targets the encoder used (closed-loop control), so a restart replays them
 
-    def record_target(self, seq: int, target_bpp: float, elapsed_s: float | None = None) -> None:
-        """Records (fsynced) that units from ``seq`` on were encoded at ``target_bpp``;
-        ``elapsed_s``: seconds since this run's first frame (kept for the reader, None: left
-        out)."""
-        record = {"seq": seq, "target_bpp": target_bpp}
+    def record_target(self, seq: int, target_bps: float, elapsed_s: float | None = None) -> None:
+        """Records (fsynced) that units from ``seq`` on were encoded at ``target_bps`` bits per
+        second; ``elapsed_s``: seconds since this run's first frame (kept for the reader,
+        None: left out)."""
+        record = {"seq": seq, "target_bps": target_bps}
         if elapsed_s is not None:
             record["elapsed_s"] = round(elapsed_s, 3)
         line = json.dumps(record) + "\n"
@@ -261,8 +261,10 @@ class Spool:
             fh.flush()
             os.fsync(fh.fileno())
 
-    def recorded_target(self, seq: int) -> float | None:
-        """The target unit ``seq`` was encoded at by an earlier run (None: not recorded)."""
+    def recorded_target(self, seq: int, pixels_per_s: float) -> float | None:
+        """The target unit ``seq`` was encoded at by an earlier run, bits per second (None: not
+        recorded). ``pixels_per_s`` converts the bits-per-pixel records of spools written
+        before targets were kept in bit/s."""
         path = self.folder / TARGETS_NAME
         if not path.is_file():
             return None
@@ -271,7 +273,8 @@ class Spool:
             try:
                 record = json.loads(line)
                 if int(record["seq"]) <= seq:
-                    found = float(record["target_bpp"])
+                    found = (float(record["target_bps"]) if "target_bps" in record
+                             else float(record["target_bpp"]) * pixels_per_s)  # fmt: skip
             except (ValueError, KeyError, TypeError):
                 continue  # a line cut by a crash
         return found

@@ -454,7 +454,7 @@ def test_a_live_stream_does_not_starve_references_after_its_periodic_plate():
     units, balances, debts = [], [], []
     for k, frame in enumerate(with_lookahead(encoder, iter(frames))):
         if k == 10:  # the link got faster: the periodic plate now buys a better one
-            encoder.set_target_bpp(0.012)
+            encoder.set_target_bps(0.012 * 384 * 288 * 7.0)
         units.append(encoder.encode_frame(frame)[0])
         balances.append(rate.balance)
         debts.append(rate.plate_debt)
