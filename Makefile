@@ -70,10 +70,14 @@ ci: test test-no-shared fuzz-ci
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
+# (resumable: "cells_computed" says how many cells this run measured rather than reused)
 demo: $(STAMP)
-	start=$$(date +%s); $(BIN)/semcodec-bench run --out runs/demo && \
-	  printf '{\n "seconds": %s,\n "command": "semcodec-bench run --out runs/demo",\n "machine": "%s",\n "date": "%s"\n}\n' \
-	  "$$(( $$(date +%s) - start ))" "$$(uname -m), $$(nproc) CPUs, $$(uname -s)" "$$(date +%F)" > $(RESULTS)/demo.json
+	before=$$(cat runs/demo/results.jsonl 2>/dev/null | wc -l); start=$$(date +%s); \
+	  $(BIN)/semcodec-bench run --out runs/demo && \
+	  printf '{\n "seconds": %s,\n "cells_computed": %s,\n "command": "semcodec-bench run --out runs/demo",\n "machine": "%s",\n "date": "%s",\n "load_1min_at_end": %s\n}\n' \
+	  "$$(( $$(date +%s) - start ))" "$$(( $$(cat runs/demo/results.jsonl | wc -l) - before ))" \
+	  "$$(uname -m), $$(nproc) CPUs, $$(uname -s)" "$$(date +%F)" "$$(cut -d' ' -f1 /proc/loadavg)" \
+	  > $(RESULTS)/demo.json
 
 # The issue-2 results table: first 150 frames of ../shared/data/PETS09-S2L1.
 bench-pets: $(STAMP)

@@ -49,7 +49,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     figures = {**counts, "seconds": round(time.time() - _STARTED),
                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
                "python": platform.python_version(), "exit_status": int(exitstatus),
-               "shared_hidden": shared_hidden(), "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+               "shared_hidden": shared_hidden(), "date": time.strftime("%Y-%m-%d"),
+               "load_1min_at_end": round(os.getloadavg()[0], 1)}  # fmt: skip
     path = Path(target)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.with_suffix(".partial").write_text(json.dumps(figures, indent=1) + "\n")

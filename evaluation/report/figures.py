@@ -123,12 +123,14 @@ def write_quick_figures(results_dir: Path) -> Path | None:
             outcome = (f"{got['passed']} passed, {got['skipped']} skipped, "
                        f"{got['failed'] + got.get('error', 0)} failed")  # fmt: skip
         else:
-            outcome = "report written"
+            outcome = f"report written, {got.get('cells_computed', '?')} cells measured"
         lines.append({"command": f"`{command}`", "result": outcome, "seconds": got["seconds"],
-                      "machine": got.get("machine", ""), "date": got.get("date", "")})  # fmt: skip
+                      "machine": got.get("machine", ""), "date": got.get("date", ""),
+                      "load at the end": got.get("load_1min_at_end")})  # fmt: skip
     if not lines:
         return None
-    table = markdown_table(lines, ["command", "result", "seconds", "machine", "date"])
+    table = markdown_table(lines, ["command", "result", "seconds", "machine", "date",
+                                   "load at the end"])  # fmt: skip
     return write_text_atomic(results_dir / "quick.md", table + "\n")
 
 
