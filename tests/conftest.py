@@ -51,10 +51,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                "python": platform.python_version(), "exit_status": int(exitstatus),
                "shared_hidden": shared_hidden(), "date": time.strftime("%Y-%m-%d"),
                "load_1min_at_end": round(os.getloadavg()[0], 1)}  # fmt: skip
-    path = Path(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".partial").write_text(json.dumps(figures, indent=1) + "\n")
-    path.with_suffix(".partial").replace(path)
+    from semcodec.evaluation.report.markdown import write_text_atomic
+
+    write_text_atomic(Path(target), json.dumps(figures, indent=1) + "\n")
 
 
 @pytest.fixture(scope="session")

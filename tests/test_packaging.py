@@ -114,3 +114,16 @@ def test_installed_wheel_lists_data_and_runs_the_default_benchmark(installed_whe
     assert run.returncode == 0, run.stderr[-3000:]
     assert (tmp_path / "out" / "results.csv").is_file()
     assert (tmp_path / "out" / "report.md").is_file()
+
+
+def test_shipped_weights_are_small_and_each_has_a_model_card():
+    """Weights ship only when small (at most 10 MB each) and each file is described in
+    codec/weights/MODEL_CARD.md."""
+    weights = REPO / "codec" / "weights"
+    card = (weights / "MODEL_CARD.md").read_text()
+    files = [p for p in weights.rglob("*") if p.suffix in (".pt", ".pth", ".onnx", ".npz")]
+    assert files
+    for path in files:
+        assert path.stat().st_size <= 10 * 1024 * 1024, f"{path.name}: over 10 MB"
+        named = path.name in card or (path.parent.name == "task" and "bottleneck-beta" in card)
+        assert named, f"{path.name} is not in MODEL_CARD.md"

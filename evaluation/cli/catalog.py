@@ -103,16 +103,15 @@ def cmd_data(args: argparse.Namespace) -> int:
         read_seqinfo,
         sample_path,
     )
-    from semcodec.evaluation.data.recipes import load_recipes, verify_recipe
+    from semcodec.evaluation.data.recipes import listing_line, load_recipes, verify_recipe
 
     recipes = load_recipes()
     if args.action == "list":
         roots = data_roots(args.data_dir)
         info = read_seqinfo(sample_path() / "seqinfo.ini")
-        print(f"{SAMPLE_NAME:28s} {'sequence':8s} {f'{info.width}x{info.height}':>11s}  "
-              f"{f'{info.frame_rate:g} fps':>10s}  {f'{info.seq_length} frames':>11s}  "
-              f"{'embedded':8s}  the sample shipped with semcodec, at {sample_path()} (the "
-              "default --data)")  # fmt: skip
+        title = f"the sample shipped with semcodec, at {sample_path()} (the default --data)"
+        print(f"{SAMPLE_NAME:28s} " + listing_line("sequence", info.width, info.height,
+              info.frame_rate, info.seq_length, "embedded", title))  # fmt: skip
         for name, recipe in sorted(recipes.items()):
             copy = recipe.local_copy(roots)
             print(f"{name:28s} {recipe.summary_line('here' if copy else 'not here')}")

@@ -119,12 +119,20 @@ class Recipe:
         return next((root / self.local for root in roots if (root / self.local).is_dir()), None)
 
     def summary_line(self, here: str) -> str:
-        """One line for listings: kind, size, rate, length, ``here`` (where a copy is, or
-        "not here") and title."""
-        size = f"{self.width}x{self.height}" if self.width and self.height else "size ?"
-        rate = f"{self.frame_rate:g} fps" if self.frame_rate else "fps ?"
-        count = f"{self.frame_count} frames" if self.frame_count else "frames ?"
-        return f"{self.kind:8s} {size:>11s}  {rate:>10s}  {count:>11s}  {here:8s}  {self.title}"
+        """One line for listings (:func:`listing_line`); ``here``: where a copy is, or
+        "not here"."""
+        return listing_line(self.kind, self.width, self.height, self.frame_rate,
+                            self.frame_count, here, self.title)  # fmt: skip
+
+
+def listing_line(kind: str, width: int | None, height: int | None, frame_rate: float | None,
+                 frame_count: int | None, here: str, title: str) -> str:
+    """``data list``'s line: kind, size, rate, length, availability and title ("?" where
+    unknown)."""
+    size = f"{width}x{height}" if width and height else "size ?"
+    rate = f"{frame_rate:g} fps" if frame_rate else "fps ?"
+    count = f"{frame_count} frames" if frame_count else "frames ?"
+    return f"{kind:8s} {size:>11s}  {rate:>10s}  {count:>11s}  {here:8s}  {title}"
 
 
 def default_recipe_dir() -> Path:
