@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from semcodec.codec.core.console import (
+    EXIT_INTERRUPTED,
     OneLineErrorParser,
     add_common_arguments,
     add_verbosity,
@@ -404,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
             log.error("interrupted")
         else:
             log.error("interrupted; nothing was written to %s", args.output)
-        return 130
+        return EXIT_INTERRUPTED
     except _user_errors() as exc:
         log.error("error: %s", _one_line(exc))
         return 2

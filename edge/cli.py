@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from semcodec.codec.core.console import (
+    EXIT_INTERRUPTED,
     DefaultsHelpFormatter,
     OneLineErrorParser,
     add_common_arguments,
@@ -626,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             log.error("interrupted; nothing was written to %s (run the command again)",
                       args.output)  # fmt: skip
-        return 130
+        return EXIT_INTERRUPTED
     except _user_errors() as exc:
         log.error("error: %s", one_line(exc))
         return 2

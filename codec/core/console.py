@@ -19,6 +19,9 @@ from typing import NoReturn
 
 #: Logger name of the whole package; modules log to ``logging.getLogger(__name__)``.
 LOGGER_NAME = "semcodec"
+#: Exit statuses of the three programs: a user error (one line says what), Ctrl-C.
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
 
 
 def package_version() -> str:

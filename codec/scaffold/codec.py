@@ -169,6 +169,10 @@ def flow_shape(frame_size: tuple[int, int], scale: float) -> tuple[int, int]:
     return height, width
 
 
+#: The largest frame a decoder accepts by default (4K UHD), width x height in pixels.
+UHD_4K = (3840, 2160)
+
+
 @dataclass(frozen=True)
 class StreamLimits:
     """What a decoder accepts from a stream header; checked before anything is allocated.
@@ -194,7 +198,7 @@ class StreamLimits:
 
     min_side: int = 16
     max_side: int = 8192
-    max_pixels: int = 3840 * 2160
+    max_pixels: int = UHD_4K[0] * UHD_4K[1]
     min_scale: float = 1 / 64
     max_label_cells: int = 1 << 20
     max_flow_cells: int = 1 << 18

@@ -55,6 +55,10 @@ PROFILE_FRAMES = 8
 PROFILE_SECONDS = 4.0
 #: Tiles used when no person is seen on the start-up frames.
 DEFAULT_TILES = 2
+#: Score at which one view's box is a person, and at which the other view confirms it.
+PERSON_SCORE, CONFIRM_SCORE = 0.5, 0.3
+#: IoU at which the other view's box confirms a person.
+CONFIRM_IOU = 0.5
 
 
 def window_fraction(tiles: int, overlap: float = TILE_OVERLAP) -> float:
@@ -115,7 +119,7 @@ def profile_frame_indices(count: int, limit: int = PROFILE_FRAMES) -> list[int]:
 
 
 def choose_profile(frames: Sequence[np.ndarray], detector: PersonDetector,
-                   min_score: float = 0.5, confirm_score: float = 0.3,
+                   min_score: float = PERSON_SCORE, confirm_score: float = CONFIRM_SCORE,
                    candidates: Sequence[int] = CANDIDATE_TILES) -> CameraProfile:  # fmt: skip
     """The camera's window layout, from its own start-up frames (see the module docstring).
 
@@ -145,7 +149,7 @@ def choose_profile(frames: Sequence[np.ndarray], detector: PersonDetector,
             strong = mine.above(min_score).boxes
             confident += list((strong[:, 3] - strong[:, 1]) / height)
             if len(strong) and len(other):
-                hit = box_iou(strong, other.above(confirm_score).boxes).max(axis=1) >= 0.5
+                hit = box_iou(strong, other.above(confirm_score).boxes).max(axis=1) >= CONFIRM_IOU
                 confirmed += list((strong[hit, 3] - strong[hit, 1]) / height)
     heights = confirmed or confident
     base = CameraProfile(tiles=DEFAULT_TILES, frames=tuple(indices))

@@ -454,7 +454,7 @@ def detection_scores(frames: np.ndarray, gt, config: dict, models_dir: str | Non
     image = clear_mod(boxes, gt, numbers)
     out = {"moda": image.moda, "modp": image.modp, "moda_frames": len(numbers)}
     if gt.has_world:
-        ground = clear_mod_ground(boxes, gt, fit_ground_homography(gt), numbers, distance_m=1.0)
+        ground = clear_mod_ground(boxes, gt, fit_ground_homography(gt), numbers)
         out["moda_ground"] = ground.moda
     return out
 

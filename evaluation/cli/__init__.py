@@ -18,6 +18,7 @@ import os
 import sys
 
 from semcodec.codec.core.console import (
+    EXIT_INTERRUPTED,
     OneLineErrorParser,
     add_common_arguments,
     configure_logging,
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args)
     except KeyboardInterrupt:
         log.error("interrupted; finished cells are kept: run the same command again to resume")
-        return 130
+        return EXIT_INTERRUPTED
     except _user_errors() as exc:
         log.error("error: %s", one_line(exc))
         return 2

@@ -16,21 +16,23 @@ PROG = "semcodec-bench"
 
 DEFAULT_CODECS = "x264,x265,jpeg,scaffold,raw"
 #: ST-LPIPS and MODA on every k-th frame in the default grid (the demo on the embedded
-#: sample), so that it ends within 3 minutes on 2 cores; they are the slowest metrics.
-#: Explicit ``--data`` runs measure every frame unless told otherwise.
-
+#: sample), the slowest metrics; explicit ``--data`` runs measure every frame unless told
+#: otherwise.
 DEMO_LPIPS_EVERY = 4
-
 DEMO_MODA_EVERY = 2
 
 DEFAULT_OUT = "runs/bench"
 
 log = logging.getLogger("semcodec.evaluation.cli")
-#: The static-camera x265 anchor (``--static-camera``): constant QP, first frame boosted.
 
-STATIC_CAMERA_SETTINGS = tuple(f"qp={q},ipratio={r}" for r in (8, 16) for q in (45, 48, 51))
+#: The static-camera x265 anchor (``--static-camera``): constant QP, first frame boosted.
+STATIC_CAMERA_QPS = (45, 48, 51)
+STATIC_CAMERA_IPRATIOS = (8, 16)
+STATIC_CAMERA_SETTINGS = tuple(f"qp={q},ipratio={r}" for r in STATIC_CAMERA_IPRATIOS
+                               for q in STATIC_CAMERA_QPS)  # fmt: skip
 
 IMAGE_CODECS = ("jpeg", "webp")
+
 
 class UsageError(ValueError):
     """A command line that names nothing to do, or contradicts itself."""

@@ -254,7 +254,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     figures.add_argument("--results", type=Path, default=Path("docs/results"), metavar="DIR",
                          help="where result sets live")  # fmt: skip
     figures.add_argument("--readme", type=Path, metavar="FILE",
-                         help="refresh this README's generated blocks")  # fmt: skip
+                         help="refresh this README's generated blocks (and write the code's "
+                         "parameters it quotes: RESULTS/parameters.json, levels.md, "
+                         "columns.md)")  # fmt: skip
     figures.set_defaults(handler=cmd_figures)
     side = sub.add_parser(
         "sidebyside",
@@ -475,6 +477,9 @@ def cmd_figures(args: argparse.Namespace) -> int:
         for path in write_result_set(args.name, args.runs, args.results):
             log.info("wrote %s", path)
     if args.readme:
+        from semcodec.evaluation.cli.parameters import write_code_figures
+
+        write_code_figures(args.results)
         changed = splice_readme(args.readme, args.results)
         log.info("%s: %s", args.readme, "tables refreshed" if changed else "already current")
     return 0

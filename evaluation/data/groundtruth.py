@@ -32,7 +32,8 @@ MOT16_PEDESTRIAN_CLASS = 1
 MOT16_DISTRACTOR_CLASSES: frozenset[int] = frozenset({2, 7, 8, 12})
 
 _SPLIT = re.compile(r"[,\s]+")
-_COLUMNS_BY_FORMAT: dict[str, tuple[int, ...]] = {"mot15": (10,), "mot16": (7, 8, 9)}
+#: Columns of a `gt.txt` row per format (MOT16+ rows may omit the world coordinates).
+COLUMNS_BY_FORMAT: dict[str, tuple[int, ...]] = {"mot15": (10,), "mot16": (7, 8, 9)}
 
 
 class GroundTruthError(ValueError):
@@ -73,7 +74,7 @@ class GroundTruth:
         bad = [name for name, arr in arrays.items() if len(arr) != n]
         if bad:
             raise GroundTruthError(f"GroundTruth arrays {bad} do not have {n} rows like frames")
-        if self.format not in _COLUMNS_BY_FORMAT:
+        if self.format not in COLUMNS_BY_FORMAT:
             raise GroundTruthError(f"format must be 'mot15' or 'mot16', got {self.format!r}")
         for name, arr in arrays.items():
             arr.setflags(write=False)
@@ -246,18 +247,18 @@ def _parse_rows(text: str, source: str) -> tuple[np.ndarray, np.ndarray]:
 def _pick_format(width: int, requested: str, where: str) -> GroundTruthFormat:
     """The format of rows with ``width`` columns; ``where`` is ``file:line`` for messages."""
     if requested == "auto":
-        for name, widths in _COLUMNS_BY_FORMAT.items():
+        for name, widths in COLUMNS_BY_FORMAT.items():
             if width in widths:
                 return name  # type: ignore[return-value]
         raise GroundTruthError(
             f"{where}: {width} columns per row; expected 10 (MOT15) or 7-9 (MOT16/17)"
         )
-    if requested not in _COLUMNS_BY_FORMAT:
+    if requested not in COLUMNS_BY_FORMAT:
         raise GroundTruthError(f"format must be 'auto', 'mot15' or 'mot16', got {requested!r}")
-    if width not in _COLUMNS_BY_FORMAT[requested]:
+    if width not in COLUMNS_BY_FORMAT[requested]:
         raise GroundTruthError(
             f"{where}: {width} columns per row, but format {requested!r} needs "
-            f"{' or '.join(map(str, _COLUMNS_BY_FORMAT[requested]))}"
+            f"{' or '.join(map(str, COLUMNS_BY_FORMAT[requested]))}"
         )
     return requested  # type: ignore[return-value]
 
@@ -299,7 +300,7 @@ def parse_mot_groundtruth(text: str, format: str = "auto", source: str = "<text>
     """Parses MOT ``gt.txt`` text; see :func:`load_mot_groundtruth`."""
     values, lines = _parse_rows(text, source)
     if len(values) == 0:
-        if format not in ("auto", *_COLUMNS_BY_FORMAT):
+        if format not in ("auto", *COLUMNS_BY_FORMAT):
             raise GroundTruthError(f"format must be 'auto', 'mot15' or 'mot16', got {format!r}")
         fmt = "mot15" if format == "auto" else format
         empty = np.zeros(0)

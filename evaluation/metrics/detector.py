@@ -30,7 +30,7 @@ from semcodec.codec.scaffold.detector import (
     tile_windows,
 )
 from semcodec.evaluation.data.groundtruth import GroundTruth
-from semcodec.evaluation.metrics.moda import ModaResult, clear_mod
+from semcodec.evaluation.metrics.moda import MATCH_IOU, ModaResult, clear_mod
 
 __all__ = [
     "INPUT_SIZE",
@@ -56,7 +56,7 @@ def calibrate_detector(
     models_dir: str | os.PathLike | None = None,
     base_config: DetectorConfig | None = None,
     threads: int | None = None,
-    iou_threshold: float = 0.5,
+    iou_threshold: float = MATCH_IOU,
 ) -> tuple[DetectorConfig, list[dict]]:
     """Chooses the score threshold and tiling with the best MODA on (uncompressed) frames.
 

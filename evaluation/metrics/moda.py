@@ -34,7 +34,12 @@ from scipy.optimize import linear_sum_assignment
 from semcodec.codec.scaffold.detector import box_area, box_iou, intersection_area
 from semcodec.evaluation.data.groundtruth import GroundTruth, xywh_to_xyxy
 
+#: Share of a detection's area on an ignore region that keeps it from being a false positive.
 IGNORE_COVERAGE = 0.5
+#: IoU a detection needs to match a ground-truth box (image plane).
+MATCH_IOU = 0.5
+#: Ground distance (metres) within which a detection matches a person (ground plane).
+GROUND_MATCH_M = 1.0
 _FOOT_MIN_ROWS = 4
 
 
@@ -214,7 +219,7 @@ def clear_mod(
     detections: Mapping[int, object],
     gt: GroundTruth,
     frames: Sequence[int] | None = None,
-    iou_threshold: float = 0.5,
+    iou_threshold: float = MATCH_IOU,
 ) -> ModaResult:
     """CLEAR MOD (MODA, N-MODP) of image-plane detections against ``gt``.
 
@@ -336,7 +341,7 @@ def clear_mod_ground(
     gt: GroundTruth,
     h: np.ndarray,
     frames: Sequence[int] | None = None,
-    distance_m: float = 1.0,
+    distance_m: float = GROUND_MATCH_M,
 ) -> ModaResult:
     """CLEAR MOD on the ground plane: matches by distance between foot points in metres.
 

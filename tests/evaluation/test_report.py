@@ -167,3 +167,25 @@ def test_result_sets_and_readme_blocks_regenerate(tmp_path):
     readme.write_text("<!-- figures:nope -->\n<!-- /figures:nope -->\n")
     with pytest.raises(FiguresError, match="nope.md does not exist"):
         splice_readme(readme, tmp_path / "results")
+
+
+def test_every_column_a_report_shows_is_defined_once():
+    from semcodec.evaluation.bench.grid import BASE_COLUMNS
+    from semcodec.evaluation.report.columns import DEFINITIONS, definitions_for
+    from semcodec.evaluation.report.markdown import RESULT_COLUMNS
+
+    defined = [c for d in DEFINITIONS for c in d.columns if c != "saving"]
+    assert len(defined) == len(set(defined))
+    assert set(RESULT_COLUMNS) - {"sequence", "codec", "setting"} <= set(defined)
+    assert set(defined) - {"st_lpips_frames", "person_crops"} <= set(BASE_COLUMNS)
+    bullets = definitions_for(["bpp", "twe", "person_recall"])
+    assert [b.split(":")[0] for b in bullets] == [
+        "- `bytes`, `bpp`", "- `person_recall`, `scaffold_people`", "- `flicker`, `twe`"]
+
+
+def test_the_report_defines_the_columns_it_shows(tmp_path):
+    rows = _rows("x265", "x265", 1.0)
+    write_report(rows, tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert "- `bytes`, `bpp`: payload bytes" in report
+    assert "- `twe`" not in report and "- `flicker`, `twe`" not in report
