@@ -1,0 +1,311 @@
+"""Units: :class:`Unit` (kind, frame index, typed :class:`SubStream` payloads), their framing
+(sync marker, length, CRC) and the strict parser of one unit. The layout is in
+:mod:`codec.bitstream`."""
+
+from __future__ import annotations
+
+import io
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import IntEnum
+
+from semcodec.codec.bitstream.primitives import (
+    _CRC,
+    _MIN_UNIT_LENGTH,
+    _U64_LIMIT,
+    DEFAULT_MAX_SUBSTREAMS,
+    DEFAULT_MAX_UNIT_SIZE,
+    SYNC_MARKER,
+    BitstreamError,
+    CorruptError,
+    OversizedError,
+    TruncatedError,
+    _check_int,
+    _check_limit,
+    _coerce_enum,
+    _Cursor,
+    _Input,
+    _uvarint_len,
+    encode_uvarint,
+)
+
+
+class UnitKind(IntEnum):
+    """What a unit is. 0 and 4..255 are reserved."""
+
+    KEYFRAME = 1  #: a frame that carries an intra-coded image (a random-access point)
+    FRAME = 2  #: a frame described by scaffolds or features only
+    END = 3  #: the clean end of the stream; its seq is the number of frames
+
+
+class SubStreamType(IntEnum):
+    """What a sub-stream's payload holds. 0 and 10..255 are reserved."""
+
+    KEYFRAME_IMAGE = 1
+    TRACKS = 2
+    SEGMENTATION = 3
+    POSE = 4
+    FLOW = 5
+    FEATURES = 6
+    METADATA = 7
+    APPEARANCE = 8
+    PLATE_TILE = 9
+
+
+_UNIT_KINDS = frozenset(m.value for m in UnitKind)
+_SUBSTREAM_TYPES = frozenset(m.value for m in SubStreamType)
+
+
+@dataclass(frozen=True)
+class SubStream:
+    """One typed payload inside a unit (payload bytes are opaque to the bitstream)."""
+
+    type: SubStreamType
+    payload: bytes = b""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "type", _coerce_enum(SubStreamType, self.type, "sub-stream type"))
+        payload = self.payload
+        if isinstance(payload, (bytearray, memoryview)):
+            payload = bytes(payload)
+        if not isinstance(payload, bytes):
+            raise BitstreamError(f"sub-stream payload must be bytes, got {type(payload).__name__}")
+        object.__setattr__(self, "payload", payload)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One independently framed unit of a stream.
+
+    Attributes:
+        kind: what the unit is.
+        seq: 0-based frame index (for ``END``: the number of frames), 0..2**64-1.
+        substreams: the payloads, in order (a type may repeat).
+    """
+
+    kind: UnitKind
+    seq: int
+    substreams: tuple[SubStream, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", _coerce_enum(UnitKind, self.kind, "unit kind"))
+        _check_int("unit seq", self.seq, 0, _U64_LIMIT - 1)
+        subs = self.substreams
+        if isinstance(subs, (str, bytes, SubStream)) or not isinstance(subs, Iterable):
+            raise BitstreamError(f"substreams must be a sequence of SubStream, got {subs!r}")
+        subs = tuple(subs)
+        for sub in subs:
+            if not isinstance(sub, SubStream):
+                raise BitstreamError(f"substreams must hold SubStream objects, got {sub!r}")
+        object.__setattr__(self, "substreams", subs)
+
+    @property
+    def payload_bytes(self) -> int:
+        """Total payload bytes of all sub-streams (the unit's size less its framing)."""
+        return sum(len(s.payload) for s in self.substreams)
+
+    def payload_sizes(self) -> dict[SubStreamType, int]:
+        """Payload bytes per sub-stream type (types that repeat are summed)."""
+        sizes: dict[SubStreamType, int] = {}
+        for sub in self.substreams:
+            sizes[sub.type] = sizes.get(sub.type, 0) + len(sub.payload)
+        return sizes
+
+    def to_bytes(
+        self,
+        *,
+        max_unit_size: int = DEFAULT_MAX_UNIT_SIZE,
+        max_substreams: int = DEFAULT_MAX_SUBSTREAMS,
+    ) -> bytes:
+        """The encoded unit (sync marker through CRC).
+
+        Raises:
+            OversizedError: more sub-streams than ``max_substreams`` or a unit longer than
+                ``max_unit_size`` (what a reader with the same limits would refuse).
+        """
+        _check_limit("max_unit_size", max_unit_size)
+        _check_limit("max_substreams", max_substreams, 0)
+        if len(self.substreams) > max_substreams:
+            raise OversizedError(
+                f"unit has {len(self.substreams)} sub-streams, over the limit of {max_substreams}"
+            )
+        parts = [bytes([self.kind]), encode_uvarint(self.seq), encode_uvarint(len(self.substreams))]
+        for sub in self.substreams:
+            parts += [bytes([sub.type]), encode_uvarint(len(sub.payload)), sub.payload]
+        content = b"".join(parts)
+        length = len(content) + _CRC.size
+        if length > max_unit_size:
+            raise OversizedError(
+                f"unit is {length} bytes (kind through CRC), over the limit of {max_unit_size}"
+            )
+        raw_length = encode_uvarint(length)
+        crc = zlib.crc32(content, zlib.crc32(raw_length))
+        return b"".join((SYNC_MARKER, raw_length, content, _CRC.pack(crc)))
+
+    @classmethod
+    def from_bytes(
+        cls,
+        data: bytes | bytearray | memoryview,
+        *,
+        max_unit_size: int = DEFAULT_MAX_UNIT_SIZE,
+        max_substreams: int = DEFAULT_MAX_SUBSTREAMS,
+    ) -> Unit:
+        """Parse exactly one encoded unit (no trailing bytes)."""
+        limits = _limits(max_unit_size, max_substreams)
+        inp = _Input(io.BytesIO(bytes(data)))
+        unit = _read_unit(inp, 0, limits)
+        if unit is None:
+            raise TruncatedError("expected a unit, found no data", offset=0, unit_index=0)
+        if inp.pos != len(data):
+            raise CorruptError(
+                f"expected the end of the data after the unit, found {len(data) - inp.pos} "
+                "more byte(s)",
+                offset=inp.pos,
+            )
+        return unit
+
+
+def unit_overhead_bytes(unit: Unit) -> int:
+    """Bytes of framing in the encoded unit: marker, lengths, kind, seq, types, counts, CRC.
+
+    ``len(unit.to_bytes()) == unit_overhead_bytes(unit) + unit.payload_bytes``.
+    """
+    content = 1 + _uvarint_len(unit.seq) + _uvarint_len(len(unit.substreams))
+    for sub in unit.substreams:
+        content += 1 + _uvarint_len(len(sub.payload)) + len(sub.payload)
+    length = content + _CRC.size
+    return len(SYNC_MARKER) + _uvarint_len(length) + length - unit.payload_bytes
+
+
+@dataclass(frozen=True)
+class _Limits:
+    max_unit_size: int
+    max_substreams: int
+
+
+def _limits(max_unit_size: int, max_substreams: int) -> _Limits:
+    return _Limits(
+        _check_limit("max_unit_size", max_unit_size),
+        _check_limit("max_substreams", max_substreams, 0),
+    )
+
+
+def _read_unit(inp: _Input, index: int, limits: _Limits) -> Unit | None:
+    """Read the next unit, or ``None`` at a clean end of the data (no byte left)."""
+    start = inp.pos
+    marker = inp.read_upto(len(SYNC_MARKER))
+    if not marker:
+        return None
+    if marker != SYNC_MARKER[: len(marker)]:
+        raise CorruptError(
+            f"expected the sync marker {SYNC_MARKER.hex()}, found {marker.hex()}",
+            offset=start,
+            unit_index=index,
+        )
+    if len(marker) < len(SYNC_MARKER):
+        raise TruncatedError(
+            "the data ends inside the sync marker", offset=inp.pos, unit_index=index
+        )
+    length_offset = inp.pos
+    length, raw_length = inp.read_uvarint("unit length", index)
+    if length > limits.max_unit_size:
+        raise OversizedError(
+            f"unit declares {length} bytes, over the limit of {limits.max_unit_size} "
+            "(max_unit_size)",
+            offset=length_offset,
+            unit_index=index,
+        )
+    if length < _MIN_UNIT_LENGTH:
+        raise CorruptError(
+            f"unit length: expected >= {_MIN_UNIT_LENGTH}, found {length}",
+            offset=length_offset,
+            unit_index=index,
+        )
+    body_offset = inp.pos
+    body = inp.read_upto(length)
+    if len(body) < length:
+        raise TruncatedError(
+            f"the data ends inside the unit: expected {length} bytes from its kind byte "
+            f"(at offset {body_offset}) through its CRC, found {len(body)}",
+            offset=inp.pos,
+            unit_index=index,
+        )
+    return _parse_unit_body(raw_length, body, body_offset, index, limits)
+
+
+def _parse_unit_body(
+    raw_length: bytes, body: bytes, base: int, index: int, limits: _Limits
+) -> Unit:
+    view = memoryview(body)
+    content = view[: -_CRC.size]
+    stored = _CRC.unpack_from(body, len(content))[0]
+    computed = zlib.crc32(content, zlib.crc32(raw_length))
+    if stored != computed:
+        start = base - len(raw_length) - len(SYNC_MARKER)
+        raise CorruptError(
+            f"CRC mismatch in the unit starting at byte offset {start}: stored {stored:08x}, "
+            f"computed {computed:08x} (the unit is damaged)",
+            offset=base + len(content),
+            unit_index=index,
+        )
+    cur = _Cursor(content, base, index, "unit")
+    kind_value = cur.u8("unit kind")
+    if kind_value not in _UNIT_KINDS:
+        known = ", ".join(f"{m.value} {m.name}" for m in UnitKind)
+        raise cur.corrupt(
+            f"unit kind: expected one of {known}, found {kind_value}", offset=cur.offset - 1
+        )
+    seq = cur.uvarint("sequence number")
+    count_offset = cur.offset
+    count = cur.uvarint("sub-stream count")
+    if count > limits.max_substreams:
+        raise OversizedError(
+            f"unit declares {count} sub-streams, over the limit of {limits.max_substreams} "
+            "(max_substreams)",
+            offset=count_offset,
+            unit_index=index,
+        )
+    subs: list[SubStream] = []
+    for i in range(count):
+        type_value = cur.u8(f"sub-stream #{i} type")
+        if type_value not in _SUBSTREAM_TYPES:
+            known = ", ".join(f"{m.value} {m.name}" for m in SubStreamType)
+            raise cur.corrupt(
+                f"sub-stream #{i} type: expected one of {known}, found {type_value}",
+                offset=cur.offset - 1,
+            )
+        size = cur.uvarint(f"sub-stream #{i} length")
+        payload = cur.take(size, f"sub-stream #{i} payload")
+        subs.append(SubStream(SubStreamType(type_value), payload))
+    if cur.remaining:
+        raise cur.corrupt(
+            f"expected the unit's CRC after its last sub-stream, found {cur.remaining} more byte(s)"
+        )
+    return Unit(UnitKind(kind_value), seq, tuple(subs))
+
+
+def iter_units(
+    data: bytes | bytearray | memoryview,
+    offset: int = 0,
+    *,
+    max_unit_size: int = DEFAULT_MAX_UNIT_SIZE,
+    max_substreams: int = DEFAULT_MAX_SUBSTREAMS,
+) -> Iterator[tuple[Unit, int]]:
+    """Parse consecutive units in ``data[offset:]``; yield ``(unit, offset just past it)``.
+
+    Stops at the end of the data. Error offsets are indices into ``data``; ``unit_index``
+    counts from 0 at ``offset``. A partial unit at the end raises :class:`TruncatedError`
+    (after the complete units before it were yielded): a caller buffering a network stream
+    can keep the bytes from the last yielded offset on and retry when more arrive.
+    """
+    if not 0 <= offset <= len(data):
+        raise BitstreamError(f"offset {offset} is outside the data (length {len(data)})")
+    limits = _limits(max_unit_size, max_substreams)
+    fh = io.BytesIO(bytes(data))
+    fh.seek(offset)
+    inp = _Input(fh, offset)
+    index = 0
+    while (unit := _read_unit(inp, index, limits)) is not None:
+        yield unit, inp.pos
+        index += 1
