@@ -33,6 +33,11 @@ from typing import Protocol
 import numpy as np
 
 from semcodec.codec.core.console import package_version
+from semcodec.evaluation.bench.options import (
+    ALL_METRICS,
+    DEFAULT_METRICS,
+    PROTOCOLS,
+)
 from semcodec.evaluation.codecs.base import Codec, Setting, bytes_of_frames, create_codec
 from semcodec.evaluation.data.sequences import load_sequence
 from semcodec.evaluation.metrics.detector import calibration_name
@@ -40,11 +45,6 @@ from semcodec.evaluation.report.rows import read_rows
 
 logger = logging.getLogger(__name__)
 
-#: ``person``: PSNR and ST-LPIPS on crops around the ground-truth people (needs ground truth;
-#: see :mod:`evaluation.metrics.person_region`).
-#: ``temporal``: flicker and temporal warping error (see :mod:`evaluation.metrics.temporal`).
-ALL_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "temporal", "moda", "fvd")
-DEFAULT_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "temporal", "moda")
 
 #: Columns of results.csv, in order; per-stream byte columns ``bytes_*`` follow ``bytes``.
 BASE_COLUMNS = [
@@ -113,31 +113,6 @@ def _no_progress(stage: str, total: int) -> FrameCallback:
     return lambda done: None
 
 
-#: How a codec meets the measured range (``--protocol``): ``cold`` starts every codec at
-#: the range's first frame (a new stream: its first intra frame or plate is paid inside the
-#: range); ``steady`` runs every codec from the sequence's first frame without a break and
-#: charges it only for the bytes of the range's frames, as a camera that has been streaming
-#: for a while is (stream headers sent before the range are not charged).
-PROTOCOLS = ("cold", "steady")
-#: Frames between intra frames (x264/x265 ``keyint``, the scaffold's plates) under the
-#: steady-state protocol unless ``--gop`` says otherwise: one period for every codec.
-STEADY_INTRA_PERIOD = 300
-#: The codecs whose intra period and preset ``codec_options_for`` sets.
-VIDEO_CODECS = ("x264", "x265")
-
-
-def codec_options_for(protocol: str, gop: int | None = None,
-                      preset: str = "medium") -> dict[str, dict[str, object]]:  # fmt: skip
-    """Each codec's options under ``protocol``: one intra period for every codec (``gop``
-    frames; default 0, the first frame only, when cold and :data:`STEADY_INTRA_PERIOD` when
-    steady): x264/x265's ``keyint`` and, when steady, the scaffold's plate period."""
-    steady = protocol == "steady"
-    gop = gop if gop is not None else STEADY_INTRA_PERIOD if steady else 0
-    options: dict[str, dict[str, object]] = {name: {"preset": preset, "gop": gop}
-                                             for name in VIDEO_CODECS}  # fmt: skip
-    if steady:
-        options["scaffold"] = {"keyframe_interval": gop}
-    return options
 
 
 @dataclass(frozen=True)

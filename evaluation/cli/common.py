@@ -93,7 +93,7 @@ def accepted_names(kind: str) -> str:
 
         return ", ".join(available_codecs())
     if kind == "metrics":
-        from semcodec.evaluation.bench.grid import ALL_METRICS
+        from semcodec.evaluation.bench.options import ALL_METRICS
 
         return ", ".join(ALL_METRICS)
     from semcodec.evaluation.bench.executors import EXECUTORS

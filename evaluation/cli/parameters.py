@@ -117,7 +117,7 @@ def _camera() -> dict[str, object]:
 
 def _benchmark() -> dict[str, object]:
     from semcodec.codec.core.console import EXIT_ERROR, EXIT_INTERRUPTED
-    from semcodec.evaluation.bench.grid import STEADY_INTRA_PERIOD
+    from semcodec.evaluation.bench.options import STEADY_INTRA_PERIOD
     from semcodec.evaluation.cli import common
     from semcodec.evaluation.data.groundtruth import COLUMNS_BY_FORMAT
     from semcodec.evaluation.metrics.detector import calibrate_detector

@@ -37,7 +37,7 @@ from semcodec.evaluation.cli.common import (
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Adds the ``run``, ``report``, ``sidebyside`` parsers."""
-    from semcodec.evaluation.bench.grid import PROTOCOLS, STEADY_INTRA_PERIOD
+    from semcodec.evaluation.bench.options import PROTOCOLS, STEADY_INTRA_PERIOD
 
     run = sub.add_parser(
         "run",
@@ -334,12 +334,8 @@ def grid_from_args(args: argparse.Namespace):
     :func:`evaluation.bench.validate_grid`; no model is resolved.
     """
     from semcodec.edge.sources import resolve_data_path, sample_path
-    from semcodec.evaluation.bench.grid import (
-        VIDEO_CODECS,
-        GridConfig,
-        codec_options_for,
-        validate_grid,
-    )
+    from semcodec.evaluation.bench.grid import GridConfig, validate_grid
+    from semcodec.evaluation.bench.options import VIDEO_CODECS, codec_options_for
     from semcodec.evaluation.codecs.base import create_codec
 
     if args.crf and args.qp:
@@ -411,7 +407,7 @@ def _frame_list(text: str) -> list[int]:
 
 def cmd_sidebyside(args: argparse.Namespace) -> int:
     from semcodec.edge.sources import resolve_data_path
-    from semcodec.evaluation.bench.grid import codec_options_for
+    from semcodec.evaluation.bench.options import codec_options_for
     from semcodec.evaluation.bench.sidebyside import side_by_side, write_png
     from semcodec.evaluation.data.sequences import load_sequence
 

@@ -1,7 +1,7 @@
 """Saving factor: how many times more bits the best baseline needs for the same quality.
 
 For a codec row with quality ``q`` at ``bpp``, every baseline curve of the same sequence
-and protocol (cold start or steady state: see :data:`evaluation.bench.grid.PROTOCOLS`)
+and protocol (cold start or steady state: see :data:`evaluation.bench.options.PROTOCOLS`)
 (``x264``/``x265`` at every scale and setting family: CRF sweep, static-camera anchor) is
 asked for the lowest BPP at which it reaches ``q``, interpolated linearly in log-BPP between
 the two measured points that bracket ``q``. The best baseline is the one that needs the

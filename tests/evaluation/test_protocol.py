@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from semcodec.evaluation.bench import grid as bench
+from semcodec.evaluation.bench.options import STEADY_INTRA_PERIOD
 from semcodec.evaluation.cli import build_parser
 from semcodec.evaluation.cli.run import grid_from_args
 from semcodec.evaluation.codecs.base import CodecError, Setting, bytes_of_frames, create_codec
@@ -82,8 +83,8 @@ def test_steady_gives_every_codec_one_intra_period():
     args = parser.parse_args(["run", "--codecs", "x265,scaffold", "--protocol", "steady"])
     config = grid_from_args(args)
     assert config.protocol == "steady"
-    assert config.codec_options["x265"]["gop"] == bench.STEADY_INTRA_PERIOD
-    assert config.codec_options["scaffold"] == {"keyframe_interval": bench.STEADY_INTRA_PERIOD}
+    assert config.codec_options["x265"]["gop"] == STEADY_INTRA_PERIOD
+    assert config.codec_options["scaffold"] == {"keyframe_interval": STEADY_INTRA_PERIOD}
     args = parser.parse_args(["run", "--codecs", "x265,scaffold", "--protocol", "steady",
                               "--gop", "75"])  # fmt: skip
     assert grid_from_args(args).codec_options["scaffold"] == {"keyframe_interval": 75}
