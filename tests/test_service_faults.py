@@ -55,6 +55,8 @@ AGENT_PACE = ("--bandwidth-kbps", "16")
 #: where in the stream a repetition strikes, in turn: during the keyframe (0.5 s after the
 #: session opened), after the first acknowledgement, after the second
 STRIKE_POINTS = (0, 1, 2)
+#: Tries of one repetition whose kill may land after the stream ended (then nothing was tested).
+MAX_STRIKES = 3
 
 
 @dataclass
@@ -67,13 +69,15 @@ class Tally:
     lost: int = 0
     duplicates: int = 0
     reconnects: int = 0
+    missed: int = 0  # strikes that landed after the stream had ended (struck again)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def line(self, what: str, seconds: float) -> str:
         return (f"faults: {what} x{self.reps} under {LOSS_PERCENT} % loss: units expected "
                 f"{self.expected}, stored {self.stored}, lost {self.lost}, duplicates "
-                f"{self.duplicates}, agent reconnects {self.reconnects} "
-                f"({seconds:.0f} s)")  # fmt: skip
+                f"{self.duplicates}, agent reconnects {self.reconnects}"
+                + (f", strikes after the end (struck again) {self.missed}" if self.missed else "")
+                + f" ({seconds:.0f} s)")  # fmt: skip
 
 
 class Lane:
@@ -263,14 +267,21 @@ def test_server_killed_mid_stream_and_restarted(ns_stream, sample_dir, tmp_path,
     tally, start = Tally(), time.monotonic()
 
     def repetition(lane: Lane, rep: int) -> None:
-        spool = lane.folder / f"spool{rep}"
-        agent, log = lane.start_agent(sample_dir, spool)
-        wait_for_strike_point(agent, log, spool, STRIKE_POINTS[rep % 3], units)
-        lane.kill_server()  # SIGKILL: no drain, no goodbye; then a new server on the same --out
-        lane.start_server()
-        text = finish_agent(agent, log)
-        assert "reconnecting" in text, text
-        check_session(lane, spool, semc, offline, tally, [text])
+        for attempt in range(MAX_STRIKES):
+            spool = lane.folder / f"spool{rep}-{attempt}"
+            agent, log = lane.start_agent(sample_dir, spool)
+            wait_for_strike_point(agent, log, spool, STRIKE_POINTS[rep % 3], units)
+            lane.kill_server()  # SIGKILL: no drain, no goodbye; then a new server, same --out
+            lane.start_server()
+            text = finish_agent(agent, log)
+            if "reconnecting" in text:
+                check_session(lane, spool, semc, offline, tally, [text])
+                return
+            # the last acknowledgements came in between the strike point and the kill (a
+            # loaded machine): no fault was made, so strike again with a new stream
+            with tally.lock:
+                tally.missed += 1
+        pytest.fail(f"{MAX_STRIKES} kills in a row came after the stream had ended: {text}")
 
     run_lanes(tmp_path, repetition)
     report(capsys, tally, "server SIGKILLed mid-stream and restarted", start)
