@@ -46,13 +46,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     counts = {kind: len(terminalreporter.stats.get(kind, []))
               for kind in ("passed", "failed", "skipped", "error", "deselected")}  # fmt: skip
+    from semcodec.evaluation.bench.grid import machine_description
+    from semcodec.evaluation.report.markdown import write_text_atomic
+
     figures = {**counts, "seconds": round(time.time() - _STARTED),
-               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
+               "machine": machine_description(),
                "python": platform.python_version(), "exit_status": int(exitstatus),
                "shared_hidden": shared_hidden(), "date": time.strftime("%Y-%m-%d"),
                "load_1min_at_end": round(os.getloadavg()[0], 1)}  # fmt: skip
-    from semcodec.evaluation.report.markdown import write_text_atomic
-
     write_text_atomic(Path(target), json.dumps(figures, indent=1) + "\n")
 
 

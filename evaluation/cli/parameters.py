@@ -12,7 +12,6 @@ fails the test.
 
 from __future__ import annotations
 
-import configparser
 import dataclasses
 import inspect
 import json
@@ -142,15 +141,12 @@ def _megabytes(paths: list[Path]) -> float:
 
 
 def _sample() -> dict[str, object]:
-    from semcodec.edge.sources import SAMPLE_NAME
+    from semcodec.edge.sources import SAMPLE_NAME, read_seqinfo
 
     folder = Path(package_data(f"datasets/sample/{SAMPLE_NAME}"))
-    info = configparser.ConfigParser()
-    info.read(folder / "seqinfo.ini")
-    seq = info["Sequence"]
-    return {"name": SAMPLE_NAME, "frames": int(seq["seqLength"]),
-            "width": int(seq["imWidth"]), "height": int(seq["imHeight"]),
-            "megabytes": _megabytes(list(folder.rglob("*")))}  # fmt: skip
+    info = read_seqinfo(folder / "seqinfo.ini")
+    return {"name": SAMPLE_NAME, "frames": info.seq_length, "width": info.width,
+            "height": info.height, "megabytes": _megabytes(list(folder.rglob("*")))}  # fmt: skip
 
 
 def _weights() -> dict[str, float]:
