@@ -55,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         "decode",
         help="decode a .semc file to frames, scaffolds and an overview video",
         description="Writes DIR/frames/000001.png..., DIR/scaffolds.npz (the decoded "
-        "scaffolds), DIR/stream.json and DIR/overview.mp4. The outputs are written to a "
+        "scaffolds), DIR/stream.json, DIR/overview.mp4 and, for a stream with tracked boxes "
+        "(level 1), DIR/tracks.txt (MOT challenge format) and DIR/tracks.json; a detect-mode "
+        "stream: DIR/detections.txt and detections.json. The outputs are written to a "
         "hidden folder beside DIR and moved to DIR only when the decode succeeds.",
     )
     add_verbosity(dec)

@@ -14,6 +14,12 @@
   whether it was a keyframe and the ids of the people in it.
 * ``DIR/overview.mp4``: the scaffolds drawn over the dimmed reconstruction (H.264, 4:2:0;
   odd frame sides are padded by one replicated pixel row/column).
+* ``DIR/tracks.txt`` and ``DIR/tracks.json`` (streams that send tracked boxes: level 1):
+  every frame's decoded tracked boxes, exactly as sent. ``tracks.txt`` is in the MOT
+  challenge's result format, one line per box, ``frame,id,x,y,w,h,conf,-1,-1,-1`` (frames
+  from 1, frame pixels, 2 decimals; ``conf`` 1: the box stream sends no scores), the format
+  ``motmetrics`` and the MOT evaluation kit read; ``tracks.json`` holds the same boxes per
+  frame as ``x1, y1, x2, y2`` with their ids (:func:`track_rows`, :func:`track_entry`).
 
 Safety: everything is written into a fresh hidden folder beside ``DIR``
 (``.DIR.PID-XXXXXXXX.partial``; ones left by a killed decode are removed by the next decode
@@ -47,7 +53,7 @@ import av
 import cv2
 import numpy as np
 
-from semcodec.codec.core.types import DecodedFrame
+from semcodec.codec.core.types import DecodedFrame, Tracks
 
 #: BlazePose limbs (pairs of keypoint indices) drawn in the overview.
 SKELETON = ((11, 12), (11, 13), (13, 15), (12, 14), (14, 16), (11, 23), (12, 24), (23, 24),
@@ -163,6 +169,78 @@ def even_padded(picture: np.ndarray) -> np.ndarray:
     if height % 2 == 0 and width % 2 == 0:
         return picture
     return np.pad(picture, ((0, height % 2), (0, width % 2), (0, 0)), mode="edge")
+
+
+# ----------------------------------------------------------------------------- tracks
+
+
+def track_rows(frame: int, tracks: Tracks) -> list[str]:
+    """MOT challenge result lines of one frame's tracked boxes, in the order given.
+
+    Args:
+        frame: the frame's number, from 1 (``FrameScaffold.number``).
+        tracks: the decoded boxes, ``(N, 4)`` float32 ``x1, y1, x2, y2`` frame pixels,
+            their ``(N,)`` int32 ids and ``(N,)`` float32 scores.
+
+    Returns:
+        ``frame,id,x,y,w,h,conf,-1,-1,-1`` per box: ``x, y`` the top-left corner, ``w, h``
+        the size (frame pixels, 2 decimals), ``conf`` the score (4 decimals; 1 for a box
+        stream, which sends none).
+    """
+    rows = []
+    for (x1, y1, x2, y2), track_id, score in zip(np.asarray(tracks.boxes, np.float64),
+                                                  tracks.ids, tracks.scores, strict=True):
+        rows.append(f"{frame},{int(track_id)},{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},"
+                    f"{float(score):.4g},-1,-1,-1")  # fmt: skip
+    return rows
+
+
+def track_entry(frame: int, tracks: Tracks) -> dict:
+    """One frame's entry in ``tracks.json``: ``{"frame", "ids", "boxes"}`` (boxes
+    ``x1, y1, x2, y2`` frame pixels, 2 decimals; ids as ints), JSON-ready."""
+    return {"frame": int(frame), "ids": [int(i) for i in tracks.ids],
+            "boxes": np.round(np.asarray(tracks.boxes, np.float64), 2).reshape(-1, 4).tolist()}
+
+
+class TrackFiles:
+    """``tracks.txt`` and ``tracks.json`` of a stream's tracked boxes, written as frames
+    come (memory: one frame) into ``folder``, which the caller makes and commits (as
+    :class:`DecodeOutputs` does). ``tracks.json`` is ``{"width", "height", "fps",
+    "format": "x1,y1,x2,y2", "frames": [track_entry, ...]}``.
+
+    Raises:
+        OutputError: a file exists at either name, or a write fails.
+    """
+
+    def __init__(self, folder: Path, width: int, height: int, fps: float) -> None:
+        self._txt = open_new_file(Path(folder) / "tracks.txt")
+        try:
+            self._json = open_new_file(Path(folder) / "tracks.json")
+        except BaseException:
+            self._txt.close()
+            raise
+        head = {"width": int(width), "height": int(height), "fps": float(fps),
+                "format": "x1,y1,x2,y2"}  # fmt: skip
+        self._json.write((json.dumps(head)[:-1] + ', "frames": [').encode("utf-8"))
+        self.frames = 0
+
+    def add(self, frame: int, tracks: Tracks) -> None:
+        """Appends one frame's boxes (see :func:`track_rows`)."""
+        lines = "".join(row + "\n" for row in track_rows(frame, tracks))
+        self._txt.write(lines.encode("ascii"))
+        sep = b",\n  " if self.frames else b"\n  "
+        self._json.write(sep + json.dumps(track_entry(frame, tracks)).encode("utf-8"))
+        self.frames += 1
+
+    def close(self, finish: bool = True) -> None:
+        """Closes both files; ``finish`` ends the JSON document (else it is left unfinished
+        for the caller to remove)."""
+        try:
+            if finish:
+                self._json.write(b"\n]}\n")
+        finally:
+            self._txt.close()
+            self._json.close()
 
 
 # ----------------------------------------------------------------------------- files
@@ -341,7 +419,8 @@ class _OverviewWriter:
 
 
 class DecodeOutputs:
-    """Writes frames, scaffolds and the overview of a decoded stream into ``out_dir``.
+    """Writes frames, scaffolds, the overview and (box streams) the tracks of a decoded
+    stream into ``out_dir``.
 
     Use as a context manager: the outputs appear at ``out_dir`` when the block ends without
     an exception; on any exception (``KeyboardInterrupt`` included) nothing is left (see the
@@ -370,10 +449,13 @@ class DecodeOutputs:
         self.incomplete: str | None = None
         self._force = force
         self._tmp = prepare_output(self.out_dir, force)
-        self._npz = self._overview = self._index = None
+        self._npz = self._overview = self._index = self._tracks = None
         try:
             self._index = open_new_file(self._tmp / _INDEX)
             self._npz = _NpzWriter(self._tmp / "scaffolds.npz")
+            if self._sends_boxes:
+                self._tracks = TrackFiles(self._tmp, header.width, header.height,
+                                          float(header.frame_rate))  # fmt: skip
             if overview:
                 rate = Fraction(header.fps_num, header.fps_den)
                 self._overview = _OverviewWriter(self._tmp / "overview.mp4", rate)
@@ -428,6 +510,7 @@ class DecodeOutputs:
         if self._sends_boxes:
             self._npz.add(f"boxes_{k}", np.asarray(s.tracks.boxes, np.float32).reshape(-1, 4))
             self._npz.add(f"box_ids_{k}", np.asarray(s.tracks.ids, np.int32))
+            self._tracks.add(s.number, s.tracks)
         for track_id, picture in sorted(decoded.appearances.items()):
             self._npz.add(f"appearance_{k}_{track_id}", picture)
         entry = {"frame": s.number, "keyframe": s.keyframe is not None,
@@ -465,6 +548,9 @@ class DecodeOutputs:
     def _finish(self) -> None:
         self._guard(self._npz.close)
         self._npz = None
+        if self._tracks is not None:
+            self._guard(self._tracks.close)
+            self._tracks = None
         if self._overview is not None:
             self._guard(self._overview.close)
             self._overview = None
@@ -480,7 +566,10 @@ class DecodeOutputs:
             if writer is not None:
                 with contextlib.suppress(Exception):
                     writer.close() if writer is self._npz else writer.close(flush=False)
-        self._npz = self._overview = self._index = None
+        if self._tracks is not None:
+            with contextlib.suppress(Exception):
+                self._tracks.close(finish=False)
+        self._npz = self._overview = self._index = self._tracks = None
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def __exit__(self, exc_type, *rest) -> None:
