@@ -555,35 +555,14 @@ def expand_settings(codec, settings: Sequence[str], scales: Sequence[float]) -> 
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
-    """Writes rows with :data:`BASE_COLUMNS` first, ``bytes_*`` after ``bytes``.
-
-    Atomic: the table goes to a temporary file in the same folder that is then renamed over
-    ``path``, so a reader (or a killed run) never sees a half-written results.csv.
-    """
-    import csv
+    """Writes results.csv: rows with :data:`BASE_COLUMNS` first, ``bytes_*`` after ``bytes``
+    (atomically, quoted by the csv module: :func:`~evaluation.report.rows.write_rows_csv`)."""
+    from semcodec.evaluation.report.rows import write_rows_csv
 
     stream_cols = sorted({k for r in rows for k in r if k.startswith("bytes_")})
     extra = sorted({k for r in rows for k in r} - set(BASE_COLUMNS) - set(stream_cols))
     at = BASE_COLUMNS.index("bytes") + 1
-    columns = BASE_COLUMNS[:at] + stream_cols + BASE_COLUMNS[at:] + extra
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, columns, extrasaction="ignore")
-            writer.writeheader()
-            for row in rows:
-                writer.writerow({k: _csv_value(row.get(k)) for k in columns})
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _csv_value(value):
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.8g}"
-    return value
+    write_rows_csv(rows, BASE_COLUMNS[:at] + stream_cols + BASE_COLUMNS[at:] + extra, path)
 
 
 def calibrate_detectors(config: GridConfig) -> dict[str, dict | None]:

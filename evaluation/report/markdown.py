@@ -14,6 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from semcodec.evaluation.report.columns import definitions_for
+from semcodec.evaluation.report.rows import write_rows_csv
 
 #: Quality metrics with their direction (True: higher is better) and axis label.
 QUALITY_METRICS: dict[str, tuple[bool, str]] = {
@@ -491,11 +492,8 @@ def _saving_section(rows: list[dict], out_dir: Path) -> list[str]:
     savings = saving_factors(rows)
     if not any(s.factor is not None for s in savings):
         return []
-    with open(out_dir / "saving.csv", "w") as fh:
-        fields = list(saving_rows(savings)[0])
-        fh.write(",".join(fields) + "\n")
-        for item in saving_rows(savings):
-            fh.write(",".join("" if item[f] is None else str(item[f]) for f in fields) + "\n")
+    items = saving_rows(savings)
+    write_rows_csv(items, list(items[0]), out_dir / "saving.csv")
     table: dict[tuple, dict] = {}
     for s in savings:
         line = table.setdefault((s.sequence, s.codec, s.setting, s.protocol),

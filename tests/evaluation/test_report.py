@@ -189,3 +189,19 @@ def test_the_report_defines_the_columns_it_shows(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "- `bytes`, `bpp`: payload bytes" in report
     assert "- `twe`" not in report and "- `flicker`, `twe`" not in report
+
+
+def test_saving_csv_keeps_a_setting_with_commas_in_one_field(tmp_path):
+    import csv
+
+    rows = _rows("x265", "x265", 1.0)
+    rows.append({"sequence": "seq", "codec": "scaffold", "curve": "scaffold",
+                 "setting": "level=1,decoder=restore", "bpp": 0.015, "psnr": 33.0,
+                 "st_lpips": 0.3, "dec_fps": 5.0})  # fmt: skip
+    write_report(rows, tmp_path)
+    with open(tmp_path / "saving.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert table and all(None not in row for row in table)  # no field spilled over
+    (scaffold,) = {r["setting"] for r in table if r["codec"] == "scaffold"}
+    assert scaffold == "level=1,decoder=restore"
+    assert {float(r["bpp"]) for r in table if r["codec"] == "scaffold"} == {0.015}
