@@ -128,12 +128,36 @@ def profile_detect(frames: Sequence[np.ndarray], bottleneck: TaskBottleneck,
         decoded.append(detector.cloud_detect(rebuilt, height, width).scores)
     if not reference:
         return base
-    target = float(np.mean([np.sum(s >= REFERENCE_THRESHOLD) for s in reference]))
+    threshold, target, matched = match_threshold(reference, decoded)
+    return DetectProfile(camera, threshold, target, matched)
+
+
+def match_threshold(reference: Sequence[np.ndarray], decoded: Sequence[np.ndarray],
+                    reference_threshold: float = REFERENCE_THRESHOLD,
+                    candidates: Sequence[float] = CANDIDATE_THRESHOLDS,
+                    ) -> tuple[float, float, float]:  # fmt: skip
+    """The cloud's threshold: the candidate at which the decoded features find, per frame on
+    average, as many people as the uncompressed detector at ``reference_threshold``.
+
+    Args:
+        reference: per start-up frame, the ``(n,)`` float scores (0..1) of the uncompressed
+            split detector's boxes after NMS.
+        decoded: per the same frames, the scores of the detector on the decoded features.
+        reference_threshold: the uncompressed detector's operating point.
+        candidates: thresholds to choose among.
+
+    Returns:
+        ``(threshold, reference people per frame, decoded people per frame at threshold)``;
+        among candidates whose counts are equally near, the one nearest
+        ``reference_threshold``.
+    """
+    if len(reference) != len(decoded) or not reference:
+        raise ValueError(f"{len(reference)} reference and {len(decoded)} decoded frames: "
+                         "need the same, at least one")  # fmt: skip
+    target = float(np.mean([np.sum(np.asarray(s) >= reference_threshold) for s in reference]))
 
     def count(threshold: float) -> float:
-        return float(np.mean([np.sum(s >= threshold) for s in decoded]))
+        return float(np.mean([np.sum(np.asarray(s) >= threshold) for s in decoded]))
 
-    # the nearest count; among equals, the threshold nearest the reference's
-    best = min(CANDIDATE_THRESHOLDS,
-               key=lambda t: (abs(count(t) - target), abs(t - REFERENCE_THRESHOLD)))  # fmt: skip
-    return DetectProfile(camera, float(best), target, count(best))
+    best = min(candidates, key=lambda t: (abs(count(t) - target), abs(t - reference_threshold)))
+    return float(best), target, count(best)
