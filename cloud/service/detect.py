@@ -107,7 +107,7 @@ def find_bottleneck(sha256: str | None, extra_dir: Path | None = None) -> Path |
     if not sha256:
         return None
     for path in bottleneck_candidates(extra_dir):
-        if _sha256_of(path) == sha256:
+        if (_sha256_of(path) or "").startswith(sha256):  # a version-3 header holds a prefix
             return path
     return None
 

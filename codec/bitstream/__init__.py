@@ -11,21 +11,69 @@ Modules: :mod:`.primitives` (constants, errors, uvarints, bounded readers), :mod
 (:class:`StreamHeader`), :mod:`.units` (:class:`Unit`, :class:`SubStream`, :func:`iter_units`)
 and :mod:`.stream` (:func:`read_stream`, :class:`StreamWriter`); import from this package.
 
-Byte layout (format version 1)
+Format versions
+===============
+
+Version 3 (written since the compact container) and version 2 (read; written on request
+with ``StreamHeader(..., version=2)``) differ in the header body and the unit framing; a
+stream's units are framed as its header's version says, and a unit's first byte tells its
+framing, so a unit also parses alone (:func:`unit_version`). Version 3 exists because on the
+embedded sample at 0.004 BPP (60 frames, 3,552 bytes) version 2's header (615 bytes: every
+setting as text, 32-byte digests) and framing (12.4 bytes a frame) were 39 % of the stream.
+
+Byte layout (format version 3)
 ==============================
 
-Conventions: fixed-width integers are unsigned **big-endian**. ``uvarint`` is LEB128 (7 bits
-per byte, least significant group first, high bit = "more bytes follow"), at most 10 bytes,
-value < 2**64, and canonical (no overlong encoding: a multi-byte varint never ends in a
-``0x00`` byte). ``str`` is ``uvarint byte length`` + UTF-8 bytes. CRC32 is
-``zlib.crc32`` (ISO-HDLC / IEEE 802.3: poly 0x04C11DB7 reflected, init and xorout
-0xFFFFFFFF), stored as u32 big-endian.
+Conventions as in version 2 below. Stream header::
+
+    0       4     magic b"SEMC"
+    4       1     format version, u8 = 3
+    5       1-10  N = header body length, uvarint
+    .       N     header body
+    .       4     CRC32 over the version byte, the length varint and the body
+
+Header body (uvarints unless said; leftover bytes are an error)::
+
+    v     frame width (1..65535), frame height (1..65535)
+    v     frame rate numerator, denominator (each 1..2**32-1)
+    1     level, u8
+    v     number of frames (0 = unknown; <= 2**32-1)
+    v     defaults id: 0, or 1 + the index of a set in tables.SETTINGS_DEFAULTS
+    v     M = number of model entries; then M times:
+            name  (a name: uvarint id = 1 + index in tables.MODEL_NAMES, or 0 and a str)
+            1     digest length D, u8: 4 (the first 4 bytes of the sha256) or 0
+            D     digest prefix
+    v     K = number of settings written; then K times (keys strictly increasing as text):
+            name  key (as a model name, with tables.SETTING_KEYS)
+            str   value (never equal to the defaults' value for the key: the reader fills
+                  in every key of the defaults that is not written)
+
+Unit::
+
+    0     1     lead byte 0b11kk_nnnn: kk unit kind (1 KEYFRAME, 2 FRAME, 3 END), nnnn the
+                number of sub-streams S (0..14; 15: S >= 15, see below)
+    1     1-10  L = unit length, uvarint: bytes from the sequence number through the CRC
+                (3 <= L <= max_unit_size)
+    .     v     sequence number, uvarint
+    .     v     only when nnnn = 15: S - 15, uvarint (S <= max_substreams)
+                then S times:
+    .     v       all but the last: uvarint (P << 4 | type), P = payload length, type 1..15
+    .     1       the last: type, u8; its payload runs to the CRC
+    .     P       payload
+    .     2     CRC-16/CCITT-FALSE (binascii.crc_hqx, init 0xFFFF), u16 big-endian, over the
+                lead byte, the length varint and everything through the last payload byte
+
+Known answer: ``Unit(FRAME, 3, (SubStream(TRACKS, b"ab"),))`` is ``e1 06 03 02 61 62 8c 4e``
+(6 bytes of framing for 2 of payload); ``Unit(END, 0)`` is ``f0 03 00 7a 9d``.
+
+Byte layout (format version 2)
+==============================
 
 Stream header::
 
     offset  size  field
     0       4     magic b"SEMC" (53 45 4D 43)
-    4       1     format version, u8 = 1 (a reader refuses any other value; checked before
+    4       1     format version, u8 = 2 (a reader refuses any other value; checked before
                   the CRC, since another version may lay out what follows differently)
     5       1-10  N = header body length, uvarint (<= max_header_size, default 1 MiB)
     .       N     header body (below)
@@ -71,6 +119,7 @@ The unit's fields must fill exactly its ``L`` bytes. A stream ends at the end of
 byte after an ``END`` unit is an error. Unknown enum values are errors: adding a unit kind or
 a sub-stream type is a format change and bumps the version byte (version 2 added
 APPEARANCE; a version-1 stream is refused with :class:`UnsupportedVersionError`).
+Version 3 adds sub-stream types below 16 only (4 bits in its framing).
 
 Known answer: ``Unit(FRAME, 3, (SubStream(TRACKS, b"ab"),))`` is
 ``a5 5a 0b 02 03 01 02 02 61 62`` followed by its CRC ``62 f4 cf 7f``.
@@ -90,6 +139,7 @@ from semcodec.codec.bitstream.primitives import (
     FORMAT_VERSION,
     MAGIC,
     MAX_UVARINT_BYTES,
+    SUPPORTED_VERSIONS,
     SYNC_MARKER,
     BitstreamError,
     CorruptError,
@@ -111,6 +161,7 @@ from semcodec.codec.bitstream.units import (
     UnitKind,
     iter_units,
     unit_overhead_bytes,
+    unit_version,
 )
 
 __all__ = [
@@ -120,6 +171,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
     "MAX_UVARINT_BYTES",
+    "SUPPORTED_VERSIONS",
     "SYNC_MARKER",
     "BitstreamError",
     "CorruptError",
@@ -139,5 +191,6 @@ __all__ = [
     "iter_units",
     "read_stream",
     "unit_overhead_bytes",
+    "unit_version",
     "write_stream",
 ]

@@ -1,6 +1,8 @@
 """The stream header: :class:`StreamHeader` (frame size and rate, level, frame count, model
-names with their sha256, settings), its canonical bytes and its strict parser. The layout is
-in :mod:`codec.bitstream`."""
+names with their sha256, settings), its canonical bytes and its strict parser, in format
+version 3 (compact: numbers as varints, names and keys from :mod:`.tables`, settings as
+changes from a numbered set of defaults) and version 2 (read, and written on request). The
+layouts are in :mod:`codec.bitstream`."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from semcodec.codec.bitstream.primitives import (
     DEFAULT_MAX_HEADER_SIZE,
     FORMAT_VERSION,
     MAGIC,
+    SUPPORTED_VERSIONS,
     BitstreamError,
     CorruptError,
     OversizedError,
@@ -33,6 +36,15 @@ from semcodec.codec.bitstream.primitives import (
     _utf8,
     encode_uvarint,
 )
+from semcodec.codec.bitstream.tables import (
+    DIGEST_PREFIX_BYTES,
+    MODEL_NAMES,
+    SETTING_KEYS,
+    settings_defaults,
+)
+
+_SETTING_IDS = {key: i + 1 for i, key in enumerate(SETTING_KEYS)}
+_MODEL_IDS = {name: i + 1 for i, name in enumerate(MODEL_NAMES)}
 
 
 @dataclass(frozen=True)
@@ -41,8 +53,9 @@ class ModelEntry:
 
     Attributes:
         name: registry name (non-empty).
-        sha256: 64 hex characters (stored lowercase), or ``None`` for a model whose file is
-            not byte-reproducible.
+        sha256: 64 hex characters (stored lowercase); in a version-3 header its first
+            ``2 * DIGEST_PREFIX_BYTES`` characters (:meth:`matches` compares either with a
+            file's sha256); or ``None`` for a model whose file is not byte-reproducible.
     """
 
     name: str
@@ -53,9 +66,11 @@ class ModelEntry:
         if self.sha256 is None:
             return
         digest = self.sha256
-        if not isinstance(digest, str) or len(digest) != 2 * _SHA256_BYTES:
+        if not isinstance(digest, str) or len(digest) not in (2 * _SHA256_BYTES,
+                                                              2 * DIGEST_PREFIX_BYTES):
             raise BitstreamError(
-                f"model {self.name!r}: sha256 must be 64 hex characters or None, got {digest!r}"
+                f"model {self.name!r}: sha256 must be 64 hex characters (or the "
+                f"{2 * DIGEST_PREFIX_BYTES} first), or None, got {digest!r}"
             )
         try:
             bytes.fromhex(digest)
@@ -64,6 +79,19 @@ class ModelEntry:
                 f"model {self.name!r}: sha256 {digest!r} is not hexadecimal"
             ) from None
         object.__setattr__(self, "sha256", digest.lower())
+
+    def matches(self, sha256: str | None) -> bool:
+        """Whether a file of sha256 ``sha256`` (64 hex characters) is this model's: equal to
+        the digest held, or starting with it where only its prefix is held."""
+        if self.sha256 is None or sha256 is None:
+            return self.sha256 == sha256
+        return sha256.lower().startswith(self.sha256)
+
+    def compact(self) -> ModelEntry:
+        """The entry as a version-3 header holds it (the digest's prefix only)."""
+        if self.sha256 is None or len(self.sha256) == 2 * DIGEST_PREFIX_BYTES:
+            return self
+        return ModelEntry(self.name, self.sha256[: 2 * DIGEST_PREFIX_BYTES])
 
 
 @dataclass(frozen=True)
@@ -75,9 +103,17 @@ class StreamHeader:
         fps_num, fps_den: frame rate as the rational ``fps_num / fps_den``, each 1..2**32-1.
         level: operating level of the codec (what is sent), 0..255.
         num_frames: number of frames if known, else 0; 0..2**32-1.
-        models: the models the edge used, in order.
+        models: the models the edge used, in order (a version-3 header keeps the first
+            :data:`~.tables.DIGEST_PREFIX_BYTES` of each sha256: compare with
+            :meth:`ModelEntry.matches`).
         settings: free-form string key/value settings (codec settings, keyframe coder...);
-            read-only, kept sorted by key. Keys are non-empty.
+            read-only, kept sorted by key. Keys are non-empty. All of them, also those a
+            version-3 header leaves to its ``defaults``.
+        defaults: version 3: the id of the set of default settings
+            (:data:`~.tables.SETTINGS_DEFAULTS`, 0 for none) whose entries the bytes leave
+            out where ``settings`` agree; ``settings`` must hold every key of the set.
+        version: the format version the header (and its stream's units) are written in:
+            :data:`FORMAT_VERSION` (3), or 2 to write the older layout.
     """
 
     width: int
@@ -88,8 +124,13 @@ class StreamHeader:
     num_frames: int = 0
     models: tuple[ModelEntry, ...] = ()
     settings: Mapping[str, str] = field(default_factory=dict)
+    defaults: int = 0
+    version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
+        if self.version not in SUPPORTED_VERSIONS:
+            raise BitstreamError(f"version must be one of {SUPPORTED_VERSIONS}, got "
+                                 f"{self.version!r}")  # fmt: skip
         _check_int("width", self.width, 1, _U16_MAX)
         _check_int("height", self.height, 1, _U16_MAX)
         _check_int("fps_num", self.fps_num, 1, _U32_MAX)
@@ -112,17 +153,40 @@ class StreamHeader:
             _utf8("settings key", key, allow_empty=False)
             _utf8(f"settings[{key!r}]", value, allow_empty=True)
         settings = MappingProxyType(dict(sorted(self.settings.items())))
+        self._check_defaults(settings)
+        if self.version == 2 and any(m.sha256 and len(m.sha256) != 2 * _SHA256_BYTES
+                                     for m in models):  # fmt: skip
+            raise BitstreamError("a version-2 header holds whole sha256 digests (64 hex "
+                                 "characters)")  # fmt: skip
+        if self.version >= 3:
+            models = tuple(m.compact() for m in models)
         object.__setattr__(self, "models", models)
         object.__setattr__(self, "settings", settings)
+
+    def _check_defaults(self, settings: Mapping[str, str]) -> None:
+        _check_int("defaults", self.defaults, 0, 255)
+        if self.defaults and self.version < 3:
+            raise BitstreamError("defaults are a version-3 header's: a version-2 header "
+                                 "writes every setting (give defaults=0)")  # fmt: skip
+        try:
+            table = settings_defaults(self.defaults)
+        except KeyError:
+            raise BitstreamError(f"defaults {self.defaults}: no such set of default settings "
+                                 "(tables.SETTINGS_DEFAULTS)") from None  # fmt: skip
+        missing = sorted(set(table) - set(settings))
+        if missing:
+            raise BitstreamError(f"settings lack {missing}, keys of the defaults they name "
+                                 f"({self.defaults}): give them, or defaults=0")  # fmt: skip
 
     def _fields(self) -> tuple[Any, ...]:
         """Every field in order, settings as a plain dict."""
         return (self.width, self.height, self.fps_num, self.fps_den, self.level,
-                self.num_frames, self.models, dict(self.settings))  # fmt: skip
+                self.num_frames, self.models, dict(self.settings), self.defaults,
+                self.version)  # fmt: skip
 
     def __hash__(self) -> int:
-        *head, settings = self._fields()
-        return hash((*head, tuple(settings.items())))
+        fields = self._fields()
+        return hash((*fields[:7], tuple(fields[7].items()), *fields[8:]))
 
     def __reduce__(self) -> tuple[Any, ...]:  # a mappingproxy does not pickle; a dict does
         return (type(self), self._fields())
@@ -133,6 +197,25 @@ class StreamHeader:
         return Fraction(self.fps_num, self.fps_den)
 
     def _body(self) -> bytes:
+        return self._body_v3() if self.version >= 3 else self._body_v2()
+
+    def _body_v3(self) -> bytes:
+        parts = [encode_uvarint(v) for v in (self.width, self.height, self.fps_num,
+                                              self.fps_den)]  # fmt: skip
+        parts += [bytes([self.level]), encode_uvarint(self.num_frames),
+                  encode_uvarint(self.defaults), encode_uvarint(len(self.models))]  # fmt: skip
+        for entry in self.models:
+            digest = b"" if entry.sha256 is None else bytes.fromhex(entry.sha256)
+            parts += [_named(entry.name, _MODEL_IDS), bytes([len(digest)]), digest]
+        table = settings_defaults(self.defaults)
+        written = {k: v for k, v in self.settings.items() if table.get(k) != v}
+        parts.append(encode_uvarint(len(written)))
+        for key, value in written.items():
+            v = value.encode("utf-8")
+            parts += [_named(key, _SETTING_IDS), encode_uvarint(len(v)), v]
+        return b"".join(parts)
+
+    def _body_v2(self) -> bytes:
         parts = [
             _HEADER_FIXED.pack(
                 self.width, self.height, self.fps_num, self.fps_den, self.level, self.num_frames
@@ -161,7 +244,7 @@ class StreamHeader:
             raise OversizedError(
                 f"header body is {len(body)} bytes, over the limit of {max_header_size}"
             )
-        covered = bytes([FORMAT_VERSION]) + encode_uvarint(len(body)) + body
+        covered = bytes([self.version]) + encode_uvarint(len(body)) + body
         return MAGIC + covered + _CRC.pack(zlib.crc32(covered))
 
     @classmethod
@@ -203,15 +286,15 @@ def _read_header(inp: _Input, max_header_size: int) -> StreamHeader:
             "stream header: expected the format version byte, the data ends", offset=inp.pos
         )
     version = raw_version[0]
-    if version != FORMAT_VERSION:
+    if version not in SUPPORTED_VERSIONS:
         hint = (
             "; the stream was written by a newer semcodec: upgrade to read it"
             if version > FORMAT_VERSION
             else ""
         )
         raise UnsupportedVersionError(
-            f"stream format version {version} is not supported: this reader reads version "
-            f"{FORMAT_VERSION}{hint}",
+            f"stream format version {version} is not supported: this reader reads versions "
+            f"{' and '.join(map(str, SUPPORTED_VERSIONS))}{hint}",
             offset=inp.pos - 1,
         )
     length_offset = inp.pos
@@ -242,7 +325,93 @@ def _read_header(inp: _Input, max_header_size: int) -> StreamHeader:
             f"stream header CRC mismatch: stored {stored:08x}, computed {computed:08x}",
             offset=inp.pos - 4,
         )
+    if version >= 3:
+        return _parse_header_body_v3(body, body_offset, version)
     return _parse_header_body(body, body_offset)
+
+
+def _named(name: str, ids: dict[str, int]) -> bytes:
+    """A name a table numbers as its uvarint id, any other as 0 and its text."""
+    if name in ids:
+        return encode_uvarint(ids[name])
+    raw = name.encode("utf-8")
+    return b"\x00" + encode_uvarint(len(raw)) + raw
+
+
+def _read_named(cur: _Cursor, table: tuple[str, ...], what: str) -> str:
+    """Inverse of :func:`_named`: the table's entry, or a name written as text (which must
+    be non-empty and not one the table numbers: the encoding is canonical)."""
+    offset = cur.offset
+    ident = cur.uvarint(f"{what} id")
+    if ident > len(table):
+        raise cur.corrupt(f"{what} id {ident} is past the table of {len(table)} (a stream of "
+                          "a newer semcodec: upgrade to read it)", offset=offset)  # fmt: skip
+    if ident:
+        return table[ident - 1]
+    name = cur.text(what)
+    if not name:
+        raise cur.corrupt(f"{what}: expected a non-empty name", offset=offset)
+    if name in table:
+        raise cur.corrupt(f"{what} {name!r} is written as text, but the table numbers it "
+                          f"({table.index(name) + 1}): non-canonical", offset=offset)  # fmt: skip
+    return name
+
+
+def _parse_header_body_v3(body: bytes, base: int, version: int) -> StreamHeader:
+    cur = _Cursor(body, base, None, "stream header body")
+    fields = {}
+    for name, hi in (("frame width", _U16_MAX), ("frame height", _U16_MAX),
+                     ("frame rate numerator", _U32_MAX), ("frame rate denominator", _U32_MAX)):
+        offset = cur.offset
+        fields[name] = cur.uvarint(name)
+        if not 1 <= fields[name] <= hi:
+            raise cur.corrupt(f"{name}: expected 1..{hi}, found {fields[name]}", offset=offset)
+    level = cur.u8("level")
+    offset = cur.offset
+    num_frames = cur.uvarint("number of frames")
+    if num_frames > _U32_MAX:
+        raise cur.corrupt(f"number of frames: expected <= {_U32_MAX}, found {num_frames}",
+                          offset=offset)  # fmt: skip
+    offset = cur.offset
+    defaults = cur.uvarint("defaults id")
+    try:
+        table = settings_defaults(defaults)
+    except KeyError:
+        raise cur.corrupt(f"defaults id {defaults} names no set of default settings (a stream "
+                          "of a newer semcodec: upgrade to read it)", offset=offset) from None
+    models: list[ModelEntry] = []
+    for i in range(cur.uvarint("model count")):
+        offset = cur.offset
+        name = _read_named(cur, MODEL_NAMES, f"model #{i} name")
+        if any(m.name == name for m in models):
+            raise cur.corrupt(f"model {name!r} is listed twice", offset=offset)
+        offset = cur.offset
+        size = cur.u8(f"model {name!r} digest length")
+        if size not in (0, DIGEST_PREFIX_BYTES):
+            raise cur.corrupt(f"model {name!r} digest length: expected 0 or "
+                              f"{DIGEST_PREFIX_BYTES}, found {size}", offset=offset)  # fmt: skip
+        digest = cur.take(size, f"model {name!r} digest")
+        models.append(ModelEntry(name, digest.hex() if digest else None))
+    settings = dict(table)
+    previous: str | None = None
+    for i in range(cur.uvarint("settings count")):
+        offset = cur.offset
+        key = _read_named(cur, SETTING_KEYS, f"settings key #{i}")
+        if previous is not None and key <= previous:
+            raise cur.corrupt(f"settings key {key!r}: expected keys in strictly increasing "
+                              f"order, found it after {previous!r}", offset=offset)  # fmt: skip
+        value = cur.text(f"settings[{key!r}]")
+        if table.get(key) == value:
+            raise cur.corrupt(f"settings[{key!r}] = {value!r} repeats its default: "
+                              "non-canonical", offset=offset)  # fmt: skip
+        settings[key], previous = value, key
+    if cur.remaining:
+        raise cur.corrupt(
+            f"expected the end of the stream header body, found {cur.remaining} more byte(s)"
+        )
+    return StreamHeader(fields["frame width"], fields["frame height"],
+                        fields["frame rate numerator"], fields["frame rate denominator"], level,
+                        num_frames, tuple(models), settings, defaults, version)  # fmt: skip
 
 
 def _parse_header_body(body: bytes, base: int) -> StreamHeader:
@@ -297,7 +466,8 @@ def _parse_header_body(body: bytes, base: int) -> StreamHeader:
         raise cur.corrupt(
             f"expected the end of the stream header body, found {cur.remaining} more byte(s)"
         )
-    return StreamHeader(width, height, fps_num, fps_den, level, num_frames, tuple(models), settings)
+    return StreamHeader(width, height, fps_num, fps_den, level, num_frames, tuple(models),
+                        settings, version=2)
 
 
 def header_bytes(header: StreamHeader) -> int:

@@ -32,10 +32,10 @@ from semcodec.codec.bitstream.units import (
 )
 
 
-def _stream_units(inp: _Input, limits: _Limits) -> Iterator[Unit]:
+def _stream_units(inp: _Input, limits: _Limits, version: int) -> Iterator[Unit]:
     index = 0
     while True:
-        unit = _read_unit(inp, index, limits)
+        unit = _read_unit(inp, index, limits, version)
         if unit is None:
             return
         yield unit
@@ -51,10 +51,11 @@ def _stream_units(inp: _Input, limits: _Limits) -> Iterator[Unit]:
             return
 
 
-def _units_from_path(path: Path, offset: int, limits: _Limits) -> Iterator[Unit]:
+def _units_from_path(path: Path, offset: int, limits: _Limits,
+                     version: int) -> Iterator[Unit]:  # fmt: skip
     with open(path, "rb") as fh:
         fh.seek(offset)
-        yield from _stream_units(_Input(fh, offset), limits)
+        yield from _stream_units(_Input(fh, offset), limits, version)
 
 
 def read_stream(
@@ -87,7 +88,7 @@ def read_stream(
         with open(path, "rb") as fh:
             inp = _Input(fh)
             header = _read_header(inp, max_header_size)
-        return header, _units_from_path(path, inp.pos, limits)
+        return header, _units_from_path(path, inp.pos, limits, header.version)
     if isinstance(source, (bytes, bytearray, memoryview)):
         fh = io.BytesIO(bytes(source))
     elif hasattr(source, "read"):
@@ -96,7 +97,7 @@ def read_stream(
         raise TypeError(f"source must be a path, bytes or a binary file, got {type(source)}")
     inp = _Input(fh)
     header = _read_header(inp, max_header_size)
-    return header, _stream_units(inp, limits)
+    return header, _stream_units(inp, limits, header.version)
 
 
 class StreamWriter:
@@ -131,6 +132,7 @@ class StreamWriter:
         if not isinstance(header, StreamHeader):
             raise BitstreamError(f"header must be a StreamHeader, got {header!r}")
         self._limits = _limits(max_unit_size, max_substreams)
+        self._version = header.version  # the units are framed as the header's version
         data = header.to_bytes(max_header_size=max_header_size)  # validate before any file
         self._fsync = fsync
         self._path: Path | None = None
@@ -170,7 +172,8 @@ class StreamWriter:
                 "END unit: nothing may follow END"
             )
         data = unit.to_bytes(
-            max_unit_size=self._limits.max_unit_size, max_substreams=self._limits.max_substreams
+            max_unit_size=self._limits.max_unit_size, max_substreams=self._limits.max_substreams,
+            version=self._version,
         )
         self._emit(data)
         self.units_written += 1

@@ -1,10 +1,16 @@
 """Units: :class:`Unit` (kind, frame index, typed :class:`SubStream` payloads), their framing
-(sync marker, length, CRC) and the strict parser of one unit. The layout is in
-:mod:`codec.bitstream`."""
+and the strict parser of one unit. Format version 3 frames a unit compactly (a lead byte
+that is both the marker and the kind and count, a length, the frame index, a type-and-length
+varint per sub-stream but the last, a CRC-16: 6 bytes for a frame with one small sub-stream);
+version 2 (sync marker, length, kind, index, count, a type and a length per sub-stream,
+CRC32: 12 bytes) is still read and written on request. A unit's first byte tells its framing,
+so a unit parses alone. The layouts are in :mod:`codec.bitstream`."""
 
 from __future__ import annotations
 
+import binascii
 import io
+import struct
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -16,6 +22,7 @@ from semcodec.codec.bitstream.primitives import (
     _U64_LIMIT,
     DEFAULT_MAX_SUBSTREAMS,
     DEFAULT_MAX_UNIT_SIZE,
+    FORMAT_VERSION,
     SYNC_MARKER,
     BitstreamError,
     CorruptError,
@@ -55,6 +62,22 @@ class SubStreamType(IntEnum):
 
 _UNIT_KINDS = frozenset(m.value for m in UnitKind)
 _SUBSTREAM_TYPES = frozenset(m.value for m in SubStreamType)
+
+#: Version 3: a unit's lead byte is ``0b11kk_nnnn``: ``11`` marks it (a version-2 unit starts
+#: with 0xA5), ``kk`` is its kind, ``nnnn`` its number of sub-streams (15: 15 or more, the
+#: rest as a uvarint after the frame index).
+_LEAD_MARK, _LEAD_MASK = 0xC0, 0xC0
+_COUNT_ESCAPE = 15
+_TYPE_BITS = 4  # a sub-stream type in a version-3 unit is below 16
+_CRC16 = struct.Struct(">H")
+_MIN_COMPACT_LENGTH = 1 + _CRC16.size  # a 1-byte frame index and the CRC
+
+
+def crc16(data: bytes | memoryview, value: int = 0xFFFF) -> int:
+    """CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection, no xorout) of ``data``
+    (``binascii.crc_hqx``): catches every error of up to 3 bits and every burst of up to 16
+    in a unit; a stream's header keeps a CRC32."""
+    return binascii.crc_hqx(data, value)
 
 
 @dataclass(frozen=True)
@@ -117,8 +140,10 @@ class Unit:
         *,
         max_unit_size: int = DEFAULT_MAX_UNIT_SIZE,
         max_substreams: int = DEFAULT_MAX_SUBSTREAMS,
+        version: int = FORMAT_VERSION,
     ) -> bytes:
-        """The encoded unit (sync marker through CRC).
+        """The encoded unit (lead byte or sync marker through CRC), framed as format
+        ``version`` frames it (3, or 2 for a version-2 stream).
 
         Raises:
             OversizedError: more sub-streams than ``max_substreams`` or a unit longer than
@@ -130,6 +155,8 @@ class Unit:
             raise OversizedError(
                 f"unit has {len(self.substreams)} sub-streams, over the limit of {max_substreams}"
             )
+        if version >= 3:
+            return self._compact_bytes(max_unit_size)
         parts = [bytes([self.kind]), encode_uvarint(self.seq), encode_uvarint(len(self.substreams))]
         for sub in self.substreams:
             parts += [bytes([sub.type]), encode_uvarint(len(sub.payload)), sub.payload]
@@ -143,6 +170,29 @@ class Unit:
         crc = zlib.crc32(content, zlib.crc32(raw_length))
         return b"".join((SYNC_MARKER, raw_length, content, _CRC.pack(crc)))
 
+    def _compact_bytes(self, max_unit_size: int) -> bytes:
+        count = len(self.substreams)
+        lead = bytes([_LEAD_MARK | self.kind << 4 | min(count, _COUNT_ESCAPE)])
+        parts = [encode_uvarint(self.seq)]
+        if count >= _COUNT_ESCAPE:
+            parts.append(encode_uvarint(count - _COUNT_ESCAPE))
+        for i, sub in enumerate(self.substreams):
+            if sub.type >= 1 << _TYPE_BITS:
+                raise BitstreamError(f"sub-stream type {sub.type} does not fit a version-3 "
+                                     "unit (types below 16)")  # fmt: skip
+            last = i == count - 1
+            head = bytes([sub.type]) if last else encode_uvarint(
+                len(sub.payload) << _TYPE_BITS | sub.type)
+            parts += [head, sub.payload]
+        content = b"".join(parts)
+        length = len(content) + _CRC16.size
+        if length > max_unit_size:
+            raise OversizedError(
+                f"unit is {length} bytes (index through CRC), over the limit of {max_unit_size}"
+            )
+        covered = lead + encode_uvarint(length) + content
+        return covered + _CRC16.pack(crc16(covered))
+
     @classmethod
     def from_bytes(
         cls,
@@ -151,7 +201,8 @@ class Unit:
         max_unit_size: int = DEFAULT_MAX_UNIT_SIZE,
         max_substreams: int = DEFAULT_MAX_SUBSTREAMS,
     ) -> Unit:
-        """Parse exactly one encoded unit (no trailing bytes)."""
+        """Parse exactly one encoded unit (no trailing bytes), in either framing (its first
+        byte tells which: :func:`unit_version`)."""
         limits = _limits(max_unit_size, max_substreams)
         inp = _Input(io.BytesIO(bytes(data)))
         unit = _read_unit(inp, 0, limits)
@@ -166,11 +217,20 @@ class Unit:
         return unit
 
 
-def unit_overhead_bytes(unit: Unit) -> int:
-    """Bytes of framing in the encoded unit: marker, lengths, kind, seq, types, counts, CRC.
+def unit_overhead_bytes(unit: Unit, version: int = FORMAT_VERSION) -> int:
+    """Bytes of framing in the unit encoded in format ``version``: marker or lead byte,
+    lengths, kind, seq, types, counts, CRC.
 
-    ``len(unit.to_bytes()) == unit_overhead_bytes(unit) + unit.payload_bytes``.
+    ``len(unit.to_bytes(version=v)) == unit_overhead_bytes(unit, v) + unit.payload_bytes``.
     """
+    if version >= 3:
+        count = len(unit.substreams)
+        content = _uvarint_len(unit.seq) + (_uvarint_len(count - _COUNT_ESCAPE)
+                                            if count >= _COUNT_ESCAPE else 0)  # fmt: skip
+        content += sum(_uvarint_len(len(s.payload) << _TYPE_BITS | s.type)
+                       for s in unit.substreams[:-1]) + (1 if count else 0)  # fmt: skip
+        length = content + unit.payload_bytes + _CRC16.size
+        return 1 + _uvarint_len(length) + length - unit.payload_bytes
     content = 1 + _uvarint_len(unit.seq) + _uvarint_len(len(unit.substreams))
     for sub in unit.substreams:
         content += 1 + _uvarint_len(len(sub.payload)) + len(sub.payload)
@@ -191,12 +251,34 @@ def _limits(max_unit_size: int, max_substreams: int) -> _Limits:
     )
 
 
-def _read_unit(inp: _Input, index: int, limits: _Limits) -> Unit | None:
-    """Read the next unit, or ``None`` at a clean end of the data (no byte left)."""
+def unit_version(first_byte: int) -> int | None:
+    """The format version whose framing a unit starting with ``first_byte`` has (3 for a
+    lead byte ``0b11kk_nnnn``, 2 for a sync marker's 0xA5), or None for neither."""
+    if first_byte & _LEAD_MASK == _LEAD_MARK:
+        return 3
+    return 2 if first_byte == SYNC_MARKER[0] else None
+
+
+def _read_unit(inp: _Input, index: int, limits: _Limits,
+               version: int | None = None) -> Unit | None:  # fmt: skip
+    """Read the next unit, or ``None`` at a clean end of the data (no byte left).
+    ``version``: the framing the stream's header declares (None: either)."""
     start = inp.pos
-    marker = inp.read_upto(len(SYNC_MARKER))
-    if not marker:
+    first = inp.read_upto(1)
+    if not first:
         return None
+    found = unit_version(first[0])
+    if found is None or (version is not None and found != (3 if version >= 3 else 2)):
+        expected = {None: f"a unit: a lead byte c0..ff (version 3) or the sync marker "
+                          f"{SYNC_MARKER.hex()} (version 2)",
+                    2: f"the sync marker {SYNC_MARKER.hex()} of a version-2 unit",
+                    3: "the lead byte (c0..ff) of a version-3 unit"}  # fmt: skip
+        wanted = None if version is None else (3 if version >= 3 else 2)
+        raise CorruptError(f"expected {expected[wanted]}, found {first.hex()}", offset=start,
+                           unit_index=index)  # fmt: skip
+    if found == 3:
+        return _read_compact_unit(inp, first[0], index, limits)
+    marker = first + inp.read_upto(len(SYNC_MARKER) - 1)
     if marker != SYNC_MARKER[: len(marker)]:
         raise CorruptError(
             f"expected the sync marker {SYNC_MARKER.hex()}, found {marker.hex()}",
@@ -232,6 +314,78 @@ def _read_unit(inp: _Input, index: int, limits: _Limits) -> Unit | None:
             unit_index=index,
         )
     return _parse_unit_body(raw_length, body, body_offset, index, limits)
+
+
+def _read_compact_unit(inp: _Input, lead: int, index: int, limits: _Limits) -> Unit:
+    """A version-3 unit whose lead byte was read."""
+    start = inp.pos - 1
+    length_offset = inp.pos
+    length, raw_length = inp.read_uvarint("unit length", index)
+    if length > limits.max_unit_size:
+        raise OversizedError(f"unit declares {length} bytes, over the limit of "
+                             f"{limits.max_unit_size} (max_unit_size)", offset=length_offset,
+                             unit_index=index)  # fmt: skip
+    if length < _MIN_COMPACT_LENGTH:
+        raise CorruptError(f"unit length: expected >= {_MIN_COMPACT_LENGTH}, found {length}",
+                           offset=length_offset, unit_index=index)  # fmt: skip
+    body_offset = inp.pos
+    body = inp.read_upto(length)
+    if len(body) < length:
+        raise TruncatedError(f"the data ends inside the unit: expected {length} bytes from "
+                             f"its index (at offset {body_offset}) through its CRC, found "
+                             f"{len(body)}", offset=inp.pos, unit_index=index)  # fmt: skip
+    content = memoryview(body)[: -_CRC16.size]
+    stored = _CRC16.unpack_from(body, len(content))[0]
+    computed = crc16(content, crc16(bytes([lead]) + raw_length))
+    if stored != computed:
+        raise CorruptError(f"CRC mismatch in the unit starting at byte offset {start}: stored "
+                           f"{stored:04x}, computed {computed:04x} (the unit is damaged)",
+                           offset=body_offset + len(content), unit_index=index)  # fmt: skip
+    return _parse_compact_content(lead, content, body_offset, index, limits)
+
+
+def _parse_compact_content(lead: int, content: memoryview, base: int, index: int,
+                           limits: _Limits) -> Unit:  # fmt: skip
+    cur = _Cursor(content, base, index, "unit")
+    kind_value = lead >> 4 & 3
+    if kind_value not in _UNIT_KINDS:
+        raise CorruptError(f"unit kind (lead byte {lead:02x}): expected 1 KEYFRAME, 2 FRAME "
+                           "or 3 END, found 0", offset=base - 1, unit_index=index)  # fmt: skip
+    seq = cur.uvarint("sequence number")
+    count = lead & _COUNT_ESCAPE
+    if count == _COUNT_ESCAPE:
+        offset = cur.offset
+        extra = cur.uvarint("sub-stream count")
+        if extra > limits.max_substreams:  # (before the sum, which could be huge)
+            extra = limits.max_substreams
+        count += extra
+        if count > limits.max_substreams:
+            raise OversizedError(f"unit declares {count} or more sub-streams, over the limit "
+                                 f"of {limits.max_substreams} (max_substreams)", offset=offset,
+                                 unit_index=index)  # fmt: skip
+    elif count > limits.max_substreams:
+        raise OversizedError(f"unit declares {count} sub-streams, over the limit of "
+                             f"{limits.max_substreams} (max_substreams)", offset=base - 1,
+                             unit_index=index)  # fmt: skip
+    subs: list[SubStream] = []
+    for i in range(count):
+        offset = cur.offset
+        if i < count - 1:
+            head = cur.uvarint(f"sub-stream #{i} type and length")
+            type_value, size = head & (1 << _TYPE_BITS) - 1, head >> _TYPE_BITS
+        else:
+            type_value, size = cur.u8(f"sub-stream #{i} type"), None
+        if type_value not in _SUBSTREAM_TYPES:
+            known = ", ".join(f"{m.value} {m.name}" for m in SubStreamType)
+            raise cur.corrupt(f"sub-stream #{i} type: expected one of {known}, found "
+                              f"{type_value}", offset=offset)  # fmt: skip
+        payload = cur.take(cur.remaining if size is None else size, f"sub-stream #{i} payload")
+        subs.append(SubStream(SubStreamType(type_value), payload))
+    if cur.remaining:
+        raise cur.corrupt(
+            f"expected the unit's CRC after its last sub-stream, found {cur.remaining} more byte(s)"
+        )
+    return Unit(UnitKind(kind_value), seq, tuple(subs))
 
 
 def _parse_unit_body(

@@ -44,6 +44,7 @@ from semcodec.codec.bitstream import (
     unit_overhead_bytes,
     write_stream,
 )
+from semcodec.codec.bitstream.tables import level_defaults_id
 from semcodec.codec.core.types import DecodedFrame, Flow, FrameScaffold, Segmentation, Tracks
 from semcodec.codec.scaffold.levels import LevelConfig
 
@@ -80,8 +81,9 @@ PLATE_WINDOW_S = 10.0
 #: Most pixels of the background model's frames (its memory: 64 of them; larger plates are
 #: coded from it upscaled).
 PLATE_MODEL_PIXELS = 768 * 576
-#: Bytes of an END unit (framing only), paid up front by the rate controller.
-END_UNIT_BYTES = 16
+#: Bytes of an END unit (framing only) of a stream of up to 2**21 frames, paid up front by
+#: the rate controller.
+END_UNIT_BYTES = len(Unit(UnitKind.END, 2**21 - 1).to_bytes())
 #: Most frames the edge reads ahead to build the first plate (96 frames of 768x576: 127 MB).
 MAX_LOOKAHEAD_FRAMES = 96
 #: Weight of the old size when a box stream's box sizes are smoothed over time (the decoder
@@ -490,6 +492,7 @@ class ScaffoldEncoder:
             width=self.frame_size[0], height=self.frame_size[1], fps_num=rate.numerator,
             fps_den=rate.denominator, level=self.config.level, num_frames=num_frames,
             models=self._models, settings=settings,
+            defaults=level_defaults_id(self.config.level, settings),
         )  # fmt: skip
 
     def encode_frame(self, frame: np.ndarray) -> tuple[Unit, FrameScaffold]:
@@ -976,8 +979,9 @@ class ScaffoldDecoder:
         return self._end_seq is not None
 
     def _check_prior(self) -> None:
-        wanted = {m.name: m.sha256 for m in self.header.models}.get("flow_prior")
-        if wanted and wanted != self.flow_prior.sha256:
+        entry = {m.name: m for m in self.header.models}.get("flow_prior")
+        if entry is not None and entry.sha256 and not entry.matches(self.flow_prior.sha256):
+            wanted = entry.sha256
             raise ScaffoldCodecError(
                 f"the stream was coded with flow prior sha256 {wanted}, this decoder has "
                 f"{self.flow_prior.sha256}: pass the prior file the edge used"

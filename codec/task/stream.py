@@ -210,13 +210,14 @@ def open_detect_decoder(header: StreamHeader, bottleneck: str | os.PathLike | No
     """
     if not is_detect_stream(header):
         raise TaskStreamError("not a detect-mode stream (its header has no mode=detect)")
-    wanted = {m.name: m.sha256 for m in header.models}.get(BOTTLENECK_MODEL)
+    entry = {m.name: m for m in header.models}.get(BOTTLENECK_MODEL)
+    wanted = None if entry is None else entry.sha256
     candidates = ([Path(bottleneck)] if bottleneck
                   else [verify_shipped(p) for p in shipped_bottlenecks().values()])  # fmt: skip
     found = None
     for path in candidates:
         candidate = load_bottleneck(path)
-        if candidate.sha256() == wanted:
+        if entry is not None and wanted and entry.matches(candidate.sha256()):
             found = candidate
             break
     if found is None:

@@ -36,8 +36,10 @@ from semcodec.codec.bitstream import (
     iter_units,
     read_stream,
     unit_overhead_bytes,
+    unit_version,
     write_stream,
 )
+from semcodec.codec.bitstream.tables import SETTINGS_DEFAULTS
 
 SHA = "0123456789abcdef" * 4
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -76,12 +78,13 @@ def _units() -> list[Unit]:
 
 
 def _frame_unit(content: bytes) -> bytes:
-    """Frame arbitrary unit content (kind byte .. last payload byte) with a valid CRC."""
+    """Frame arbitrary version-2 unit content (kind byte .. last payload byte) with a valid
+    CRC."""
     raw_len = encode_uvarint(len(content) + 4)
     return SYNC_MARKER + raw_len + content + struct.pack(">I", zlib.crc32(raw_len + content))
 
 
-def _frame_header(body: bytes, version: int = FORMAT_VERSION) -> bytes:
+def _frame_header(body: bytes, version: int = 2) -> bytes:
     covered = bytes([version]) + encode_uvarint(len(body)) + body
     return MAGIC + covered + struct.pack(">I", zlib.crc32(covered))
 
@@ -158,20 +161,36 @@ def test_uvarint_round_trip(value):
 def test_unit_known_bytes():
     unit = Unit(UnitKind.FRAME, 3, (SubStream(SubStreamType.TRACKS, b"ab"),))
     expected = bytes.fromhex("a55a 0b 02 03 01 02 02 6162 62f4cf7f")
-    assert unit.to_bytes() == expected
+    assert unit.to_bytes(version=2) == expected
     assert Unit.from_bytes(expected) == unit
-    assert unit_overhead_bytes(unit) == len(expected) - 2 == 12
+    assert unit_overhead_bytes(unit, 2) == len(expected) - 2 == 12
+    compact = bytes.fromhex("e1 06 03 02 6162 8c4e")  # lead FRAME|1, length, seq, type, CRC-16
+    assert unit.to_bytes() == compact and Unit.from_bytes(compact) == unit
+    assert unit_overhead_bytes(unit) == 6
+    assert (unit_version(compact[0]), unit_version(expected[0]), unit_version(0)) == (3, 2, None)
+
+
+def test_compact_unit_with_many_sub_streams_and_sizes():
+    subs = tuple(SubStream(SubStreamType.PLATE_TILE, bytes([i]) * i) for i in range(20))
+    unit = Unit(UnitKind.KEYFRAME, 300, subs)
+    raw = unit.to_bytes()
+    assert raw[0] == 0xC0 | 1 << 4 | 15  # the count escapes: 20 = 15 + 5
+    assert Unit.from_bytes(raw) == unit and len(raw) == unit_overhead_bytes(unit) + sum(
+        range(20))
+    with pytest.raises(OversizedError, match="sub-streams"):
+        Unit.from_bytes(raw, max_substreams=19)
 
 
 def test_end_unit_known_bytes():
-    assert Unit(UnitKind.END, 0).to_bytes() == bytes.fromhex("a55a 07 03 00 00 bed559fc")
+    assert Unit(UnitKind.END, 0).to_bytes(version=2) == bytes.fromhex("a55a 07 03 00 00 bed559fc")
+    assert Unit(UnitKind.END, 0).to_bytes() == bytes.fromhex("f0 03 00 7a9d")
 
 
 def test_header_known_bytes():
     header = StreamHeader(
         4, 2, 30, 1, level=1, num_frames=2,
         models=(ModelEntry("m", "00" * 32), ModelEntry("n")),
-        settings={"k": "v"},
+        settings={"k": "v"}, version=2,
     )  # fmt: skip
     expected = bytes.fromhex(
         "53454d43 02 3d"  # magic, version 2, body length 61
@@ -185,12 +204,72 @@ def test_header_known_bytes():
     assert header_bytes(header) == len(expected)
 
 
+def test_compact_header_known_bytes():
+    level1 = dict(SETTINGS_DEFAULTS[1])
+    header = StreamHeader(
+        384, 288, 7, 1, level=1, num_frames=60,
+        models=(ModelEntry("ssdlite_person", "ab" * 32), ModelEntry("n")),
+        settings={**level1, "target_bpp": "0.002", "zz": "1"}, defaults=2,
+    )  # fmt: skip
+    expected = bytes.fromhex(
+        "53454d43 03 22"  # magic, version 3, body length 34
+        "8003 a002 07 01 01 3c 02"  # 384 x 288, 7/1 fps, level 1, 60 frames, defaults 2
+        "02 01 04 abababab 00 01 6e 00"  # ssdlite_person (id 1) + 4 digest bytes, "n" as text
+        "02 18 05 302e303032 00 02 7a7a 01 31"  # 2 settings: target_bpp (id 24), "zz"
+    )  # then the CRC32
+    raw = header.to_bytes()
+    assert raw[: len(expected)] == expected and len(raw) == len(expected) + 4
+    assert raw[-4:] == struct.pack(">I", zlib.crc32(raw[4:-4]))
+    parsed = StreamHeader.from_bytes(raw)
+    assert parsed == header and dict(parsed.settings) == dict(header.settings)
+    assert parsed.models[0].sha256 == "abababab" and parsed.models[0].matches("ab" * 32)
+    assert not parsed.models[0].matches("ac" * 32) and parsed.version == FORMAT_VERSION == 3
+
+
+_F3 = b"\x04\x02\x1e\x01\x00\x00\x00"  # 4x2, 30/1 fps, level 0, 0 frames, no defaults
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (_F3 + b"\x00\x01\x00\x00\x00", "non-empty"),  # a settings key written as ""
+        (_F3 + b"\x01\x63\x00", "past the table"),  # model id 99
+        (_F3 + b"\x01\x00\x00\x00", "non-empty"),  # a model name written as ""
+        (_F3 + b"\x01\x01\x01m\x00", "digest length"),
+        (_F3 + b"\x02\x01\x00\x01\x00\x00", "twice"),
+        (_F3[:-1] + b"\x09\x00\x00", "defaults id 9"),
+        (b"\x00" + _F3[1:] + b"\x00\x00", "frame width"),
+        (_F3 + b"\x00\x01\x00\x05level\x01\x31", "written as text"),
+        (_F3[:-1] + b"\x01\x00\x01\x01\x01\x30", "repeats its default"),  # level=0
+        (_F3 + b"\x00\x02\x02\x01\x31\x01\x01\x31", "increasing"),
+        (_F3 + b"\x00\x00\x00", "more byte"),
+        (_F3 + b"\x00", "runs past"),
+    ],
+)
+def test_compact_header_errors_behind_a_valid_crc(body, message):
+    with pytest.raises(CorruptError, match=message):
+        StreamHeader.from_bytes(_frame_header(body, version=3))
+
+
+def test_compact_header_rules():
+    with pytest.raises(BitstreamError, match="lack"):  # a header naming defaults holds them all
+        StreamHeader(4, 2, 30, settings={"level": "1"}, defaults=2)
+    with pytest.raises(BitstreamError, match="version-3"):
+        StreamHeader(4, 2, 30, settings=dict(SETTINGS_DEFAULTS[1]), defaults=2, version=2)
+    with pytest.raises(BitstreamError, match="whole sha256"):
+        StreamHeader(4, 2, 30, models=(ModelEntry("m", "abcd0123"),), version=2)
+    with pytest.raises(BitstreamError, match="defaults 99"):
+        StreamHeader(4, 2, 30, defaults=99)
+
+
 # ------------------------------------------------------------------------------ round trips
 
 
 def test_header_round_trip_and_normalisation():
     header = _header(models=[ModelEntry("a", SHA.upper())], settings={"z": "1", "a": ""})
-    assert header.models == (ModelEntry("a", SHA),)
+    assert header.models == (ModelEntry("a", SHA[:8]),)  # version 3 keeps a prefix
+    assert _header(models=[ModelEntry("a", SHA.upper())], version=2).models == (
+        ModelEntry("a", SHA),)
     assert list(header.settings) == ["a", "z"]
     assert StreamHeader.from_bytes(header.to_bytes()) == header
     assert _header(fps_num=60, fps_den=2).frame_rate == 30
@@ -386,9 +465,10 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path):
 # ------------------------------------------------------------------------------ corruption
 
 
-def _small_stream() -> tuple[bytes, list[int]]:
+def _small_stream(version: int = FORMAT_VERSION) -> tuple[bytes, list[int]]:
     """A small stream and the offsets at which its units end."""
-    header = StreamHeader(16, 8, 25, models=(ModelEntry("m", SHA),), settings={"a": "b"})
+    header = StreamHeader(16, 8, 25, models=(ModelEntry("m", SHA),), settings={"a": "b"},
+                          version=version)  # fmt: skip
     units = [
         Unit(UnitKind.KEYFRAME, 0, (SubStream(SubStreamType.KEYFRAME_IMAGE, b"img"),)),
         Unit(UnitKind.FRAME, 1, (SubStream(SubStreamType.TRACKS, b"t"), SubStream(5, b""))),
@@ -397,14 +477,15 @@ def _small_stream() -> tuple[bytes, list[int]]:
     data = header.to_bytes()
     ends = []
     for unit in units:
-        data += unit.to_bytes()
+        data += unit.to_bytes(version=version)
         ends.append(len(data))
     return data, ends
 
 
-def test_truncation_at_every_offset(tmp_path):
-    data, ends = _small_stream()
-    header_len = header_bytes(_small_stream_header())
+@pytest.mark.parametrize("version", [2, 3])
+def test_truncation_at_every_offset(tmp_path, version):
+    data, ends = _small_stream(version)
+    header_len = header_bytes(_small_stream_header(version))
     full = _read_all(data)[1]
     path = tmp_path / "cut.semc"
     for cut in range(len(data)):
@@ -426,9 +507,10 @@ def test_truncation_at_every_offset(tmp_path):
     assert units == full[:1] and isinstance(error, TruncatedError) and error.unit_index == 1
 
 
-def test_every_bit_flip_in_a_unit_is_caught():
+@pytest.mark.parametrize("version", [2, 3])
+def test_every_bit_flip_in_a_unit_is_caught(version):
     unit = Unit(UnitKind.FRAME, 300, (SubStream(SubStreamType.FLOW, b"flow!"), SubStream(7, b"")))
-    raw = unit.to_bytes()
+    raw = unit.to_bytes(version=version)
     for i in range(len(raw) * 8):
         bad = bytearray(raw)
         bad[i // 8] ^= 1 << (i % 8)
@@ -439,8 +521,9 @@ def test_every_bit_flip_in_a_unit_is_caught():
         assert info.value.offset is not None
 
 
-def test_every_bit_flip_in_a_stream_is_caught():
-    data, _ = _small_stream()
+@pytest.mark.parametrize("version", [2, 3])
+def test_every_bit_flip_in_a_stream_is_caught(version):
+    data, _ = _small_stream(version)
     full = _read_all(data)[1]
     for i in range(len(data) * 8):
         bad = bytearray(data)
@@ -455,13 +538,17 @@ def test_bad_magic_and_marker_messages():
         read_stream(b"RIFF....")
     with pytest.raises(TruncatedError, match="magic"):
         read_stream(b"SEM")
-    with pytest.raises(CorruptError, match="a55a, found 0000") as info:
+    with pytest.raises(CorruptError, match="lead byte c0..ff.*a55a.*found 00") as info:
         Unit.from_bytes(b"\x00\x00\x07")
     assert info.value.offset == 0 and info.value.unit_index == 0
     with pytest.raises(TruncatedError):
         Unit.from_bytes(b"")
     with pytest.raises(TruncatedError):
         Unit.from_bytes(b"\xa5")
+    with pytest.raises(CorruptError, match="version-3 unit, found a5"):  # framings never mix
+        list(read_stream(_header().to_bytes() + _units()[1].to_bytes(version=2))[1])
+    with pytest.raises(CorruptError, match="version-2 unit, found e1"):
+        list(read_stream(_header(version=2).to_bytes() + _units()[1].to_bytes())[1])
 
 
 def test_trailing_bytes_refused():
@@ -540,10 +627,11 @@ def test_header_crc_and_truncation():
             StreamHeader.from_bytes(_header().to_bytes()[:cut])
 
 
-@pytest.mark.parametrize("version", [0, 1, 3, 255])
+@pytest.mark.parametrize("version", [0, 1, 4, 255])
 def test_other_versions_refused(version):
     data = _frame_header(_fixed() + b"\x00\x00", version=version)
-    with pytest.raises(UnsupportedVersionError, match=f"version {version} .*version 2") as info:
+    message = f"version {version} .*versions 2 and 3"
+    with pytest.raises(UnsupportedVersionError, match=message) as info:
         read_stream(data)
     assert info.value.offset == 4
     if version > FORMAT_VERSION:
@@ -566,7 +654,8 @@ def test_oversized_unit_refused_before_reading():
 
 def test_declared_length_never_allocated():
     """A length just under the limit over a few real bytes costs memory for the bytes only."""
-    data = _header().to_bytes() + SYNC_MARKER + encode_uvarint(DEFAULT_MAX_UNIT_SIZE) + b"\x02"
+    data = (_header(version=2).to_bytes() + SYNC_MARKER + encode_uvarint(DEFAULT_MAX_UNIT_SIZE)
+            + b"\x02")
     tracemalloc.start()
     try:
         _, units, error = _read_all(io.BytesIO(data))
@@ -581,7 +670,8 @@ def test_limits_hold_when_reading_a_file_on_disk(tmp_path):
     """read_stream(path) reads a real file in bounded chunks, with the same limits as bytes."""
     path = tmp_path / "hostile.semc"
     path.write_bytes(
-        _header().to_bytes() + SYNC_MARKER + encode_uvarint(DEFAULT_MAX_UNIT_SIZE) + b"\x02"
+        _header(version=2).to_bytes() + SYNC_MARKER
+        + encode_uvarint(DEFAULT_MAX_UNIT_SIZE) + b"\x02"
     )
     tracemalloc.start()
     try:
@@ -592,7 +682,7 @@ def test_limits_hold_when_reading_a_file_on_disk(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 4 * 1024 * 1024
-    path.write_bytes(_header().to_bytes() + SYNC_MARKER + encode_uvarint(2**40) + b"\x02")
+    path.write_bytes(_header(version=2).to_bytes() + SYNC_MARKER + encode_uvarint(2**40) + b"\x02")
     with pytest.raises(OversizedError, match="max_unit_size"):
         list(read_stream(path)[1])
     good = _header().to_bytes() + b"".join(u.to_bytes() for u in _units())
@@ -634,8 +724,10 @@ def _parse_everything(data: bytes) -> None:
             result = parse(data)
         except BitstreamError:
             continue
-        if isinstance(result, (Unit, StreamHeader)):
+        if isinstance(result, StreamHeader):
             assert result.to_bytes() == data  # only canonical encodings are accepted
+        elif isinstance(result, Unit):
+            assert result.to_bytes(version=unit_version(data[0])) == data
         elif isinstance(result, tuple) and len(result) == 3 and result[2] is not None:
             assert isinstance(result[2], BitstreamError)
     try:
@@ -651,6 +743,8 @@ def test_fuzz_random_bytes(data):
     _parse_everything(data)
     _parse_everything(MAGIC + bytes([FORMAT_VERSION]) + data)
     _parse_everything(SYNC_MARKER + data)
+    _parse_everything(MAGIC + bytes([2]) + data)
+    _parse_everything(bytes([0xE1]) + data)
 
 
 @given(st.binary(max_size=120))
@@ -661,7 +755,32 @@ def test_fuzz_unit_contents_behind_valid_crc(content):
         unit = Unit.from_bytes(raw)
     except BitstreamError:
         return
+    assert unit.to_bytes(version=2) == raw
+
+
+@given(st.binary(max_size=120), st.integers(0, 255))
+@FUZZ
+def test_fuzz_compact_unit_contents_behind_valid_crc(content, lead):
+    from semcodec.codec.bitstream.units import crc16
+
+    covered = bytes([lead | 0xC0]) + encode_uvarint(len(content) + 2) + content
+    raw = covered + struct.pack(">H", crc16(covered))
+    try:
+        unit = Unit.from_bytes(raw)
+    except BitstreamError:
+        return
     assert unit.to_bytes() == raw
+
+
+@given(st.binary(max_size=120))
+@FUZZ
+def test_fuzz_compact_header_bodies_behind_valid_crc(body):
+    raw = _frame_header(b"\x04\x02\x1e\x01\x01\x00" + body, version=3)
+    try:
+        header = StreamHeader.from_bytes(raw)
+    except BitstreamError:
+        return
+    assert header.to_bytes() == raw
 
 
 @given(st.binary(max_size=120))
@@ -675,10 +794,10 @@ def test_fuzz_header_bodies_behind_valid_crc(body):
     assert header.to_bytes() == raw
 
 
-@given(st.data())
+@given(st.data(), st.sampled_from([2, 3]))
 @FUZZ
-def test_fuzz_mutated_streams(data):
-    stream, _ = _small_stream()
+def test_fuzz_mutated_streams(data, version):
+    stream, _ = _small_stream(version)
     bad = bytearray(stream)
     for _ in range(data.draw(st.integers(1, 4))):
         op = data.draw(st.sampled_from(["set", "insert", "delete"]))
@@ -693,15 +812,14 @@ def test_fuzz_mutated_streams(data):
     assert error is None or isinstance(error, BitstreamError)
     rebuilt = b""
     if header is not None:
-        rebuilt = header.to_bytes() + b"".join(u.to_bytes() for u in units)
+        rebuilt = header.to_bytes() + b"".join(u.to_bytes(version=header.version) for u in units)
         assert bytes(bad).startswith(rebuilt)  # what was returned is exactly what was there
     if error is None:  # a clean read (e.g. whole units cut off the end) is exact
         assert rebuilt == bytes(bad)
 
 
-def _small_stream_header() -> StreamHeader:
-    stream, _ = _small_stream()
-    return StreamHeader.from_bytes(stream[: stream.index(SYNC_MARKER)])
+def _small_stream_header(version: int = FORMAT_VERSION) -> StreamHeader:
+    return read_stream(_small_stream(version)[0])[0]
 
 
 _text = st.text(max_size=12)
@@ -720,6 +838,7 @@ _headers = st.builds(
     num_frames=st.integers(0, 2**32 - 1),
     models=_models,
     settings=st.dictionaries(st.text(min_size=1, max_size=12), _text, max_size=4),
+    version=st.sampled_from([2, 3]),
 )
 _substreams = st.builds(SubStream, st.sampled_from(SubStreamType), st.binary(max_size=64))
 _unit_strategy = st.builds(
@@ -735,9 +854,10 @@ _unit_strategy = st.builds(
 def test_round_trip_property(header, units):
     assert StreamHeader.from_bytes(header.to_bytes()) == header
     for unit in units:
-        raw = unit.to_bytes()
-        assert Unit.from_bytes(raw) == unit
-        assert len(raw) == unit_overhead_bytes(unit) + unit.payload_bytes
+        for version in (2, 3):
+            raw = unit.to_bytes(version=version)
+            assert Unit.from_bytes(raw) == unit
+            assert len(raw) == unit_overhead_bytes(unit, version) + unit.payload_bytes
     units = [u for u in units if u.kind != UnitKind.END]
     buf = io.BytesIO()
     write_stream(buf, header, units)
