@@ -55,6 +55,31 @@ def reconstructions(pixels: np.ndarray, fps: float, shows: Sequence[tuple[str, s
     return out
 
 
+def equal_rate_baseline(rows: Sequence[Mapping], codec: str, setting: str,
+                        baseline: str = "x265", tolerance: float = 0.15,
+                        metric: str = "st_lpips") -> dict | None:  # fmt: skip
+    """The ``baseline`` row to show beside ``codec:setting``'s: among the baseline's rows of
+    the same sequence and protocol whose BPP is within ``tolerance`` of that row's, the best
+    by ``metric`` (lower is better: the strongest baseline a user would pick at that rate);
+    when none is that close, the one nearest in log-BPP. None without such rows."""
+    import math
+
+    target = next((r for r in rows if r.get("codec") == codec
+                   and str(r.get("setting")) == setting and r.get("bpp")), None)  # fmt: skip
+    if target is None:
+        return None
+    same = [r for r in rows if r.get("codec") == baseline and r.get("bpp")
+            and r.get("sequence") == target.get("sequence")
+            and r.get("protocol") == target.get("protocol")]  # fmt: skip
+    if not same:
+        return None
+    close = [r for r in same if abs(r["bpp"] / target["bpp"] - 1) <= tolerance
+             and r.get(metric) is not None]  # fmt: skip
+    if close:
+        return min(close, key=lambda r: r[metric])
+    return min(same, key=lambda r: abs(math.log(r["bpp"] / target["bpp"])))
+
+
 def side_by_side(pixels: np.ndarray, fps: float, shows: Sequence[tuple[str, str]],
                  at: Sequence[int], width: int = 480, warmup: int = 0,
                  options: Mapping[str, Mapping[str, object]] | None = None,

@@ -31,6 +31,13 @@ STATIC_CAMERA_IPRATIOS = (8, 16)
 STATIC_CAMERA_SETTINGS = tuple(f"qp={q},ipratio={r}" for r in STATIC_CAMERA_IPRATIOS
                                for q in STATIC_CAMERA_QPS)  # fmt: skip
 
+#: x265 settings the demo grid (no --data) adds to its CRF sweep so that its chart and
+#: picture compare level 1 with x265 at level 1's rate (about 0.004 BPP on the embedded
+#: sample, where x265 at full size cannot go): CRF 45/51 and the static-camera anchor (first
+#: frame boosted) at half size, which bracket that rate on the sample.
+DEMO_X265_AT_LEVEL1_RATE = ("crf=45,scale=0.5", "crf=51,scale=0.5", "qp=45,ipratio=8,scale=0.5",
+                            "qp=48,ipratio=8,scale=0.5", "qp=51,ipratio=8,scale=0.5")  # fmt: skip
+
 IMAGE_CODECS = ("jpeg", "webp")
 
 

@@ -21,6 +21,7 @@ from semcodec.evaluation.cli.common import (
     DEFAULT_OUT,
     DEMO_LPIPS_EVERY,
     DEMO_MODA_EVERY,
+    DEMO_X265_AT_LEVEL1_RATE,
     IMAGE_CODECS,
     PROG,
     STATIC_CAMERA_SETTINGS,
@@ -356,6 +357,10 @@ def grid_from_args(args: argparse.Namespace):
         if not settings and name in IMAGE_CODECS and args.quality:
             settings = [f"q={q}" for q in args.quality]
         codecs[name] = settings
+    if not args.data and "x265" in codecs and not codecs["x265"] and not args.crf \
+            and not args.qp and not args.static_camera:  # the demo grid: also at level 1's rate
+        base = [str(s) for s in create_codec("x265").default_settings()]
+        codecs["x265"] = [*base, *DEMO_X265_AT_LEVEL1_RATE]
     if args.static_camera:
         if "x265" not in codecs:
             raise UsageError("--static-camera adds settings to x265: name x265 in --codecs")
@@ -448,7 +453,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     command = f"{PROG} " + shlex.join(args.argv)
     report = write_report(rows, config.out_dir, command=command)
     log.info("%d rows: %s; report: %s", len(rows), config.out_dir / "results.csv", report)
+    if not args.data and "scaffold" in config.codecs and "x265" in config.codecs:
+        picture = _equal_rate_picture(config, rows)
+        if picture is not None:
+            log.info("level 1 beside x265 at its rate: %s", picture)
     return 0
+
+
+#: What the demo's picture shows beside the original: this scaffold setting, and x265 at its
+#: rate (:func:`~evaluation.bench.sidebyside.equal_rate_baseline`).
+DEMO_PICTURE_SETTING = "level=1"
+
+
+def _equal_rate_picture(config, rows: list[dict]) -> Path | None:
+    """``OUT/sidebyside.png``: the first, middle and last frame of the clip, original, x265
+    at level 1's rate and level 1 with the default decoder (None without those rows)."""
+    from semcodec.evaluation.bench.sidebyside import (
+        equal_rate_baseline,
+        side_by_side,
+        write_png,
+    )
+    from semcodec.evaluation.data.sequences import load_sequence
+
+    x265 = equal_rate_baseline(rows, "scaffold", DEMO_PICTURE_SETTING)
+    if x265 is None:
+        return None
+    pixels, info, _ = load_sequence(config.sequences[0], config.frames, (), start=config.start)
+    shows = [("x265", str(x265["setting"])), ("scaffold", DEMO_PICTURE_SETTING)]
+    count = len(pixels)
+    picture = side_by_side(pixels, info.fps, shows, sorted({1, (count + 1) // 2, count}),
+                           width=pixels.shape[2], options=config.codec_options)  # fmt: skip
+    return write_png(picture, config.out_dir / "sidebyside.png")
 
 
 def cmd_report(args: argparse.Namespace) -> int:

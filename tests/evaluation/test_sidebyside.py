@@ -57,3 +57,34 @@ def test_cli_steady_protocol_on_the_sample(tmp_path):
     frame = open_source(sample_path()).read(start=5, count=1)[0]  # clip frame 2 = frame 5
     expected = cv2.resize(frame, (64, picture.shape[0]), interpolation=cv2.INTER_AREA)
     assert np.abs(picture[20:, :64].astype(int) - expected[20:]).mean() < 1
+
+
+def test_equal_rate_baseline_is_the_best_x265_near_the_rate_else_the_nearest():
+    from semcodec.evaluation.bench.sidebyside import equal_rate_baseline
+
+    def row(codec, setting, bpp, lpips, sequence="s"):
+        return {"codec": codec, "setting": setting, "bpp": bpp, "st_lpips": lpips,
+                "sequence": sequence, "protocol": "cold"}  # fmt: skip
+
+    rows = [row("scaffold", "level=1", 0.004, 0.5), row("x265", "crf=51", 0.0044, 0.40),
+            row("x265", "qp=51,ipratio=8", 0.0037, 0.30), row("x265", "crf=38", 0.03, 0.1),
+            row("x265", "crf=51", 0.004, 0.01, sequence="other"),
+            row("x264", "crf=51", 0.004, 0.01)]  # fmt: skip
+    assert equal_rate_baseline(rows, "scaffold", "level=1")["setting"] == "qp=51,ipratio=8"
+    far = [rows[0], row("x265", "a", 0.001, 0.9), row("x265", "b", 0.01, 0.2)]
+    assert equal_rate_baseline(far, "scaffold", "level=1")["setting"] == "b"  # nearer in log
+    assert equal_rate_baseline(rows[1:], "scaffold", "level=1") is None
+    assert equal_rate_baseline(rows[:1], "scaffold", "level=1") is None
+
+
+def test_the_demo_grid_has_x265_at_level_1s_rate():
+    from semcodec.evaluation.cli import build_parser
+    from semcodec.evaluation.cli.common import DEMO_X265_AT_LEVEL1_RATE
+    from semcodec.evaluation.cli.run import grid_from_args
+
+    parser = build_parser()
+    demo = grid_from_args(parser.parse_args(["run"]))
+    assert set(DEMO_X265_AT_LEVEL1_RATE) <= set(demo.codecs["x265"])
+    assert "crf=23" in demo.codecs["x265"]
+    chosen = grid_from_args(parser.parse_args(["run", "--crf", "30"]))
+    assert chosen.codecs["x265"] == ["crf=30"]  # a user's sweep is left alone
