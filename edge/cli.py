@@ -37,6 +37,7 @@ from semcodec.codec.core.console import (
     positive_int,
 )
 from semcodec.codec.core.models import MODELS_DIR_HELP
+from semcodec.codec.task import DEFAULT_MIN_AGREEMENT
 
 PROG = "edge-agent"
 INPUT_HELP = ("MOT sequence folder, frame folder, video file, .y4m or .yuv (or a sequence name "
@@ -71,26 +72,42 @@ def build_parser() -> argparse.ArgumentParser:
                      help="scaffold: the structure of the video, for reconstruction; detect: "
                      "task features of the split person detector, for detections only "
                      "(`cloud-decoder decode` then writes detections.txt/json)")  # fmt: skip
-    enc.add_argument("--beta", type=positive_float, metavar="B",
-                     help="detect mode: the shipped bottleneck of rate weight B (higher: fewer "
-                     "bytes; default 1)")  # fmt: skip
-    enc.add_argument("--bottleneck", type=Path, metavar="FILE",
-                     help="detect mode: a bottleneck file from `semcodec-bench "
-                     "train-bottleneck` instead of a shipped one")  # fmt: skip
-    enc.add_argument("--intra-period", type=int, default=64, metavar="N",
-                     help="detect mode: frames between intra units (0: only the first)")
-    enc.add_argument("--skip-threshold", type=int, metavar="T",
-                     help="detect mode: positions whose latents change by at most T (L1) keep "
-                     "their previous values (default: the bottleneck's; 0: lossless)")
+    _add_detect_arguments(enc)
     enc.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_stream_parser(sub)
     return parser
 
 
+def _add_detect_arguments(enc: argparse.ArgumentParser) -> None:
+    """The options of ``--mode detect`` shared by ``encode`` and ``stream``."""
+    enc.add_argument("--beta", type=positive_float, metavar="B",
+                     help="detect mode: the shipped bottleneck of rate weight B (higher: fewer "
+                     "bytes; default 0.01); with a target the edge chooses it")  # fmt: skip
+    enc.add_argument("--bottleneck", type=Path, action="append", metavar="FILE",
+                     help="detect mode: a bottleneck file from `semcodec-bench "
+                     "train-bottleneck` instead of a shipped one (a server needs it too: "
+                     "`cloud-decoder serve --bottleneck-dir`); with a target, repeat it to "
+                     "give the set the edge chooses among (default: the shipped ones)")
+    enc.add_argument("--intra-period", type=int, metavar="N",
+                     help="detect mode: frames between intra units (0: only the first; "
+                     "default 64; with a target the edge chooses it)")  # fmt: skip
+    enc.add_argument("--skip-threshold", type=int, metavar="T",
+                     help="detect mode: positions whose latents change by at most T (L1) keep "
+                     "their previous values (default: the bottleneck's; 0: lossless; with a "
+                     "target the edge chooses it)")  # fmt: skip
+    enc.add_argument("--min-agreement", type=float, metavar="F",
+                     help="detect mode with --target-kbps/--target-bpp: never choose a setting "
+                     "whose detections agree with the uncompressed detector's below F (F1 at "
+                     "IoU 0.5, measured by the edge on its own frames; default "
+                     f"{DEFAULT_MIN_AGREEMENT:g}); a budget that cannot reach it is exceeded, "
+                     "with a warning")  # fmt: skip
+
+
 def _add_encoder_arguments(enc: argparse.ArgumentParser) -> None:
     """The source and encoder options shared by ``encode`` and ``stream``."""
-    enc.add_argument("--level", type=int, choices=(0, 1, 2, 3), default=1,
-                     help="scaffold level: 0 fewest bits ... 3 most detail")  # fmt: skip
+    enc.add_argument("--level", type=int, choices=(0, 1, 2, 3),
+                     help="scaffold level: 0 fewest bits ... 3 most detail (default 1; "
+                     "refused with --mode detect)")  # fmt: skip
     enc.add_argument("--frames", type=positive_int, metavar="N",
                      help="encode N frames from --start (default: to the end)")  # fmt: skip
     enc.add_argument("--start", type=positive_int, default=1, metavar="K",
@@ -115,9 +132,12 @@ def _add_encoder_arguments(enc: argparse.ArgumentParser) -> None:
     rate = enc.add_mutually_exclusive_group()
     rate.add_argument("--target-bpp", type=positive_float, metavar="B",
                       help="hold the stream to B bits per pixel (default: the level's own "
-                      "target, 0.004 at level 1; levels 0, 2, 3 have none)")  # fmt: skip
+                      "target, 0.004 at level 1; levels 0, 2, 3 have none; detect mode: "
+                      "none, the bottleneck's rate)")  # fmt: skip
     rate.add_argument("--target-kbps", type=positive_float, metavar="R",
-                      help="hold the stream to R kilobits per second (1000 bits)")  # fmt: skip
+                      help="hold the stream to R kilobits per second (1000 bits); detect "
+                      "mode chooses its bottleneck, skip threshold and intra period for "
+                      "it")  # fmt: skip
     enc.add_argument("--threads", type=positive_int, default=1, help="CPU threads per model")
     enc.add_argument("--flow-prior", type=Path, metavar="FILE",
                      help="learned flow prior (JSON from `semcodec-bench train-flow-prior`; "
@@ -135,31 +155,21 @@ def _add_stream_parser(sub) -> None:
         "from the cloud's last acknowledgement, no duplicates). Exits 0 once every unit is "
         "acknowledged, with a summary line. With --mode detect it streams task features "
         "instead (as `encode --mode detect`), the cloud writes detections.txt/json per "
-        "session and sends each frame's detections back (--detections-out); the scaffold "
-        "options (--level, --target-*, --auto, --flow-prior) are refused there, the pacing "
-        "applies.",
+        "session and sends each frame's detections back (--detections-out); --target-kbps "
+        "or --target-bpp there chooses the bottleneck, skip threshold and intra period for "
+        "the budget; the scaffold options (--level, --auto, --min-kbps, --max-kbps, "
+        "--flow-prior) are refused there, the pacing applies.",
         formatter_class=DefaultsHelpFormatter,
     )
     add_verbosity(st)
     st.add_argument("input", help=INPUT_HELP)
     st.add_argument("--server", required=True, metavar="HOST:PORT", help="the cloud-decoder")
     _add_encoder_arguments(st)
-    st.set_defaults(level=None)  # 1 in scaffold mode; None tells that --level was not given
     st.add_argument("--mode", choices=("scaffold", "detect"), default="scaffold",
                     help="scaffold (--level default 1): the structure of the video, for "
                     "reconstruction; detect: task features of the split person detector, "
                     "for detections only")  # fmt: skip
-    st.add_argument("--beta", type=positive_float, metavar="B",
-                    help="detect mode: the shipped bottleneck of rate weight B (default 1)")
-    st.add_argument("--bottleneck", type=Path, metavar="FILE",
-                    help="detect mode: a bottleneck file from `semcodec-bench "
-                    "train-bottleneck` instead of a shipped one (the server needs it too: "
-                    "`cloud-decoder serve --bottleneck-dir`)")  # fmt: skip
-    st.add_argument("--intra-period", type=int, default=64, metavar="N",
-                    help="detect mode: frames between intra units (0: only the first)")
-    st.add_argument("--skip-threshold", type=int, metavar="T",
-                    help="detect mode: positions whose latents change by at most T (L1) keep "
-                    "their previous values (default: the bottleneck's; 0: lossless)")
+    _add_detect_arguments(st)
     st.add_argument("--detections-out", type=Path, metavar="FILE",
                     help="detect mode: write the detections the cloud sends back to FILE "
                     "(MOTChallenge lines, as the cloud's detections.txt; written under a "
@@ -293,10 +303,9 @@ def cmd_encode(args: argparse.Namespace) -> int:
     from semcodec.edge.sources import interrupt_ends
 
     _check_output(args.output)
+    _check_mode_options(args)
     if args.mode == "detect":
         return _encode_detect(args)
-    if args.beta is not None or args.bottleneck is not None or args.skip_threshold is not None:
-        raise UsageError("--beta, --bottleneck and --skip-threshold are for --mode detect")
     source, total, prior = _open_input(args)
     info = source.info
     start = time.perf_counter()
@@ -318,12 +327,69 @@ def cmd_encode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _given(pairs) -> list[str]:
+    """The flags of ``(flag, value)`` pairs whose value was given (not None)."""
+    return [flag for flag, value in pairs if value is not None]
+
+
+def _check_mode_options(args: argparse.Namespace) -> None:
+    """Refuses every option that cannot apply to ``--mode`` (before any model loads): an
+    option is never silently ignored. Sets scaffold mode's default ``--level`` (1)."""
+    stream = args.command == "stream"
+    if args.mode == "detect":
+        scaffold = [("--level", args.level), ("--flow-prior", args.flow_prior)]
+        if stream:
+            scaffold += [("--auto", args.auto or None), ("--min-kbps", args.min_kbps),
+                         ("--max-kbps", args.max_kbps)]  # fmt: skip
+        if _given(scaffold):
+            raise UsageError(f"{', '.join(_given(scaffold))}: scaffold-mode options; --mode "
+                             "detect takes a budget as --target-kbps or --target-bpp (and the "
+                             "link's pace as --bandwidth-kbps or --trace)")  # fmt: skip
+        _check_detect_numbers(args)
+        return
+    detect = [("--beta", args.beta), ("--bottleneck", args.bottleneck),
+              ("--skip-threshold", args.skip_threshold), ("--intra-period", args.intra_period),
+              ("--min-agreement", args.min_agreement)]  # fmt: skip
+    if stream:
+        detect.append(("--detections-out", args.detections_out))
+    if _given(detect):
+        given = _given(detect)
+        raise UsageError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for --mode "
+                         "detect only")  # fmt: skip
+    if args.level is None:
+        args.level = 1
+
+
+def _detect_target_bps(args: argparse.Namespace, info) -> float | None:
+    """Detect mode's target in bits per second (``--target-kbps``/``--target-bpp``), or None."""
+    if args.target_kbps is not None:
+        return args.target_kbps * 1000
+    if args.target_bpp is not None:
+        return args.target_bpp * _pixels_per_s(info)
+    return None
+
+
 def _check_detect_numbers(args: argparse.Namespace) -> None:
-    """``--intra-period`` and ``--skip-threshold`` of detect mode, or :class:`UsageError`."""
+    """Detect mode's numbers and which options go together, or :class:`UsageError`."""
     for flag, value in (("--intra-period", args.intra_period),
                         ("--skip-threshold", args.skip_threshold)):  # fmt: skip
         if value is not None and value < 0:
             raise UsageError(f"{flag} must be >= 0, got {value}")
+    if args.target_kbps is not None or args.target_bpp is not None:
+        chosen = _given((("--beta", args.beta), ("--skip-threshold", args.skip_threshold),
+                         ("--intra-period", args.intra_period)))  # fmt: skip
+        if chosen:
+            raise UsageError(f"{', '.join(chosen)}: with --target-kbps/--target-bpp the edge "
+                             "chooses these itself (give the bottlenecks to choose among with "
+                             "--bottleneck, the floor with --min-agreement)")  # fmt: skip
+        if args.min_agreement is not None and not 0.0 <= args.min_agreement <= 1.0:
+            raise UsageError(f"--min-agreement must be in [0, 1], got {args.min_agreement}")
+        return
+    if args.min_agreement is not None:
+        raise UsageError("--min-agreement goes with --target-kbps or --target-bpp")
+    if len(args.bottleneck or ()) > 1:
+        raise UsageError("several --bottleneck files are a set to choose from: give "
+                         "--target-kbps or --target-bpp")  # fmt: skip
 
 
 def _encode_detect(args: argparse.Namespace) -> int:
@@ -331,7 +397,6 @@ def _encode_detect(args: argparse.Namespace) -> int:
     from semcodec.codec.bitstream import write_stream
     from semcodec.edge.sources import interrupt_ends
 
-    _check_detect_numbers(args)
     start = time.perf_counter()
     source, total, _ = _open_input(args)
     info = source.info
@@ -342,11 +407,26 @@ def _encode_detect(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     size = args.output.stat().st_size
     log.info("%s: %d frames (%d intra), %d bytes (%.0f feature bytes per frame), %.6f bpp, "
-             "%.1f fps", args.output, stats.frames, stats.intra_units, size,
+             "%.1f kbit/s, %.1f fps", args.output, stats.frames, stats.intra_units, size,
              stats.feature_bytes / max(stats.frames, 1),
              8 * size / (info.width * info.height * max(stats.frames, 1)),
+             8 * size * info.fps / max(stats.frames, 1) / 1000,
              stats.frames / max(seconds, 1e-9))  # fmt: skip
+    _log_rate(stats)
     return 0
+
+
+def _log_rate(stats) -> None:
+    """What detect mode's rate control did (with a target): its moves and the self-check."""
+    if not stats.rate:
+        return
+    moves = ", ".join(f"frame {s.frame + 1}: skip {s.setting.skip_threshold}, intra every "
+                      f"{s.setting.intra_period} ({s.reason})" for s in stats.switches[1:])
+    checks = [a for _, a in stats.agreements]
+    log.info("rate: %d move(s)%s; self-check agreement %s", len(stats.switches) - 1,
+             f" ({moves})" if moves else "",
+             f"{min(checks):.2f}..{max(checks):.2f} over {len(checks)} checks" if checks
+             else "not checked")  # fmt: skip
 
 
 def _detect_units(args: argparse.Namespace, source, total: int | None, bar=None):
@@ -356,23 +436,55 @@ def _detect_units(args: argparse.Namespace, source, total: int | None, bar=None)
 
     from semcodec.codec.scaffold.detector import PersonDetector
     from semcodec.codec.task.bottleneck import load_bottleneck
+    from semcodec.codec.task.coder import DEFAULT_INTRA_PERIOD
     from semcodec.codec.task.split import SplitDetector, load_split_model
-    from semcodec.codec.task.stream import bottleneck_path, encode_detect
+    from semcodec.codec.task.stream import (
+        DetectRateRequest,
+        bottleneck_path,
+        encode_detect,
+        shipped_candidates,
+    )
 
     torch.set_num_threads(args.threads)
-    bottleneck = load_bottleneck(bottleneck_path(args.beta, args.bottleneck))
+    info = source.info
+    target = _detect_target_bps(args, info)
+    rate = None
+    if target is None:
+        files = args.bottleneck or [None]
+        bottleneck = load_bottleneck(bottleneck_path(args.beta, files[0]))
+    else:
+        candidates = ({float(i): load_bottleneck(path) for i, path in enumerate(args.bottleneck)}
+                      if args.bottleneck else shipped_candidates())  # fmt: skip
+        rate = DetectRateRequest(target, _by_beta(candidates),
+                                 DEFAULT_MIN_AGREEMENT if args.min_agreement is None
+                                 else args.min_agreement)  # fmt: skip
+        bottleneck = next(iter(rate.bottlenecks.values()))
     detector = SplitDetector(load_split_model(args.models_dir), bottleneck.split)
     person = PersonDetector(models_dir=args.models_dir, threads=args.threads)
-    info = source.info
     frames = (f.rgb for f in source.frames(start=args.start, count=args.frames))
     if bar is not None:
         frames = _counted(frames, bar)
+    intra = DEFAULT_INTRA_PERIOD if args.intra_period is None else args.intra_period
     header, units, stats = encode_detect(frames, bottleneck, detector, info.fps,
                                          (info.width, info.height), total or 0,
-                                         args.intra_period, args.skip_threshold,
-                                         person_detector=person)  # fmt: skip
+                                         intra, args.skip_threshold,
+                                         person_detector=person, rate=rate)  # fmt: skip
     log.info("camera profile: %s", stats.profile)
+    if stats.rate:
+        log.info("rate: %.1f kbit/s: %s", target / 1000, stats.rate)
+    for line in stats.warnings:
+        log.warning("warning: %s", line)
     return header, units, stats
+
+
+def _by_beta(candidates: dict) -> dict:
+    """Bottlenecks keyed by their rate weight β (their metadata; a file without one, or two
+    files of one β, keep their position in the list)."""
+    out = {}
+    for key, bottleneck in candidates.items():
+        beta = float(bottleneck.metadata.get("beta", key))
+        out[beta if beta not in out else key] = bottleneck
+    return out
 
 
 def _stream_security(args: argparse.Namespace):
@@ -460,33 +572,6 @@ def _auto_rate(control, spool, client, info):
     return AutoRate(LinkRateController(control), spool, client.stats, _pixels_per_s(info))
 
 
-def _check_stream_mode(args: argparse.Namespace) -> None:
-    """Refuses options of the other mode (before any model loads)."""
-    if args.mode == "detect":
-        given = [flag for flag, value in (("--level", args.level), ("--auto", args.auto or None),
-                                          ("--target-bpp", args.target_bpp),
-                                          ("--target-kbps", args.target_kbps),
-                                          ("--min-kbps", args.min_kbps),
-                                          ("--max-kbps", args.max_kbps),
-                                          ("--flow-prior", args.flow_prior))
-                 if value is not None]  # fmt: skip
-        if given:
-            raise UsageError(f"{', '.join(given)}: scaffold-mode options; --mode detect codes "
-                             "task features at the bottleneck's rate (pace the link with "
-                             "--bandwidth-kbps or --trace)")  # fmt: skip
-        _check_detect_numbers(args)
-        if args.detections_out is not None:
-            _check_output(args.detections_out)
-        return
-    for flag, value in (("--beta", args.beta), ("--bottleneck", args.bottleneck),
-                        ("--detections-out", args.detections_out),
-                        ("--skip-threshold", args.skip_threshold)):  # fmt: skip
-        if value is not None:
-            raise UsageError(f"{flag} is for --mode detect")
-    if args.level is None:
-        args.level = 1
-
-
 def _detect_stream_units(args: argparse.Namespace):
     """``(header, units, source info)`` of ``stream --mode detect`` (units made as read)."""
     source, total, _ = _open_input(args)
@@ -504,7 +589,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
     from semcodec.edge.stream.detections import DetectionRecorder
     from semcodec.edge.stream.spool import Spool
 
-    _check_stream_mode(args)
+    _check_mode_options(args)
+    if args.detections_out is not None:
+        _check_output(args.detections_out)
     security, pacer = _stream_security(args), _pacer(args)
     detect = args.mode == "detect"
     control = None

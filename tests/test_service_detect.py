@@ -237,7 +237,8 @@ def test_unknown_bottleneck_is_refused_and_nothing_is_written(bottleneck_file, s
 @pytest.mark.parametrize("extra, words", [
     (["--mode", "detect", "--auto"], "--auto: scaffold-mode options"),
     (["--mode", "detect", "--level", "2"], "--level: scaffold-mode options"),
-    (["--mode", "detect", "--target-kbps", "20"], "--target-kbps: scaffold-mode options"),
+    (["--mode", "detect", "--target-kbps", "20", "--beta", "1"], "--beta: with --target-kbps"),
+    (["--mode", "detect", "--min-agreement", "0.9"], "--min-agreement goes with --target"),
     (["--mode", "detect", "--intra-period", "-1"], "--intra-period must be >= 0"),
     (["--mode", "detect", "--skip-threshold", "-1"], "--skip-threshold must be >= 0"),
     (["--skip-threshold", "2"], "--skip-threshold is for --mode detect"),

@@ -58,13 +58,14 @@ class UnitShape:
         return (self.latent, self.windows * self.side, self.side)
 
 
-def _stack(q: np.ndarray) -> np.ndarray:
-    """``(W, N, S, S)`` -> ``(N, W*S, S)``."""
+def stack_latents(q: np.ndarray) -> np.ndarray:
+    """``(W, N, S, S)`` int latents of W windows -> ``(N, W*S, S)``, as units code them."""
     w, n, s, _ = q.shape
     return np.ascontiguousarray(q.transpose(1, 0, 2, 3).reshape(n, w * s, s))
 
 
-def _unstack(q: np.ndarray, shape: UnitShape) -> np.ndarray:
+def unstack_latents(q: np.ndarray, shape: UnitShape) -> np.ndarray:
+    """Inverse of :func:`stack_latents`: ``(N, W*S, S)`` -> ``(W, N, S, S)``."""
     n, ws, s = q.shape
     return np.ascontiguousarray(q.reshape(n, shape.windows, s, s).transpose(1, 0, 2, 3))
 
@@ -99,11 +100,17 @@ class TaskEncoder:
         self.skip_threshold = int(skip_threshold)
         self._previous: np.ndarray | None = None
         self._map: np.ndarray | None = None
-        self._index = 0
+        self._since_intra = 0
+
+    @property
+    def decoded(self) -> np.ndarray | None:
+        """The last unit's latents as the cloud decodes them, ``(latent, windows * side,
+        side)`` int32 (None before the first unit)."""
+        return self._previous
 
     def latents(self, frame: np.ndarray) -> np.ndarray:
         """``(H, W, 3)`` uint8 RGB -> ``(latent, windows * side, side)`` int32 latents."""
-        return _stack(self.bottleneck.model.quantize(self.detector.edge_features(frame)))
+        return stack_latents(self.bottleneck.model.quantize(self.detector.edge_features(frame)))
 
     def shape(self, height: int, width: int) -> UnitShape:
         """The unit shape of ``height`` x ``width`` frames."""
@@ -115,9 +122,14 @@ class TaskEncoder:
 
     def encode(self, frame: np.ndarray) -> bytes:
         """The next frame's unit."""
-        q = self.latents(frame)
+        return self.encode_latents(self.latents(frame))
+
+    def encode_latents(self, q: np.ndarray) -> bytes:
+        """The next frame's unit from its latents (:meth:`latents`). ``intra_period`` and
+        ``skip_threshold`` may change between frames (the cloud needs neither): the next
+        intra unit comes ``intra_period`` frames after the last one."""
         intra = self._previous is None or (self.intra_period > 0
-                                           and self._index % self.intra_period == 0)  # fmt: skip
+                                           and self._since_intra >= self.intra_period)  # fmt: skip
         tables = self.bottleneck.tables
         if intra:
             unit = bytes([0]) + encode_features(q, tables)
@@ -126,7 +138,8 @@ class TaskEncoder:
             q = skip_small_changes(q, self._previous, self.skip_threshold)
             unit = bytes([TEMPORAL_FLAG]) + encode_features(q, tables, self._previous, self._map)
             self._map = update_map(q, self._previous)
-        self._previous, self._index = q, self._index + 1
+        self._previous = q
+        self._since_intra = 1 if intra else self._since_intra + 1
         return unit
 
 
@@ -174,6 +187,6 @@ class TaskDecoder:
 
     def decode(self, unit: bytes) -> Detections:
         """The next unit's person detections, ``x1, y1, x2, y2`` in frame pixels."""
-        q = _unstack(self.latents(unit), self.shape)
+        q = unstack_latents(self.latents(unit), self.shape)
         features = self.bottleneck.model.reconstruct(q)
         return self.detector.cloud_detect(features, self.height, self.width)

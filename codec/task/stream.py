@@ -30,7 +30,8 @@ from semcodec.codec.bitstream import (
     UnitKind,
 )
 from semcodec.codec.scaffold.detector import Detections, PersonDetector
-from semcodec.codec.scaffold.profile import PROFILE_SECONDS
+from semcodec.codec.scaffold.profile import PROFILE_SECONDS, choose_profile
+from semcodec.codec.task import DEFAULT_MIN_AGREEMENT
 from semcodec.codec.task.bottleneck import TaskBottleneck, load_bottleneck
 from semcodec.codec.task.calibrate import (
     DetectProfile,
@@ -38,7 +39,19 @@ from semcodec.codec.task.calibrate import (
     profile_detect,
     split_from_settings,
 )
-from semcodec.codec.task.coder import TaskDecoder, TaskEncoder, UnitShape
+from semcodec.codec.task.coder import (
+    TaskDecoder,
+    TaskEncoder,
+    UnitShape,
+    stack_latents,
+    unstack_latents,
+)
+from semcodec.codec.task.ratecontrol import (
+    DetectRateController,
+    agreement_counts,
+    choose_setting,
+    measure_rate_table,
+)
 from semcodec.codec.task.split import WEIGHTS_NAME, SplitConfig, SplitDetector, load_split_model
 
 MODE_KEY, DETECT_MODE = "mode", "detect"
@@ -120,15 +133,52 @@ class DetectEncodeStats:
     header_bytes: int = 0
     #: what the camera's profile chose (empty: the windows were given)
     profile: str = ""
+    #: with a target: what the rate control chose on the start-up frames, its moves (from
+    #: which frame, which setting, why), what it spent (unit bytes, framing included) and
+    #: what the self-check said (log lines)
+    rate: str = ""
+    switches: list = dataclasses.field(default_factory=list)
+    unit_bytes: int = 0
+    agreements: list = dataclasses.field(default_factory=list)
+    warnings: list = dataclasses.field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DetectRateRequest:
+    """A budget for detect mode (:mod:`codec.task.ratecontrol`).
+
+    Attributes:
+        target_bps: the stream's target, bits per second (header and framing included).
+        bottlenecks: β -> bottleneck to choose among (the shipped ones by default).
+        min_agreement: the self-check's floor (F1 against the uncompressed split detector).
+    """
+
+    target_bps: float
+    bottlenecks: dict
+    min_agreement: float = DEFAULT_MIN_AGREEMENT
+
+
+def shipped_candidates() -> dict[float, TaskBottleneck]:
+    """β -> every shipped bottleneck, loaded (checked against ``SHA256SUMS``)."""
+    return {beta: load_bottleneck(verify_shipped(path))
+            for beta, path in shipped_bottlenecks().items()}  # fmt: skip
+
+
+def _unit_overhead() -> int:
+    """Framing bytes of a detect-mode unit beyond its payload (a short sequence number)."""
+    return len(Unit(UnitKind.FRAME, 0, (SubStream(SubStreamType.FEATURES, b""),)).to_bytes())
 
 
 def detect_header(bottleneck: TaskBottleneck, shape: UnitShape, width: int, height: int,
                   fps: float, num_frames: int, intra_period: int,
                   skip_threshold: int = 0, split: SplitConfig | None = None,
-                  profile: DetectProfile | None = None) -> StreamHeader:  # fmt: skip
+                  profile: DetectProfile | None = None,
+                  rate_settings: dict[str, str] | None = None) -> StreamHeader:  # fmt: skip
     """The stream header of a detect-mode stream: the unit shape, the windows and the
     cloud's threshold (``split``, default the bottleneck's), what the camera's profile saw
-    (``profile``), and ``skip_threshold`` for the reader (the decoder does not need it)."""
+    (``profile``), ``skip_threshold`` and ``intra_period`` for the reader (the decoder needs
+    neither; under rate control, the first frame's) and the rate control's entries
+    (``rate_settings``)."""
     from fractions import Fraction
 
     from semcodec.codec.core.models import model_spec
@@ -140,7 +190,8 @@ def detect_header(bottleneck: TaskBottleneck, shape: UnitShape, width: int, heig
                 "skip_threshold": str(skip_threshold),
                 "beta": f"{bottleneck.metadata.get('beta', 0):g}",
                 **layout_settings(split or bottleneck.split),
-                **(profile.to_settings() if profile is not None else {})}  # fmt: skip
+                **(profile.to_settings() if profile is not None else {}),
+                **(rate_settings or {})}  # fmt: skip
     models = (ModelEntry(WEIGHTS_NAME, model_spec(WEIGHTS_NAME).sha256),
               ModelEntry(BOTTLENECK_MODEL, bottleneck.sha256()))  # fmt: skip
     return StreamHeader(width=width, height=height, fps_num=rate.numerator,
@@ -148,11 +199,12 @@ def detect_header(bottleneck: TaskBottleneck, shape: UnitShape, width: int, heig
                         models=models, settings=settings)  # fmt: skip
 
 
-def encode_detect(frames: Iterable[np.ndarray], bottleneck: TaskBottleneck,
+def encode_detect(frames: Iterable[np.ndarray], bottleneck: TaskBottleneck | None,
                   detector: SplitDetector, fps: float, frame_size: tuple[int, int],
                   num_frames: int = 0, intra_period: int = 64,
                   skip_threshold: int | None = None,
                   person_detector: PersonDetector | None = None,
+                  rate: DetectRateRequest | None = None,
                   ) -> tuple[StreamHeader, Iterator[Unit], DetectEncodeStats]:  # fmt: skip
     """``(header, units, stats)``: units are produced as ``frames`` are read (then ``END``);
     ``stats`` fills in as they are consumed. ``skip_threshold``: see
@@ -161,7 +213,17 @@ def encode_detect(frames: Iterable[np.ndarray], bottleneck: TaskBottleneck,
     With ``person_detector`` (the full detector) the first :data:`PROFILE_SECONDS` of
     ``frames`` are read ahead and choose the windows and the cloud's threshold
     (:func:`codec.task.calibrate.profile_detect`; ``stats.profile`` says what); without it,
-    ``detector``'s windows and threshold are used as they are."""
+    ``detector``'s windows and threshold are used as they are.
+
+    With ``rate`` (and ``person_detector``), the same start-up frames also choose the
+    bottleneck among ``rate.bottlenecks``, the skip threshold and the intra period for the
+    target, and a controller holds it (:mod:`codec.task.ratecontrol`); ``bottleneck``,
+    ``intra_period`` and ``skip_threshold`` are then not used."""
+    if rate is not None:
+        if person_detector is None:
+            raise ValueError("rate control needs the person detector (the camera's profile)")
+        return _encode_detect_at_rate(frames, rate, detector, fps, frame_size, num_frames,
+                                      person_detector)  # fmt: skip
     width, height = frame_size
     frames, profile = iter(frames), None
     if person_detector is not None:
@@ -178,9 +240,7 @@ def encode_detect(frames: Iterable[np.ndarray], bottleneck: TaskBottleneck,
 
     def units() -> Iterator[Unit]:
         for index, frame in enumerate(frames):
-            if frame.shape[:2] != (height, width):
-                raise TaskStreamError(f"frame {index + 1} is {frame.shape[1]}x{frame.shape[0]}, "
-                                      f"the stream is {width}x{height}")  # fmt: skip
+            _check_size(frame, index, width, height)
             payload = encoder.encode(frame)
             intra = payload[0] == 0
             stats.frames, stats.intra_units = index + 1, stats.intra_units + intra
@@ -190,6 +250,91 @@ def encode_detect(frames: Iterable[np.ndarray], bottleneck: TaskBottleneck,
         yield Unit(UnitKind.END, stats.frames)
 
     return header, units(), stats
+
+
+def _encode_detect_at_rate(frames: Iterable[np.ndarray], rate: DetectRateRequest,
+                           detector: SplitDetector, fps: float, frame_size: tuple[int, int],
+                           num_frames: int, person_detector: PersonDetector,
+                           ) -> tuple[StreamHeader, Iterator[Unit], DetectEncodeStats]:  # fmt: skip
+    """:func:`encode_detect` with a target (its docstring)."""
+    width, height = frame_size
+    frames = iter(frames)
+    ahead = list(itertools.islice(frames, max(2, round(PROFILE_SECONDS * fps))))
+    if len(ahead) < 2:
+        raise TaskStreamError("rate control needs at least 2 frames")
+    camera = choose_profile(ahead, person_detector)
+    overhead = _unit_overhead()
+    table = measure_rate_table(ahead, rate.bottlenecks, detector.model, camera, overhead)
+    choice = choose_setting(table.points, rate.target_bps / 8 / fps, rate.min_agreement)
+    setting = choice.point.setting
+    bottleneck = rate.bottlenecks[setting.beta]
+    profile = table.profiles[setting.beta]
+    detector = SplitDetector(detector.model, profile.split(detector.config))
+    checker = SplitDetector(detector.model, dataclasses.replace(detector.config,
+                                                                score_threshold=0.0))
+    encoder = TaskEncoder(bottleneck, detector, setting.intra_period, setting.skip_threshold)
+    settings = {"rate_target_bps": f"{rate.target_bps:g}", "rate_status": choice.status,
+                "min_agreement": f"{rate.min_agreement:g}",
+                "profile_agreement": f"{choice.point.agreement:.3f}",
+                "rate_table_frames": str(table.frames)}  # fmt: skip
+    header = detect_header(bottleneck, encoder.shape(height, width), width, height, fps,
+                           num_frames, setting.intra_period, setting.skip_threshold,
+                           detector.config, profile, settings)  # fmt: skip
+    stats = DetectEncodeStats(header_bytes=len(header.to_bytes()), profile=profile.describe(),
+                              rate=choice.describe())  # fmt: skip
+    control = DetectRateController(choice, fps, stats.header_bytes, num_frames)
+    if choice.status != "ok":
+        control.warnings.append(choice.describe())
+    stats.switches, stats.warnings = control.switches, control.warnings
+
+    def units() -> Iterator[Unit]:
+        shape = encoder.shape(height, width)
+        for index, frame in enumerate(itertools.chain(ahead, frames)):
+            _check_size(frame, index, width, height)
+            encoder.skip_threshold = control.setting.skip_threshold
+            encoder.intra_period = control.setting.intra_period
+            features = detector.edge_features(frame)
+            payload = encoder.encode_latents(stack_latents(bottleneck.model.quantize(features)))
+            kind = UnitKind.FRAME if payload[0] else UnitKind.KEYFRAME
+            unit = Unit(kind, index, (SubStream(SubStreamType.FEATURES, payload),))
+            size = len(unit.to_bytes())
+            control.add_frame(size)
+            stats.frames, stats.intra_units = index + 1, stats.intra_units + (not payload[0])
+            stats.feature_bytes, stats.unit_bytes = stats.feature_bytes + len(payload), \
+                stats.unit_bytes + size
+            if control.wants_check():
+                counts = _self_check(checker, bottleneck, features, encoder.decoded, shape,
+                                     profile, (height, width))  # fmt: skip
+                stats.agreements.append((index, control.add_check(counts)))
+            yield unit
+        yield Unit(UnitKind.END, stats.frames)
+
+    return header, units(), stats
+
+
+def _self_check(checker: SplitDetector, bottleneck: TaskBottleneck, features, decoded,
+                shape: UnitShape, profile: DetectProfile,
+                size: tuple[int, int]) -> tuple[int, int, int]:  # fmt: skip
+    """Agreement counts of one coded frame: the uncompressed split detector at the
+    reference threshold against the decoded latents at the cloud's threshold."""
+    import torch
+
+    from semcodec.codec.task.calibrate import REFERENCE_THRESHOLD
+
+    height, width = size
+    reference = checker.cloud_detect(features, height, width)
+    with torch.inference_mode():
+        rebuilt = bottleneck.model.reconstruct(unstack_latents(decoded, shape))
+    got = checker.cloud_detect(rebuilt, height, width)
+    keep_ref = reference.scores >= REFERENCE_THRESHOLD
+    keep_got = got.scores >= profile.score_threshold
+    return agreement_counts(reference.boxes[keep_ref], got.boxes[keep_got])
+
+
+def _check_size(frame: np.ndarray, index: int, width: int, height: int) -> None:
+    if frame.shape[:2] != (height, width):
+        raise TaskStreamError(f"frame {index + 1} is {frame.shape[1]}x{frame.shape[0]}, "
+                              f"the stream is {width}x{height}")  # fmt: skip
 
 
 def is_detect_stream(header: StreamHeader) -> bool:

@@ -238,3 +238,28 @@ def test_detect_header_with_a_bad_layout_is_refused(bottleneck_file, entry) -> N
     header = dataclasses.replace(header, settings={**header.settings, entry[0]: entry[1]})
     with pytest.raises(TaskStreamError, match="layout"):
         unit_shape(header, bottleneck)
+
+
+def test_detect_mode_at_a_target_records_its_choice(bottleneck_file, sample_dir, tmp_path,
+                                                    capsys) -> None:  # fmt: skip
+    """``--target-kbps`` chooses the skip threshold and intra period on the start-up frames
+    (here among one given bottleneck), the header says what and for which target, the
+    cloud decodes it, and the file lands near the target."""
+    from semcodec.cloud.cli import main as cloud_main
+    from semcodec.edge.cli import main as edge_main
+
+    semc, out = tmp_path / "r.semc", tmp_path / "out"
+    assert edge_main(["encode", str(sample_dir), "-o", str(semc), "--mode", "detect",
+                      "--bottleneck", str(bottleneck_file), "--frames", "14",
+                      "--target-kbps", "12", "--min-agreement", "0"]) == 0  # fmt: skip
+    header, _ = read_stream(semc)
+    settings = header.settings
+    assert settings["rate_target_bps"] == "12000" and settings["rate_status"] == "ok"
+    assert settings["min_agreement"] == "0" and 0 <= float(settings["profile_agreement"]) <= 1
+    assert int(settings["rate_table_frames"]) == 14
+    assert "rate: 12.0 kbit/s: beta 7" in capsys.readouterr().err
+    kbps = 8 * semc.stat().st_size * 7 / 14 / 1000  # the sample is 7 frames/s
+    assert 0.7 * 12 <= kbps <= 1.3 * 12, kbps  # 2 s: the account is still settling
+    assert cloud_main(["decode", str(semc), "-o", str(out), "--bottleneck",
+                       str(bottleneck_file), "-q"]) == 0  # fmt: skip
+    assert json.loads((out / "detections.json").read_text())["frames"][-1]["frame"] == 14

@@ -1,0 +1,386 @@
+"""Rate control and the edge's self-check of detect mode (issue 40).
+
+A user gives a link budget (``--target-kbps``), not a rate weight. The edge holds both halves
+of the split detector, so it measures, on its own start-up frames and without ground truth,
+what each setting costs and how well it keeps the detections:
+
+* **The rate table** (:func:`measure_rate_table`). For every candidate bottleneck (β) and
+  skip threshold of :data:`SKIP_LADDER`, the start-up frames are coded as a stream would
+  code them (real rANS bytes, temporal units after an intra one); the bytes per frame at each
+  intra period of :data:`INTRA_PERIODS` follow from the mean intra and temporal unit sizes.
+  The **agreement** of a setting is the F1 (IoU >= :data:`AGREEMENT_IOU`) of the detections of
+  its *decoded* features at the cloud's threshold (calibrated per β,
+  :func:`codec.task.calibrate.match_threshold`) against those of the uncompressed split
+  detector at :data:`~codec.task.calibrate.REFERENCE_THRESHOLD`, pooled over the profile's
+  start-up frames.
+* **The choice** (:func:`choose_setting`). Among the settings whose agreement reaches the
+  floor (``--min-agreement``) and whose bytes fit the budget, the β with the best agreement
+  (ties within :data:`AGREEMENT_TIE`: the one that uses more of the budget); the stream then
+  moves along that β's rungs (its skip thresholds and intra periods at or above the floor,
+  by bytes). When no setting within the budget reaches the floor, the cheapest one that
+  does is chosen and the stream says so (``rate_status=over_budget`` in the header, a log
+  line) instead of sending detections below the floor.
+* **Holding the target** (:class:`DetectRateController`). A byte account over the whole
+  stream (header included): every :data:`STEP_SECONDS` the controller takes the rung that
+  repays what the account is over (or spends what it is under) within
+  :data:`HORIZON_SECONDS`, corrected by how much the scene costs against the start-up
+  table. Skip threshold and intra period are the encoder's alone (the cloud needs
+  neither), so a move costs nothing; the bottleneck stays the chosen one for the stream.
+* **The periodic self-check.** Every :data:`CHECK_SECONDS` the edge runs both cloud halves
+  on the frame it just coded and pools the agreement over the last :data:`CHECK_WINDOW`
+  checks; below the floor, the rungs below the current one are barred and the stream moves
+  one up, whatever the account says (the floor wins over the budget, and a log line says so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.optimize import linear_sum_assignment
+
+from semcodec.codec.scaffold.detector import box_iou
+from semcodec.codec.scaffold.profile import CameraProfile, profile_frame_indices
+from semcodec.codec.task import DEFAULT_MIN_AGREEMENT
+from semcodec.codec.task.bottleneck import TaskBottleneck
+from semcodec.codec.task.calibrate import REFERENCE_THRESHOLD, DetectProfile, match_threshold
+from semcodec.codec.task.coder import TaskEncoder, unstack_latents
+from semcodec.codec.task.split import SplitDetector
+
+#: Skip thresholds the rate table measures (L1 change of a position's latents kept back).
+SKIP_LADDER = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24)
+#: Intra periods (frames) the rate table prices.
+INTRA_PERIODS = (16, 32, 64, 128, 256)
+#: IoU at which a decoded detection agrees with an uncompressed one.
+AGREEMENT_IOU = 0.5
+#: Agreements this close count as equal (the start-up frames are few): more bytes win.
+AGREEMENT_TIE = 0.02
+#: Seconds between the controller's looks at the account.
+STEP_SECONDS = 1.0
+#: Seconds over which the account's debt or savings are spread.
+HORIZON_SECONDS = 10.0
+#: Seconds the scene's cost against the table is remembered over.
+MEMORY_SECONDS = 5.0
+#: Seconds between the periodic self-checks, and how many checks are pooled.
+CHECK_SECONDS = 2.0
+CHECK_WINDOW = 8
+
+
+@dataclass(frozen=True)
+class DetectSetting:
+    """What detect mode's rate control chooses: the bottleneck's rate weight, the skip
+    threshold (L1 over the latent channels) and the intra period (frames)."""
+
+    beta: float
+    skip_threshold: int
+    intra_period: int
+
+    def describe(self) -> str:
+        return f"beta {self.beta:g}, skip {self.skip_threshold}, intra every {self.intra_period}"
+
+
+@dataclass(frozen=True)
+class RatePoint:
+    """One setting as measured on the start-up frames.
+
+    Attributes:
+        setting: the setting.
+        bytes_per_frame: mean unit bytes per frame (payload and unit framing).
+        agreement: F1 (0..1) of its decoded detections against the uncompressed ones.
+    """
+
+    setting: DetectSetting
+    bytes_per_frame: float
+    agreement: float
+
+
+@dataclass(frozen=True)
+class RateChoice:
+    """The rate controller's start: the chosen point, the rungs it may move along (the
+    chosen β's points at or above the floor, cheapest first) and the status: ``ok``,
+    ``over_budget`` (no point within the budget reaches the floor: the cheapest that does)
+    or ``below_floor`` (no point reaches it: the best agreement)."""
+
+    point: RatePoint
+    rungs: tuple[RatePoint, ...]
+    status: str
+    target_bytes_per_frame: float
+    min_agreement: float
+
+    def describe(self) -> str:
+        text = (f"{self.point.setting.describe()}: {self.point.bytes_per_frame:.0f} B/frame "
+                f"for a target of {self.target_bytes_per_frame:.0f}, agreement "
+                f"{self.point.agreement:.2f} (floor {self.min_agreement:.2f})")  # fmt: skip
+        if self.status == "over_budget":
+            text += "; the budget cannot reach the floor: sending the cheapest setting that does"
+        elif self.status == "below_floor":
+            text += "; no setting reaches the floor on these frames: sending the best one"
+        return text
+
+
+def choose_setting(points: Sequence[RatePoint], target_bytes_per_frame: float,
+                   min_agreement: float = DEFAULT_MIN_AGREEMENT) -> RateChoice:  # fmt: skip
+    """The setting for a budget (module docstring).
+
+    Args:
+        points: the rate table (:func:`measure_rate_table`, or any list of points).
+        target_bytes_per_frame: the budget, bytes per frame (> 0).
+        min_agreement: the floor, 0..1.
+
+    Raises:
+        ValueError: no points, or a budget or floor out of range.
+    """
+    if not points:
+        raise ValueError("an empty rate table")
+    if not target_bytes_per_frame > 0 or not 0.0 <= min_agreement <= 1.0:
+        raise ValueError(f"target {target_bytes_per_frame} B/frame must be > 0 and the floor "
+                         f"{min_agreement} in [0, 1]")  # fmt: skip
+    good = [p for p in points if p.agreement >= min_agreement]
+    fits = [p for p in good if p.bytes_per_frame <= target_bytes_per_frame]
+    if fits:
+        best = max(p.agreement for p in fits)
+        chosen = max((p for p in fits if p.agreement >= best - AGREEMENT_TIE),
+                     key=lambda p: (p.bytes_per_frame, p.agreement))  # fmt: skip
+        status = "ok"
+    elif good:
+        chosen, status = min(good, key=lambda p: (p.bytes_per_frame, -p.agreement)), "over_budget"
+    else:
+        chosen = max(points, key=lambda p: (p.agreement, -p.bytes_per_frame))
+        status = "below_floor"
+    floor = min(min_agreement, chosen.agreement)
+    rungs = sorted((p for p in points if p.setting.beta == chosen.setting.beta
+                    and p.agreement >= floor), key=lambda p: (p.bytes_per_frame, -p.agreement))
+    return RateChoice(chosen, tuple(rungs), status, float(target_bytes_per_frame),
+                      float(min_agreement))  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- agreement
+
+
+def agreement_counts(reference: np.ndarray, decoded: np.ndarray,
+                     iou: float = AGREEMENT_IOU) -> tuple[int, int, int]:  # fmt: skip
+    """``(matched, reference boxes, decoded boxes)`` of one frame: one-to-one matching of
+    ``(n, 4)`` and ``(m, 4)`` ``x1, y1, x2, y2`` boxes at IoU >= ``iou`` (most matches)."""
+    reference = np.asarray(reference, np.float64).reshape(-1, 4)
+    decoded = np.asarray(decoded, np.float64).reshape(-1, 4)
+    if not len(reference) or not len(decoded):
+        return 0, len(reference), len(decoded)
+    overlap = box_iou(reference, decoded)
+    rows, cols = linear_sum_assignment(-(overlap >= iou).astype(np.float64) - 1e-3 * overlap)
+    return int((overlap[rows, cols] >= iou).sum()), len(reference), len(decoded)
+
+
+def f1(counts: Sequence[tuple[int, int, int]]) -> float:
+    """Pooled F1 of :func:`agreement_counts` over frames: 1 when neither side has a box."""
+    matched = sum(c[0] for c in counts)
+    total = sum(c[1] + c[2] for c in counts)
+    return 1.0 if total == 0 else 2.0 * matched / total
+
+
+def _kept(detections, threshold: float) -> np.ndarray:
+    return np.asarray(detections.boxes)[np.asarray(detections.scores) >= threshold]
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+@dataclass
+class RateTable:
+    """What :func:`measure_rate_table` measured: the points and, per β, the profile (the
+    camera's windows and the cloud's threshold calibrated for that bottleneck)."""
+
+    points: list[RatePoint]
+    profiles: dict[float, DetectProfile]
+    frames: int
+
+
+def measure_rate_table(frames: Sequence[np.ndarray], bottlenecks: Mapping[float, TaskBottleneck],
+                       model, camera: CameraProfile, unit_overhead: int = 0,
+                       skip_ladder: Sequence[int] = SKIP_LADDER,
+                       periods: Sequence[int] = INTRA_PERIODS) -> RateTable:  # fmt: skip
+    """The rate table of the start-up ``frames`` (module docstring).
+
+    Args:
+        frames: ``(H, W, 3)`` uint8 RGB start-up frames, in order (at least 2).
+        bottlenecks: β -> bottleneck (all cut at the same layer).
+        model: the split detector's network (:func:`codec.task.split.load_split_model`).
+        camera: the camera's window layout (:func:`codec.scaffold.profile.choose_profile`).
+        unit_overhead: framing bytes of a unit beyond its payload (added to every unit).
+        skip_ladder, periods: the skip thresholds and intra periods to price.
+    """
+    if len(frames) < 2 or not bottlenecks:
+        raise ValueError("the rate table needs at least 2 frames and a bottleneck")
+    base = next(iter(bottlenecks.values())).split
+    split = dataclasses.replace(DetectProfile(camera, 0.0).split(base), score_threshold=0.0)
+    detector = SplitDetector(model, split)
+    height, width = frames[0].shape[:2]
+    features = [detector.edge_features(f) for f in frames]
+    checks = profile_frame_indices(len(frames))
+    reference = {i: detector.cloud_detect(features[i], height, width) for i in checks}
+    table = RateTable([], {}, len(frames))
+    for beta, bottleneck in bottlenecks.items():
+        q = [bottleneck.model.quantize(f) for f in features]
+        decoded = {i: _detect_latents(bottleneck, detector, q[i], height, width) for i in checks}
+        threshold, target, matched = match_threshold([reference[i].scores for i in checks],
+                                                     [decoded[i].scores for i in checks])
+        table.profiles[beta] = DetectProfile(camera, threshold, target, matched)
+        intra = _intra_bytes(bottleneck, detector, [q[i] for i in checks]) + unit_overhead
+        for skip in skip_ladder:
+            temporal, counts = _temporal_run(bottleneck, detector, q, skip, checks, reference,
+                                             threshold, (height, width))  # fmt: skip
+            agreement = f1(counts)
+            for period in periods:
+                rate = (intra + (period - 1) * (temporal + unit_overhead)) / period
+                table.points.append(RatePoint(DetectSetting(float(beta), int(skip), int(period)),
+                                              float(rate), agreement))  # fmt: skip
+    return table
+
+
+@torch.inference_mode()
+def _detect_latents(bottleneck: TaskBottleneck, detector: SplitDetector, q: np.ndarray,
+                    height: int, width: int):  # fmt: skip
+    """The cloud half's detections of ``(W, N, S, S)`` latents (every score)."""
+    return detector.cloud_detect(bottleneck.model.reconstruct(q), height, width)
+
+
+def _intra_bytes(bottleneck: TaskBottleneck, detector: SplitDetector,
+                 latents: Sequence[np.ndarray]) -> float:  # fmt: skip
+    """Mean payload bytes of an intra unit of each of ``latents``."""
+    from semcodec.codec.task.coder import stack_latents
+
+    encoder = TaskEncoder(bottleneck, detector, intra_period=1)
+    return float(np.mean([len(encoder.encode_latents(stack_latents(q))) for q in latents]))
+
+
+def _temporal_run(bottleneck: TaskBottleneck, detector: SplitDetector, q: Sequence[np.ndarray],
+                  skip: int, checks: Sequence[int], reference: Mapping[int, object],
+                  threshold: float, size: tuple[int, int]) -> tuple[float, list]:  # fmt: skip
+    """One intra unit then temporal ones at ``skip``: mean temporal payload bytes and the
+    agreement counts at the ``checks`` frames (decoded latents, as the cloud has them)."""
+    from semcodec.codec.task.coder import stack_latents
+
+    height, width = size
+    encoder = TaskEncoder(bottleneck, detector, intra_period=0, skip_threshold=skip)
+    sizes, counts = [], []
+    shape = encoder.shape(height, width)
+    for i, latents in enumerate(q):
+        n = len(encoder.encode_latents(stack_latents(latents)))
+        if i:
+            sizes.append(n)
+        if i in checks:
+            got = _detect_latents(bottleneck, detector, unstack_latents(encoder.decoded, shape),
+                                  height, width)  # fmt: skip
+            counts.append(agreement_counts(_kept(reference[i], REFERENCE_THRESHOLD),
+                                           _kept(got, threshold)))  # fmt: skip
+    return float(np.mean(sizes)), counts
+
+
+# ----------------------------------------------------------------------------- holding it
+
+
+@dataclass(frozen=True)
+class RateSwitch:
+    """A move of the controller: from ``frame`` (0-based) on, ``setting``, and why
+    (``start``, ``over``, ``under``, ``floor``)."""
+
+    frame: int
+    setting: DetectSetting
+    reason: str
+
+
+class DetectRateController:
+    """Holds a detect-mode stream to its target along the chosen β's rungs (module docstring).
+
+    Every :data:`STEP_SECONDS` it asks for the rate that repays the account's debt (or
+    spends its savings) over the next :data:`HORIZON_SECONDS` (or the frames left, when
+    known), divides it by how much the scene costs against the start-up table (actual over
+    predicted bytes, forgotten over :data:`MEMORY_SECONDS`), and takes the richest rung whose
+    table rate fits (never a rung the self-check barred).
+
+    Args:
+        choice: :func:`choose_setting`'s result.
+        fps: the stream's frame rate (frames per second).
+        header_bytes: bytes already spent before the first unit (the stream header).
+        expected_frames: the stream's length when known (0: live).
+    """
+
+    def __init__(self, choice: RateChoice, fps: float, header_bytes: int = 0,
+                 expected_frames: int = 0) -> None:  # fmt: skip
+        self.choice = choice
+        self.target = choice.target_bytes_per_frame
+        self.rungs = list(choice.rungs)
+        self.rung = self.rungs.index(choice.point)
+        self.lowest = 0  # rungs below are barred by the self-check
+        self.step = max(1, round(STEP_SECONDS * fps))
+        self.horizon = max(self.step, round(HORIZON_SECONDS * fps))
+        self.forget = 1.0 - 1.0 / max(2.0, MEMORY_SECONDS * fps)
+        self.check_every = max(1, round(CHECK_SECONDS * fps))
+        self.expected_frames = int(expected_frames)
+        self.spent, self.frames = float(header_bytes), 0
+        self._actual = self._predicted = 0.0
+        self.switches = [RateSwitch(0, choice.point.setting, "start")]
+        self.checks: deque[tuple[int, int, int]] = deque(maxlen=CHECK_WINDOW)
+        self.warnings: list[str] = []
+        self._floor_warned = False
+
+    @property
+    def setting(self) -> DetectSetting:
+        """The setting of the next frame."""
+        return self.rungs[self.rung].setting
+
+    def wants_check(self) -> bool:
+        """Whether the frame just coded is one to self-check."""
+        return self.frames > 0 and (self.frames - 1) % self.check_every == 0
+
+    @property
+    def cost_ratio(self) -> float:
+        """Recent actual bytes over what the table predicted for the rungs used (1 at first)."""
+        return self._actual / self._predicted if self._predicted > 0 else 1.0
+
+    def add_frame(self, unit_bytes: int) -> None:
+        """Accounts one coded frame's unit (payload and framing, bytes); moves when due."""
+        self.spent += unit_bytes
+        self.frames += 1
+        self._actual = self.forget * self._actual + unit_bytes
+        self._predicted = self.forget * self._predicted + self.rungs[self.rung].bytes_per_frame
+        if self.frames % self.step:
+            return
+        left = self.expected_frames - self.frames if self.expected_frames else self.horizon
+        horizon = max(self.step, min(self.horizon, left))
+        debt = self.target * self.frames - self.spent  # > 0: bytes not yet spent
+        wanted = max(0.05 * self.target, self.target + debt / horizon) / self.cost_ratio
+        fitting = [i for i in range(self.lowest, len(self.rungs))
+                   if self.rungs[i].bytes_per_frame <= wanted]  # fmt: skip
+        rung = fitting[-1] if fitting else self.lowest
+        self._move(rung, "under" if rung > self.rung else "over")
+
+    def add_check(self, counts: tuple[int, int, int]) -> float:
+        """Pools one self-check (:func:`agreement_counts` of the frame just coded); below the
+        floor, bars the rungs up to the current one and moves up. Returns the pooled F1."""
+        self.checks.append(counts)
+        agreement = f1(self.checks)
+        if agreement < self.choice.min_agreement and len(self.checks) >= 2:
+            if self.rung < len(self.rungs) - 1:
+                self.lowest = self.rung + 1
+                self._move(self.rung + 1, "floor")
+                self.checks.clear()
+            elif not self._floor_warned:
+                self._floor_warned = True
+                self.warnings.append(f"frame {self.frames}: agreement {agreement:.2f} is under "
+                                     f"the floor {self.choice.min_agreement:.2f} at the finest "
+                                     f"setting of beta {self.setting.beta:g}")  # fmt: skip
+        return agreement
+
+    def _move(self, rung: int, reason: str) -> None:
+        if rung != self.rung:
+            self.rung = rung
+            self.switches.append(RateSwitch(self.frames, self.setting, reason))
+
+    @property
+    def rate(self) -> float:
+        """Bytes per frame so far (header included)."""
+        return self.spent / max(self.frames, 1)
