@@ -77,6 +77,9 @@ BASE_COLUMNS = [
     "moda",
     "modp",
     "moda_ground",
+    "track_moda",
+    "track_mota",
+    "track_id_switches",
     "enc_fps",
     "dec_fps",
     "dec_flops_per_frame",
@@ -255,6 +258,11 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
     row.update(measure_quality(pixels, decoded, cell, gt, progress, fps=info.fps))
     if "person" in cell.metrics and gt is not None and "person_boxes" in encoded.metadata:
         row.update(scaffold_person_recall(encoded.metadata["person_boxes"][warm:], gt))
+    if "moda" in cell.metrics and gt is not None and "person_ids" in encoded.metadata:
+        from semcodec.evaluation.metrics.mota import transmitted_box_scores
+
+        row.update(transmitted_box_scores(encoded.metadata["person_boxes"][warm:],
+                                          encoded.metadata["person_ids"][warm:], gt))  # fmt: skip
     row["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     return {k: _finite_or_none(v) for k, v in row.items()}
 

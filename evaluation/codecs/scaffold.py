@@ -217,7 +217,8 @@ class ScaffoldCodec(Codec):
         """Decodes and reconstructs ``(T, H, W, 3) uint8 RGB``; ``progress(n)`` per frame.
 
         ``encoded.metadata["person_boxes"]`` receives the boxes of the people the decoded
-        scaffolds carry, one ``(N, 4)`` float32 ``x1, y1, x2, y2`` array per frame.
+        scaffolds carry, one ``(N, 4)`` float32 ``x1, y1, x2, y2`` array per frame, and
+        ``encoded.metadata["person_ids"]`` their ``(N,)`` int32 track ids.
         """
         from semcodec.codec.reconstruct import create_reconstructor
         from semcodec.codec.scaffold.codec import decode_stream
@@ -225,6 +226,7 @@ class ScaffoldCodec(Codec):
         name, options = self._decoder(encoded.setting)
         reconstructor = create_reconstructor(name, **options)
         boxes: list[np.ndarray] = []  # the people the scaffolds carry, per frame
+        ids: list[np.ndarray] = []  # their track ids
         silhouettes = SilhouetteCount(encoded.fps, encoded.metadata.get("measured_from", 0))
 
         refreshes = 0
@@ -233,12 +235,13 @@ class ScaffoldCodec(Codec):
             nonlocal refreshes
             for unit, image in decode_stream(encoded.payload, reconstructor):
                 boxes.append(unit.scaffold.tracks.boxes)
+                ids.append(unit.scaffold.tracks.ids)
                 silhouettes.add(unit)
                 refreshes += unit.plate_refresh
                 yield image
 
         frames = list(_counted(images(), progress))
-        encoded.metadata["person_boxes"] = boxes
+        encoded.metadata["person_boxes"], encoded.metadata["person_ids"] = boxes, ids
         encoded.metadata["counts"] = {**silhouettes.row(), "plate_refreshes": refreshes}
         if len(frames) != encoded.frames:
             raise RuntimeError(f"scaffold: decoded {len(frames)} frames, expected {encoded.frames}")

@@ -240,16 +240,24 @@ def clear_mod(
 
     def frame_counts(boxes: np.ndarray, frame: int) -> _FrameCounts:
         iou = box_iou(boxes, gt.boxes_xyxy(frame))
-        ignore = gt.ignore_xyxy(frame)
-        hit = np.zeros(len(boxes), dtype=bool)
-        if len(ignore) and len(boxes):
-            area = box_area(boxes)[:, None]
-            inside = intersection_area(boxes, ignore)
-            covered = np.divide(inside, area, out=np.zeros_like(inside), where=area > 0)
-            hit = ((box_iou(boxes, ignore) >= iou_threshold) | (covered >= IGNORE_COVERAGE)).any(1)
+        hit = ignore_hits(boxes, gt.ignore_xyxy(frame), iou_threshold)
         return _count_frame(iou, iou >= iou_threshold, hit)
 
     return _evaluate(detections, gt, frames, frame_counts)
+
+
+def ignore_hits(boxes: np.ndarray, ignore: np.ndarray, iou_threshold: float = MATCH_IOU,
+                ) -> np.ndarray:  # fmt: skip
+    """``(N,)`` bool: which of ``(N, 4)`` boxes an ignore region of ``(M, 4)`` (both
+    ``x1, y1, x2, y2``) drops when unmatched: IoU >= ``iou_threshold`` with one, or at least
+    :data:`IGNORE_COVERAGE` of the box's area inside one."""
+    hit = np.zeros(len(boxes), dtype=bool)
+    if len(ignore) and len(boxes):
+        area = box_area(boxes)[:, None]
+        inside = intersection_area(boxes, ignore)
+        covered = np.divide(inside, area, out=np.zeros_like(inside), where=area > 0)
+        hit = ((box_iou(boxes, ignore) >= iou_threshold) | (covered >= IGNORE_COVERAGE)).any(1)
+    return hit
 
 
 def foot_points(boxes_xyxy: np.ndarray) -> np.ndarray:
