@@ -62,6 +62,9 @@ class TaskBenchConfig:
             bottleneck's own).
         camera_transform: a new camera made from the sequence
             (:mod:`evaluation.data.camera`: ``zoom=2,x=0.5,y=0.55``, ``scale=0.5``; ``none``).
+        targets_kbps: link budgets (kbit/s) for detect mode's rate control: one
+            ``features`` row each, curve ``features-target`` (:func:`target_row`).
+        min_agreement: the rate control's floor (default: the edge's).
     """
 
     sequence: str
@@ -78,6 +81,8 @@ class TaskBenchConfig:
     data_dir: str | None = None
     models_dir: str | None = None
     threads: int | None = None
+    targets_kbps: tuple[float, ...] = ()
+    min_agreement: float | None = None
     extra: dict = field(default_factory=dict)
 
 
@@ -191,6 +196,62 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
     }  # fmt: skip
 
 
+def target_row(target_kbps: float, pixels: np.ndarray, gt, frames: list[int], model,
+               fps: float, person_detector, min_agreement: float | None = None,
+               models_dir: str | None = None) -> dict:  # fmt: skip
+    """Detect mode at a budget, as ``edge-agent encode --mode detect --target-kbps`` codes
+    it: the rate control chooses among the shipped bottlenecks on the start-up frames and
+    holds the target (:mod:`codec.task.ratecontrol`); the cloud decodes the real stream.
+
+    Returns the row: bytes (header and unit framing included), the rate reached against the
+    target (``rate_ratio``), MODA, what was chosen (``rate_choice``), how often it moved
+    (``rate_moves``, and each move in ``rate_switches``: frame from 1, skip threshold, intra
+    period, why), what the self-check measured, and the status (``rate_status``)."""
+    from semcodec.codec.task import DEFAULT_MIN_AGREEMENT
+    from semcodec.codec.task.split import SplitDetector
+    from semcodec.codec.task.stream import (
+        DetectRateRequest,
+        decode_detect,
+        encode_detect,
+        open_detect_decoder,
+        shipped_candidates,
+    )
+
+    candidates = shipped_candidates()
+    floor = DEFAULT_MIN_AGREEMENT if min_agreement is None else min_agreement
+    request = DetectRateRequest(target_kbps * 1000, candidates, floor)
+    t, h, w, _ = pixels.shape
+    base = next(iter(candidates.values())).split
+    header, units, stats = encode_detect(iter(pixels), None, SplitDetector(model, base), fps,
+                                         (w, h), t, person_detector=person_detector,
+                                         rate=request)  # fmt: skip
+    units = list(units)
+    size = len(header.to_bytes()) + sum(len(u.to_bytes()) for u in units)
+    decoder = open_detect_decoder(header, models_dir=models_dir)
+    wanted = set(frames)
+    found = {n: d for n, d in decode_detect(units, decoder) if n in wanted}
+    kbps = 8.0 * size * fps / t / 1000
+    checks = [a for _, a in stats.agreements]
+    settings = header.settings
+    return {
+        "codec": "features", "curve": "features-target",
+        "setting": f"target={target_kbps:g}kbps", "target_kbps": target_kbps,
+        "kbps": kbps, "rate_ratio": kbps / target_kbps, "rate_status": settings["rate_status"],
+        "rate_choice": stats.rate, "beta": float(settings["beta"]),
+        "min_agreement": floor, "start_agreement": float(settings["profile_agreement"]),
+        "check_agreement_min": min(checks) if checks else None,
+        "check_agreement_mean": float(np.mean(checks)) if checks else None,
+        "rate_moves": len(stats.switches) - 1,
+        "rate_switches": json.dumps([[s.frame + 1, s.setting.skip_threshold,
+                                      s.setting.intra_period, s.reason]
+                                     for s in stats.switches]),
+        "score_threshold": float(settings["score_threshold"]), "profile": stats.profile,
+        "intra_units": stats.intra_units,
+        "bytes_per_frame": size / t, "bpp": 8.0 * size / (t * h * w),
+        **_moda_row(found, gt, frames),
+    }  # fmt: skip
+
+
 def _mixed(bottleneck) -> bool:
     """Whether the bottleneck was trained on ranges with their own layouts."""
     return any(len(d) > 3 for d in bottleneck.metadata.get("data", []))
@@ -273,6 +334,12 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
                                               config.features_threshold,
                                               config.skip_threshold, info.fps,
                                               detector, profile)})  # fmt: skip
+        _write(out, rows)
+    for target in config.targets_kbps:
+        log.info("features at a target of %g kbit/s", target)
+        rows.append({**common, **target_row(target, pixels, gt, frames, model, info.fps,
+                                            detector, config.min_agreement,
+                                            config.models_dir)})  # fmt: skip
         _write(out, rows)
     rows = add_savings(rows)
     if config.bottlenecks and camera.is_identity:  # the child reads the sequence as it is

@@ -10,6 +10,7 @@ from semcodec.codec.core.console import (
     DefaultsHelpFormatter,
     add_verbosity,
     non_negative_int,
+    positive_float,
     positive_int,
 )
 from semcodec.evaluation.cli.common import (
@@ -56,6 +57,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     task.add_argument("--skip-threshold", type=non_negative_int, metavar="T",
                       help="the features encoder's skip threshold (default: each bottleneck's, "
                       "chosen on its training frames; 0: lossless)")  # fmt: skip
+    task.add_argument("--targets-kbps", nargs="+", type=positive_float, default=(),
+                      metavar="K",
+                      help="detect mode at these link budgets (kbit/s), as `edge-agent encode "
+                      "--mode detect --target-kbps K` codes it: one row each (curve "
+                      "features-target) with the rate reached and what the edge chose; without "
+                      "--bottlenecks, no fixed-bottleneck rows then")  # fmt: skip
+    task.add_argument("--min-agreement", type=float, metavar="F",
+                      help="--targets-kbps: the edge's agreement floor (default: the edge's)")
     task.add_argument("--threads", type=positive_int, help="torch/onnxruntime threads")
     task.add_argument("--models-dir", metavar="DIR", help="searched first for models")
     task.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
@@ -89,14 +98,19 @@ def cmd_task(args: argparse.Namespace) -> int:
             if not sep:
                 raise UsageError(f"--baselines {item!r}: expected CODEC:SETTING")
             baselines.append((codec, setting))
+    if args.min_agreement is not None and not (args.targets_kbps
+                                               and 0.0 <= args.min_agreement <= 1.0):  # fmt: skip
+        raise UsageError("--min-agreement is a number in [0, 1] and goes with --targets-kbps")
+    bottlenecks = args.bottlenecks or ([] if args.targets_kbps else _shipped_bottlenecks())
     config = TaskBenchConfig(
         sequence=args.data, start=args.start, frames=args.frames,
-        bottlenecks=tuple(args.bottlenecks or _shipped_bottlenecks()), out_dir=args.out,
+        bottlenecks=tuple(bottlenecks), out_dir=args.out,
         baselines=tuple(baselines),
         moda_every=args.moda_every, intra_period=args.intra_period,
         features_threshold=args.features_threshold, skip_threshold=args.skip_threshold,
         camera_transform=args.camera_transform, data_dir=args.data_dir,
         models_dir=args.models_dir, threads=args.threads,
+        targets_kbps=tuple(args.targets_kbps), min_agreement=args.min_agreement,
     )  # fmt: skip
     print(format_table(run_task_bench(config)))
     return 0

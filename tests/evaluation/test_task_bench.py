@@ -91,3 +91,32 @@ def test_task_command_on_the_sample(tmp_path, sample_dir) -> None:
     bad.write_bytes(b"x")
     assert main(["task", "--data", str(sample_dir), "--frames", "2", "--bottlenecks", str(bad),
                  "--baselines", "--out", str(tmp_path / "o2"), "-q"]) == 2
+
+
+@pytest.mark.slow  # the rate table of six bottlenecks: 45 s of CPU
+def test_task_command_at_targets_on_the_sample(tmp_path, sample_dir) -> None:
+    """``--targets-kbps``: a row per budget coded as the edge codes it (shipped bottlenecks,
+    rate control), with the rate reached and what was chosen; no fixed-bottleneck rows."""
+    from semcodec.codec.core.models import ModelError
+    from semcodec.codec.task.stream import shipped_bottlenecks
+    from semcodec.evaluation.cli import main
+
+    try:
+        from semcodec.codec.task.split import load_split_model
+
+        load_split_model()
+    except ModelError as exc:
+        pytest.skip(f"detector model not available: {exc}")
+    out = tmp_path / "out"
+    assert main(["task", "--data", str(sample_dir), "--frames", "6", "--baselines",
+                 "--targets-kbps", "8", "--threads", "1", "--out", str(out), "-q"]) == 0
+    rows = json.loads((out / "rows.json").read_text())
+    assert [r["codec"] for r in rows] == ["raw", "features"]
+    row = rows[1]
+    assert row["curve"] == "features-target" and row["setting"] == "target=8kbps"
+    assert row["beta"] in shipped_bottlenecks() and row["rate_status"] in ("ok", "over_budget")
+    assert row["kbps"] == pytest.approx(row["rate_ratio"] * 8)
+    assert json.loads(row["rate_switches"])[0][3] == "start" and row["frames"] == 6
+    assert -1 <= row["moda"] <= 1
+    assert main(["task", "--data", str(sample_dir), "--frames", "6", "--min-agreement", "0.5",
+                 "--out", str(tmp_path / "o2"), "-q"]) == 2  # the floor goes with a target
