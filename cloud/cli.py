@@ -120,6 +120,10 @@ def _add_serve_parser(sub) -> None:
                      help="PEM CA of client certificates: mutual TLS")  # fmt: skip
     srv.add_argument("--tokens", type=Path, metavar="FILE",
                      help="bearer tokens, one 'TOKEN TENANT' pair per line")  # fmt: skip
+    srv.add_argument("--allow-anonymous-remote", action="store_const", const=True,
+                     help="serve without --tokens on an address beyond the loopback "
+                     "(refused otherwise: anyone reaching the port could stream and read "
+                     "results)")  # fmt: skip
     srv.add_argument("--metrics-listen", metavar="HOST:PORT",
                      help="Prometheus /metrics address (127.0.0.1:9464; '' for none)")  # fmt: skip
     srv.add_argument("--max-sessions", type=int, metavar="N", help="open sessions (64)")
@@ -139,18 +143,20 @@ def _add_serve_parser(sub) -> None:
     srv.add_argument("--workers", type=int, metavar="N",
                      help="threads for disk work; idle streams hold none (16)")  # fmt: skip
     srv.add_argument("--tenant-max-sessions", type=int, metavar="N",
-                     help="open sessions per tenant (0: no per-tenant bound)")  # fmt: skip
+                     help="open sessions per tenant (16; 0: no per-tenant bound)")  # fmt: skip
     srv.add_argument("--tenant-max-streams", type=int, metavar="N",
-                     help="concurrent streams per tenant (0: no bound)")  # fmt: skip
+                     help="concurrent streams per tenant (32; 0: no bound)")  # fmt: skip
     srv.add_argument("--tenant-max-kbps", type=float, metavar="K",
                      help="unit bytes per tenant, kbit/s, back-pressure (0: unlimited)")
     srv.add_argument("--tenant-max-stored-mib", type=float, metavar="M",
-                     help="stored streams per tenant on disk, MiB (0: unlimited)")  # fmt: skip
+                     help="stored streams per tenant on disk, units being received "
+                     "included, MiB (4096; 0: unlimited)")  # fmt: skip
     srv.add_argument("--session-idle-s", type=float, metavar="S",
                      help="put a session without stream or request to rest after S "
                      "(resumable; 300; 0: never)")  # fmt: skip
     srv.add_argument("--retain-s", type=float, metavar="S",
-                     help="remove an open session at rest after S (604800; 0: never)")  # fmt: skip
+                     help="remove a session at rest (put to rest, or closed) after S, its "
+                     "outputs with it (604800; 0: never)")  # fmt: skip
     srv.add_argument("--stream-start-s", type=float, metavar="S",
                      help="a stream's StreamStart must come within S (10)")  # fmt: skip
     srv.add_argument("--stream-idle-s", type=float, metavar="S",
@@ -169,7 +175,10 @@ def _add_serve_parser(sub) -> None:
     srv.add_argument("--max-calls", type=int, metavar="N",
                      help="concurrent calls on the server (8192; 0: no cap)")  # fmt: skip
     srv.add_argument("--max-open-streams", type=int, metavar="N",
-                     help="concurrent unauthenticated reflection/health-watch streams (1024)")
+                     help="concurrent unauthenticated reflection streams (256)")
+    srv.add_argument("--max-watch-streams", type=int, metavar="N",
+                     help="concurrent unauthenticated health Watch streams, apart from "
+                     "reflection (4096)")  # fmt: skip
     srv.add_argument("--max-calls-per-peer", type=int, metavar="N",
                      help="concurrent calls from one address (0: no cap)")  # fmt: skip
     srv.add_argument("--decode-threads", type=int, metavar="N",
@@ -328,7 +337,8 @@ def _decode_detections(args: argparse.Namespace, header, units) -> int:
     return 0
 
 
-_SERVE_FLAGS = ("listen", "out", "tls_cert", "tls_key", "client_ca", "tokens", "metrics_listen",
+_SERVE_FLAGS = ("listen", "out", "tls_cert", "tls_key", "client_ca", "tokens",
+                "allow_anonymous_remote", "metrics_listen",
                 "max_sessions", "max_backlog_units", "max_chunk_kib", "max_unit_mib",
                 "max_session_kbps", "session_burst_kib",
                 "grace_s", "notice_s", "workers", "decoder", "overview", "flow_prior",
@@ -337,7 +347,7 @@ _SERVE_FLAGS = ("listen", "out", "tls_cert", "tls_key", "client_ca", "tokens", "
                 "stream_start_s", "stream_idle_s", "progress_window_s", "min_progress_bytes",
                 "keepalive_s", "max_connection_idle_s", "max_connection_age_s",
                 "max_streams_per_connection", "max_calls", "max_open_streams",
-                "max_calls_per_peer", "decode_threads")  # fmt: skip
+                "max_watch_streams", "max_calls_per_peer", "decode_threads")  # fmt: skip
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

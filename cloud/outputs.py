@@ -305,20 +305,27 @@ def remove_stale_partials(target: Path) -> list[Path]:
     removed = []
     for path in target.parent.glob(f".{glob.escape(target.name)}.*.partial"):
         owner = path.name[len(target.name) + 2 : -len(".partial")].split("-")[0]
-        if not owner.isdigit() or _process_runs(int(owner)) or path.is_symlink():
+        if not owner.isdigit() or process_runs(int(owner)) or path.is_symlink():
             continue
         shutil.rmtree(path, ignore_errors=True)  # rmtree never follows symlinks
         removed.append(path)
     return removed
 
 
-def _process_runs(pid: int) -> bool:
+def process_runs(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine. A zombie (killed, not yet reaped by its
+    parent) does not: it writes nothing any more, so what it left is stale."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process
         return True
+    with contextlib.suppress(OSError, IndexError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
     return True
 
 

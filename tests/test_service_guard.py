@@ -24,7 +24,7 @@ def _check(channel) -> int:
 
 
 def test_unauthenticated_streams_are_capped_and_health_checks_never_are(tmp_path):
-    server = start_server(tmp_path, max_open_streams=2)
+    server = start_server(tmp_path, max_open_streams=2, max_watch_streams=2)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     health = health_pb2_grpc.HealthStub(channel)
     try:
@@ -33,7 +33,7 @@ def test_unauthenticated_streams_are_capped_and_health_checks_never_are(tmp_path
             assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
         third = health.Watch(health_pb2.HealthCheckRequest(service=""))
         code, details = code_of(lambda: next(third))
-        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_open_streams" in details
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_watch_streams" in details
         assert _check(channel) == health_pb2.HealthCheckResponse.SERVING  # never capped
         watches[0].cancel()
         deadline = time.monotonic() + 5  # a stream that ended gives its place back

@@ -8,6 +8,7 @@ the file (``--config F`` or ``$SEMCODEC_SERVE_CONFIG``) is TOML with the same na
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import tomllib
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ class ServeSettings:
         tls_cert, tls_key: PEM certificate chain and private key: serve TLS.
         client_ca: PEM CA that client certificates must chain to: mutual TLS.
         tokens: tokens file (``TOKEN TENANT`` per line): bearer tokens required.
+        allow_anonymous_remote: serve without tokens on an address beyond the loopback (by
+            default refused: anyone who reaches the port could stream and read results).
         metrics_listen: ``HOST:PORT`` of the Prometheus ``/metrics`` endpoint ("": none).
         max_sessions: open sessions at once.
         max_backlog_units: per-session units stored but not yet decoded.
@@ -49,13 +52,16 @@ class ServeSettings:
         workers: threads for the session core's blocking work (disk writes and fsyncs,
             opening sessions); an open or idle stream holds none (0: 16).
         tenant_max_sessions, tenant_max_streams: open sessions and concurrent streams per
-            tenant (0: no per-tenant bound).
+            tenant (0: no per-tenant bound). On by default (16 of the 64 sessions, 32
+            streams): one tenant cannot take the server from the others.
         tenant_max_kbps: unit bytes per tenant, kbit/s, over all its sessions (back-pressure;
             0: unlimited).
-        tenant_max_stored_mib: stored streams per tenant on disk, MiB (0: unlimited).
+        tenant_max_stored_mib: stored streams per tenant on disk, units being received
+            included, MiB (0: unlimited; 4096 by default).
         session_idle_s: a session without a stream or request for this long is put to rest
             (decoder stopped, out of memory, resumable; 0: never).
-        retain_s: an open session at rest this long is removed from disk (0: never).
+        retain_s: a session at rest (open and idle, or closed) this long is removed from
+            disk, its outputs with it (0: never).
         stream_start_s: a stream must send its StreamStart within this long.
         stream_idle_s: a stream may stay quiet between units this long.
         progress_window_s, min_progress_bytes: a unit in progress must bring at least that
@@ -68,8 +74,10 @@ class ServeSettings:
             resume).
         max_streams_per_connection: concurrent calls on one HTTP/2 connection.
         max_calls: concurrent calls on the server (more: RESOURCE_EXHAUSTED; 0: no cap).
-        max_open_streams: concurrent unauthenticated streaming calls (reflection, health
-            Watch; 0: no cap).
+        max_open_streams: concurrent reflection streams (unauthenticated; 0: no cap).
+        max_watch_streams: concurrent health ``Watch`` streams (unauthenticated, apart from
+            reflection; 0: no cap). Both caps together stay below ``max_calls``, so that
+            unauthenticated calls always leave room for authenticated ones.
         max_calls_per_peer: concurrent calls from one address (0: no cap; behind a load
             balancer all calls come from its address).
         decode_threads: frames decoded at once over all sessions (0: the machine's cores).
@@ -86,6 +94,7 @@ class ServeSettings:
     tls_key: Path | None = None
     client_ca: Path | None = None
     tokens: Path | None = None
+    allow_anonymous_remote: bool = False
     metrics_listen: str = "127.0.0.1:9464"
     max_sessions: int = 64
     max_backlog_units: int = 32
@@ -100,10 +109,10 @@ class ServeSettings:
     overview: bool = True
     flow_prior: Path | None = None
     bottleneck_dir: Path | None = None
-    tenant_max_sessions: int = 0
-    tenant_max_streams: int = 0
+    tenant_max_sessions: int = 16
+    tenant_max_streams: int = 32
     tenant_max_kbps: float = 0.0
-    tenant_max_stored_mib: float = 0.0
+    tenant_max_stored_mib: float = 4096.0
     session_idle_s: float = 300.0
     retain_s: float = 7 * 86400.0
     stream_start_s: float = 10.0
@@ -117,7 +126,8 @@ class ServeSettings:
     max_connection_age_grace_s: float = 30.0
     max_streams_per_connection: int = 32
     max_calls: int = 8192
-    max_open_streams: int = 1024
+    max_open_streams: int = 256
+    max_watch_streams: int = 4096
     max_calls_per_peer: int = 0
     decode_threads: int = 0
 
@@ -144,12 +154,24 @@ class ServeSettings:
                      "session_idle_s", "retain_s", "min_progress_bytes",
                      "max_connection_idle_s", "max_connection_age_s",
                      "max_connection_age_grace_s", "max_calls", "max_open_streams",
+                     "max_watch_streams",
                      "max_calls_per_peer", "decode_threads"):  # fmt: skip
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} {getattr(self, name)}: must be 0 (none) or more")
         if self.bottleneck_dir is not None and not self.bottleneck_dir.is_dir():
             raise ConfigError(f"bottleneck_dir {self.bottleneck_dir}: no such folder")
-        split_host_port(self.listen, "listen")
+        host, _ = split_host_port(self.listen, "listen")
+        if self.tokens is None and not self.allow_anonymous_remote and not is_loopback(host):
+            raise ConfigError(f"listen {self.listen!r} is beyond the loopback address and no "
+                              "tokens are set: anyone who reaches it could stream and read "
+                              "results. Give --tokens FILE, listen on 127.0.0.1, or pass "
+                              "--allow-anonymous-remote to serve anyone on purpose")  # fmt: skip
+        unauthenticated = self.max_open_streams + self.max_watch_streams
+        if self.max_calls and (not self.max_open_streams or not self.max_watch_streams
+                               or unauthenticated >= self.max_calls):  # fmt: skip
+            raise ConfigError(f"max_open_streams + max_watch_streams ({unauthenticated}) must "
+                              f"be capped and below max_calls ({self.max_calls}): "
+                              "unauthenticated calls must leave room for the others")  # fmt: skip
         if self.metrics_listen:
             split_host_port(self.metrics_listen, "metrics_listen")
         return self
@@ -161,6 +183,18 @@ def split_host_port(text: str, name: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise ConfigError(f"{name} {text!r}: expected HOST:PORT")
     return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) only ever means this machine: ``localhost``
+    or a loopback address. Any other name counts as beyond the loopback (it may resolve
+    anywhere); so do ``0.0.0.0``, ``::`` and the empty host (every interface)."""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(ServeSettings)}

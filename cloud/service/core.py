@@ -24,6 +24,7 @@ keeps the last ``DETECTIONS_KEPT`` frames' detections for that (bounded memory).
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import math
 import re
@@ -66,13 +67,15 @@ from semcodec.cloud.service.errors import (
 from semcodec.cloud.service.store import (
     DROPPED_NAME,
     LOG_NAME,
-    PARTIAL_NAME,
     RECORD_NAME,
     SessionLog,
     append_line_durably,
+    leftovers,
     make_private_dir,
+    partial_path,
     read_dropped,
     read_json,
+    remove_paths,
     write_json_atomic,
 )
 from semcodec.codec.bitstream import BitstreamError, StreamHeader, UnitKind
@@ -387,7 +390,8 @@ def missing_models(header: StreamHeader, decode: DecodeSettings) -> list[str]:
                 have = pinned_sha256(model_spec(entry.name))
         except (ModelError, ValueError, TypeError, OSError):
             known = False
-        if not known or (entry.sha256 and have and have != entry.sha256):
+        # a version-3 header holds a prefix of the digest: ModelEntry.matches compares
+        if not known or (entry.sha256 and have and not entry.matches(have)):
             missing.append(f"{entry.name} (sha256 {entry.sha256 or 'unknown'})")
     return missing
 
@@ -776,10 +780,11 @@ class StreamReceiver:
                  tenant: TenantUsage | None = None) -> None:  # fmt: skip
         self.session, self.generation, self.metrics = session, generation, metrics
         self.tenant = tenant
-        spill = session.state_dir / f"{PARTIAL_NAME}.{generation}"
+        spill = partial_path(session.state_dir, generation)
         self._assembler = ChunkAssembler(limits.max_chunk_bytes, limits.max_unit_bytes, spill)
         self._next_detection = max(1, detections_from)
         self._detached = False
+        self._reserved = 0  # the unit in progress's bytes, counted in the tenant's storage
 
     @property
     def between_units(self) -> bool:
@@ -796,7 +801,14 @@ class StreamReceiver:
         if not self._detached:
             self._detached = True
             self._assembler.reset()
+            self._release()
             self.session.detach()
+
+    def _release(self) -> None:
+        """The unit in progress no longer holds its place in the tenant's storage."""
+        if self._reserved and self.tenant is not None:
+            self.tenant.release(self._reserved)
+        self._reserved = 0
 
     def throttle_delay(self, nbytes: int) -> float:
         """Takes ``nbytes`` from the session's and the tenant's rate limits; returns how long
@@ -829,18 +841,33 @@ class StreamReceiver:
     def take(self, chunk: Chunk) -> Feedback | None:
         """:meth:`add` without waiting for the rate limits (the caller waited
         :meth:`throttle_delay`) -- nor for the decoder when it checked
-        :meth:`Session.has_room` before the unit's first chunk."""
+        :meth:`Session.has_room` before the unit's first chunk.
+
+        Every chunk is checked against the session first: a superseded stream (or one whose
+        session closed or was put to rest) writes nothing more, and its partial unit is
+        removed when it ends. A unit's declared size is counted in the tenant's stored bytes
+        from its first chunk (its partial file included) until it is stored or dropped.
+        """
         if self._assembler.pending_seq is None:
             self.session.check_seq(chunk.seq, self.generation)
             if chunk.dropped:
                 self.session.store_dropped(chunk.seq, self.generation)
                 return self.feedback()
             if self.tenant is not None:
-                self.tenant.check_storage(chunk.unit_size)
-        unit = self._assembler.add(chunk)
-        if unit is None:
-            return None
-        self.session.store(unit, self.generation)
+                self.tenant.reserve(chunk.unit_size)
+                self._reserved = chunk.unit_size
+        else:
+            self.session.check_current(self.generation)
+        try:
+            unit = self._assembler.add(chunk)
+            if unit is None:
+                return None
+            self.session.store(unit, self.generation)
+        except BaseException:
+            if self._assembler.pending_seq is None:  # the unit was refused or forgotten
+                self._release()
+            raise
+        self._release()
         if self.tenant is not None:
             self.tenant.stored(len(unit.data))
         return self.feedback()
@@ -872,6 +899,7 @@ class TenantUsage:
         rate = (quotas["max_kbps"] * 1000 / 8 if "max_kbps" in quotas
                 else limits.tenant_bytes_per_s)  # fmt: skip
         self.streams = 0
+        self.reserved = 0  # units being received: their declared sizes
         self._stored: int | None = None  # read from disk on first use
         self._lock = threading.Lock()
         self._limiter = RateLimiter(rate, max(rate, 4096)) if rate > 0 else None
@@ -900,21 +928,36 @@ class TenantUsage:
 
     @property
     def stored_bytes(self) -> int:
-        """Bytes of the tenant's stored streams on disk."""
+        """Bytes of the tenant's stored streams on disk, and of the units being received
+        (their declared sizes)."""
         with self._lock:
             if self._stored is None:
                 self._stored = sum(p.stat().st_size
                                    for p in self.sessions_dir.glob(f"*/{LOG_NAME}"))  # fmt: skip
-            return self._stored
+            return self._stored + self.reserved
 
-    def check_storage(self, unit_bytes: int) -> None:
-        """Raises :class:`QuotaError` when storing ``unit_bytes`` more would pass the
-        tenant's ``tenant_max_stored_bytes``."""
-        quota = self.max_stored_bytes
-        if quota and self.stored_bytes + unit_bytes > quota:
-            raise QuotaError(f"tenant {self.name} stores {self.stored_bytes} bytes; a unit of "
-                             f"{unit_bytes} would pass its quota (tenant_max_stored_bytes, "
-                             f"{quota}): close or remove sessions first")  # fmt: skip
+    def reserve(self, unit_bytes: int) -> None:
+        """Counts a unit whose first chunk came (its partial file grows to ``unit_bytes``)
+        in the tenant's storage; call :meth:`release` once it is stored or forgotten.
+
+        Raises:
+            QuotaError: it would pass ``tenant_max_stored_bytes``.
+        """
+        held = self.stored_bytes  # reads the disk once, outside the lock
+        with self._lock:
+            quota = self.max_stored_bytes
+            if quota and self._stored + self.reserved + unit_bytes > quota:
+                raise QuotaError(f"tenant {self.name} stores {held} bytes (units being "
+                                 f"received included); a unit of {unit_bytes} would pass its "
+                                 f"quota (tenant_max_stored_bytes, {quota}): close or remove "
+                                 "sessions first")  # fmt: skip
+            self.reserved += unit_bytes
+
+    def release(self, unit_bytes: int) -> None:
+        """A unit counted by :meth:`reserve` is stored (then :meth:`stored` counts it) or
+        forgotten."""
+        with self._lock:
+            self.reserved = max(0, self.reserved - unit_bytes)
 
     def stored(self, nbytes: int) -> None:
         """``nbytes`` more are stored (negative: removed)."""
@@ -924,6 +967,18 @@ class TenantUsage:
 
 
 # ------------------------------------------------------------------------------ manager
+
+
+def _expired(state_dir: Path, now: float, retain_s: float) -> bool:
+    """Whether a session's state folder has been at rest longer than ``retain_s`` (by its
+    files' age; an unreadable record counts as not expired)."""
+    try:
+        read_json(state_dir / RECORD_NAME)
+        age = now - max(p.stat().st_mtime for p in state_dir.iterdir())
+    except (OSError, ValueError):
+        return False
+    return age > retain_s
+
 
 
 class SessionManager:
@@ -987,6 +1042,8 @@ class SessionManager:
             if record.get("state") != "open":
                 raise SessionStateError(f"session {session_id} is {record.get('state')}")
             self._check_capacity(tenant)
+            # the session is this server's now: what earlier servers left of it goes
+            remove_paths(leftovers(state_dir, out_dir, everyone=True))
             session = Session(tenant, session_id, state_dir, out_dir,
                               SessionLog.recover(state_dir / LOG_NAME), self.limits,
                               self.decode, self.metrics, record, self._slots)  # fmt: skip
@@ -1145,10 +1202,9 @@ class SessionManager:
         return [s.session_id for s in rested]
 
     def sweep(self, now: float | None = None) -> list[Path]:
-        """Removes the state of open sessions at rest for longer than ``retain_s`` (by the
-        age of their files); returns the folders removed."""
-        import shutil
-
+        """Removes the sessions at rest for longer than ``retain_s`` (by the age of their
+        files): open sessions put to rest, and closed or failed ones, whose outputs go with
+        them; a tenant's folders go once empty. Returns the state folders removed."""
         retain = self.limits.retain_s
         if retain <= 0:
             return []
@@ -1159,25 +1215,33 @@ class SessionManager:
             if not _SESSION_ID.match(session_id) or state_dir.is_symlink():
                 continue
             with self._lock:
-                if (tenant, session_id) in self._sessions:
-                    continue
-                try:
-                    record = read_json(state_dir / RECORD_NAME)
-                    age = now - max(p.stat().st_mtime for p in state_dir.iterdir())
-                except (OSError, ValueError):
-                    continue
-                if record.get("state") != "open" or age <= retain:
+                if (tenant, session_id) in self._sessions or not _expired(state_dir, now, retain):
                     continue
                 size = sum(p.stat().st_size for p in state_dir.glob(LOG_NAME))
-                shutil.rmtree(state_dir, ignore_errors=True)
+                out_dir = self._paths(tenant, session_id)[1]
+                remove_paths([state_dir, *leftovers(state_dir, out_dir, everyone=False)]
+                             + ([out_dir] if out_dir.is_dir() else []))  # fmt: skip
+                for folder in (state_dir.parent, out_dir.parent):
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()  # only when empty
             usage = self._tenants.get(tenant)
             if usage is not None:
                 usage.stored(-size)
-            for partial in (self.out_root / tenant).glob(f".{session_id}.*.partial"):
-                if not partial.is_symlink():
-                    shutil.rmtree(partial, ignore_errors=True)
             removed.append(state_dir)
         return removed
+
+    def clean_start(self) -> list[Path]:
+        """At start-up: removes what killed servers left (partial units, unfinished record
+        writes, hidden partial output folders) of processes that no longer run. Returns what
+        it removed."""
+        found = []
+        for state_dir in (self.out_root / SESSIONS_DIR).glob("*/*"):
+            tenant, session_id = state_dir.parent.name, state_dir.name
+            if _SESSION_ID.match(session_id) and not state_dir.is_symlink():
+                out_dir = self._paths(tenant, session_id)[1]
+                found += leftovers(state_dir, out_dir, everyone=False)
+        remove_paths(found)
+        return found
 
     # -- stopping
 

@@ -1,10 +1,13 @@
 """What keeps strangers and heavy clients from exhausting the server (``grpc.aio``).
 
-* :class:`CallGuard`, an interceptor: the unauthenticated streaming calls (reflection, health
-  ``Watch``) are counted over the whole server and capped (``max_open_streams``); past it,
-  RESOURCE_EXHAUSTED. Optionally every call is counted per peer address and capped
-  (``max_calls_per_peer``; off by default: behind a load balancer every call comes from its
-  address). Unary health checks are never capped: a balancer must always get its answer.
+* :class:`CallGuard`, an interceptor: the unauthenticated streaming calls are counted over
+  the whole server, each kind in a pool of its own -- reflection (``max_open_streams``) and
+  health ``Watch`` (``max_watch_streams``) -- so that idle reflection streams never lock
+  health watches; past a cap, RESOURCE_EXHAUSTED. Both caps stay below the server's
+  ``max_calls`` (checked by the settings): authenticated calls always find room.
+  Optionally every call is counted per peer address and capped (``max_calls_per_peer``;
+  off by default: behind a load balancer every call comes from its address). Unary health
+  checks are never capped: a balancer must always get its answer.
 * :class:`BoundedHealth`: the standard health service whose ``Watch`` answers only the
   services the server has (NOT_FOUND otherwise), so a watcher cannot make it keep state
   for names of its choosing.
@@ -26,6 +29,17 @@ from semcodec.cloud.service.errors import brief
 MAX_LOG_CHARS = 1800
 #: Methods never capped: a balancer's health probe.
 UNCAPPED = ("/grpc.health.v1.Health/Check",)
+#: The pools of unauthenticated calls, by method prefix: (pool, the setting that caps it).
+POOLS = {"/grpc.health.v1.Health/Watch": ("watch", "max_watch_streams"),
+         "/grpc.reflection.": ("reflection", "max_open_streams")}  # fmt: skip
+
+
+def pool_of(method: str) -> str | None:
+    """The pool of an unauthenticated method ("watch", "reflection"), or None."""
+    for prefix, (pool, _) in POOLS.items():
+        if method.startswith(prefix):
+            return pool
+    return None if not method.startswith(OPEN_METHODS) else "reflection"
 
 
 class CappedLog(logging.Filter):
@@ -67,52 +81,63 @@ class BoundedHealth(health.aio.HealthServicer):
 
 
 class CallGuard(grpc.aio.ServerInterceptor):
-    """Caps the unauthenticated streaming calls and, optionally, the calls per peer.
+    """Caps the unauthenticated streaming calls, each kind apart, and optionally the calls
+    per peer.
 
     Args:
-        max_open_streams: concurrent reflection and health-watch calls (0: no cap).
+        max_open_streams: concurrent reflection calls (0: no cap).
         max_calls_per_peer: concurrent calls from one address (0: no cap).
         on_refused: called with the status name of each refused call.
+        max_watch_streams: concurrent health ``Watch`` calls (0: no cap).
     """
 
     def __init__(self, max_open_streams: int, max_calls_per_peer: int = 0,
-                 on_refused=None) -> None:  # fmt: skip
-        self.max_open_streams, self.max_calls_per_peer = max_open_streams, max_calls_per_peer
+                 on_refused=None, max_watch_streams: int = 0) -> None:  # fmt: skip
+        self.caps = {"reflection": max_open_streams, "watch": max_watch_streams}
+        self.max_calls_per_peer = max_calls_per_peer
         self.on_refused = on_refused
-        self.open_streams = 0
+        self.open = {"reflection": 0, "watch": 0}
         self.per_peer: collections.Counter[str] = collections.Counter()
+
+    @property
+    def open_streams(self) -> int:
+        """Unauthenticated streams open, over every pool."""
+        return sum(self.open.values())
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
         if handler is None or method in UNCAPPED:
             return handler
-        anonymous = method.startswith(OPEN_METHODS)
-        if not (anonymous and self.max_open_streams) and not self.max_calls_per_peer:
+        pool = pool_of(method)
+        if not (pool and self.caps[pool]) and not self.max_calls_per_peer:
             return handler
-        return wrap_handler(handler, lambda fn, streaming: self._guarded(fn, streaming, anonymous))
+        return wrap_handler(handler, lambda fn, streaming: self._guarded(fn, streaming, pool))
 
-    def _enter(self, context, anonymous: bool) -> str | None:
+    def _enter(self, context, pool: str | None) -> str | None:
         """Counts a call in; returns why it is refused (None: taken)."""
         peer = _address(context.peer())
-        if anonymous and self.max_open_streams and self.open_streams >= self.max_open_streams:
-            return (f"{self.open_streams} unauthenticated streams are open, the server's cap "
-                    "(max_open_streams)")  # fmt: skip
+        if pool and self.caps[pool] and self.open[pool] >= self.caps[pool]:
+            setting = next(name for kind, name in POOLS.values() if kind == pool)
+            return (f"{self.open[pool]} unauthenticated {pool} streams are open, the "
+                    f"server's cap ({setting})")  # fmt: skip
         if self.max_calls_per_peer and self.per_peer[peer] >= self.max_calls_per_peer:
             return (f"{self.per_peer[peer]} calls are open from this address, the cap "
                     "(max_calls_per_peer)")  # fmt: skip
-        self.open_streams += anonymous
+        if pool:
+            self.open[pool] += 1
         self.per_peer[peer] += 1
         return None
 
-    def _leave(self, context, anonymous: bool) -> None:
+    def _leave(self, context, pool: str | None) -> None:
         peer = _address(context.peer())
-        self.open_streams -= anonymous
+        if pool:
+            self.open[pool] -= 1
         self.per_peer[peer] -= 1
         if self.per_peer[peer] <= 0:
             del self.per_peer[peer]
 
-    def _guarded(self, fn, streaming: bool, anonymous: bool):
+    def _guarded(self, fn, streaming: bool, pool: str | None):
         guard = self
 
         async def refuse(context, why: str):
@@ -123,25 +148,25 @@ class CallGuard(grpc.aio.ServerInterceptor):
         if streaming:
 
             async def stream(request, context):
-                why = guard._enter(context, anonymous)
+                why = guard._enter(context, pool)
                 if why is not None:
                     await refuse(context, why)
                 try:
                     async for reply in _replies(fn(request, context)):
                         yield reply
                 finally:
-                    guard._leave(context, anonymous)
+                    guard._leave(context, pool)
 
             return stream
 
         async def call(request, context):
-            why = guard._enter(context, anonymous)
+            why = guard._enter(context, pool)
             if why is not None:
                 await refuse(context, why)
             try:
                 return await fn(request, context)
             finally:
-                guard._leave(context, anonymous)
+                guard._leave(context, pool)
 
         return call
 

@@ -206,7 +206,9 @@ def _start_server(settings: LoadSettings) -> tuple[subprocess.Popen, str, str, P
                           str(settings.out / "server-out"), "--metrics-listen",
                           f"127.0.0.1:{metrics_port}", "--max-sessions",
                           str(max(64, 2 * settings.streams)), "--notice-s", "0", "--grace-s",
-                          "10", *settings.serve_args], server_log)  # fmt: skip
+                          "10", # one tenant, many cameras: no per-tenant bound
+                          "--tenant-max-sessions", "0", "--tenant-max-streams", "0",
+                          *settings.serve_args], server_log)  # fmt: skip
     return proc, f"127.0.0.1:{port}", f"127.0.0.1:{metrics_port}", server_log
 
 

@@ -29,6 +29,7 @@ from semcodec.cloud.service.config import (
     GRPC_MESSAGE_LIMIT,
     ConfigError,
     ServeSettings,
+    is_loopback,
     split_host_port,
 )
 from semcodec.cloud.service.core import ServiceLimits, SessionManager
@@ -74,6 +75,28 @@ def limits_of(settings: ServeSettings) -> ServiceLimits:
                          session_idle_s=settings.session_idle_s,
                          retain_s=settings.retain_s,
                          decode_threads=settings.decode_threads or os.cpu_count() or 2)  # fmt: skip
+
+
+def who_can_connect(settings: ServeSettings, tenants: list[str] | None) -> str:
+    """One line that says who can reach the service and as whom (logged at start)."""
+    host, _ = split_host_port(settings.listen, "listen")
+    where = ("this machine only (loopback)" if is_loopback(host)
+             else f"any machine that reaches {host or 'every interface'}")  # fmt: skip
+    if tenants is None:
+        who = "anyone, without a token (tenant 'default')"
+        if not is_loopback(host):
+            who += ", as asked by --allow-anonymous-remote"
+    else:
+        names = ", ".join(sorted(set(tenants))[:8]) + (", ..." if len(set(tenants)) > 8 else "")
+        who = f"holders of the {len(tenants)} token(s) of --tokens (tenants: {names})"
+    if settings.client_ca is not None:
+        how = f"mutual TLS (client certificates signed by {settings.client_ca})"
+    elif settings.tls_cert is not None:
+        how = "TLS"
+    else:
+        how = "plaintext" + ("" if is_loopback(host) or tenants is None
+                             else ": tokens cross the network readable, use --tls-cert")
+    return f"who can connect: {who}, from {where}, over {how}"
 
 
 def timeouts_of(settings: ServeSettings) -> StreamTimeouts:
@@ -157,7 +180,7 @@ class DecoderServer:
 
     def _make_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         guard = CallGuard(self.settings.max_open_streams, self.settings.max_calls_per_peer,
-                          self.metrics.error)  # fmt: skip
+                          self.metrics.error, self.settings.max_watch_streams)  # fmt: skip
         if self._tokens is None:
             return [guard]
         table = TokenTable(self._tokens)
@@ -229,6 +252,10 @@ class DecoderServer:
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         credentials = server_credentials(self.settings)
         self.settings.out.mkdir(mode=0o700, parents=True, exist_ok=True)
+        cleaned = self.manager.clean_start()
+        if cleaned:
+            log.info("removed %d partial unit(s) and folder(s) left by a stopped server",
+                     len(cleaned))  # fmt: skip
         loop = asyncio.new_event_loop()
         ready = threading.Event()
 
@@ -254,6 +281,8 @@ class DecoderServer:
                 *split_host_port(self.settings.metrics_listen, "metrics_listen"))
         log.info("serving on %s:%d (%s), outputs under %s", host, self.port,
                  "TLS" if credentials else "plaintext", self.settings.out)  # fmt: skip
+        tenants = None if self._tokens is None else list(self._tokens.values())
+        log.info("%s", who_can_connect(self.settings, tenants))
         return self
 
     def _end_loop(self) -> None:

@@ -41,6 +41,7 @@ from semcodec.cloud.service.errors import (
     ProgressTimeoutError,
     ServiceError,
     ShuttingDownError,
+    SupersededError,
     brief,
 )
 from semcodec.protos import semcodec_v1_pb2 as pb
@@ -146,6 +147,7 @@ class Progress:
 
 
 _TIMED_OUT = object()
+_STOPPED = object()
 
 
 class _Reader:
@@ -156,14 +158,18 @@ class _Reader:
     def __init__(self, request_iterator) -> None:
         self._messages = aiter(request_iterator)
         self._pending: asyncio.Future | None = None
+        self.stop: asyncio.Future | None = None  # done: stop reading (see _Superseded)
 
-    async def next(self, timeout_s: float):
-        """The next message, None at the end, or ``_TIMED_OUT`` after ``timeout_s``."""
+    async def next(self, timeout_s: float, stop: asyncio.Future | None = None):
+        """The next message, None at the end, ``_TIMED_OUT`` after ``timeout_s``, or
+        ``_STOPPED`` as soon as ``stop`` is done."""
         if self._pending is None:
             self._pending = asyncio.ensure_future(anext(self._messages, None))
-        done, _ = await asyncio.wait({self._pending}, timeout=max(timeout_s, 0.001))
-        if not done:
-            return _TIMED_OUT
+        waits = {self._pending} if stop is None else {self._pending, stop}
+        await asyncio.wait(waits, timeout=max(timeout_s, 0.001),
+                           return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        if not self._pending.done():
+            return _STOPPED if stop is not None and stop.done() else _TIMED_OUT
         read, self._pending = self._pending, None
         return read.result()
 
@@ -171,6 +177,32 @@ class _Reader:
         if self._pending is not None:
             self._pending.cancel()
             self._pending = None
+
+
+class _Superseded:
+    """A future done as soon as a newer stream takes the receiver's session, so that a
+    superseded stream ends at once (its partial unit removed) instead of when it next
+    sends; woken by the session's change notifications."""
+
+    def __init__(self, receiver) -> None:
+        loop = asyncio.get_running_loop()
+        self.session, self.generation = receiver.session, receiver.generation
+        self.future: asyncio.Future = loop.create_future()
+
+        def done() -> None:
+            if not self.future.done():
+                self.future.set_result(None)
+
+        def wake() -> None:  # any thread
+            if self.session.generation != self.generation:
+                loop.call_soon_threadsafe(done)
+
+        self._wake = wake
+        self.session.listen(wake)
+        wake()
+
+    def close(self) -> None:
+        self.session.unlisten(self._wake)
 
 
 class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
@@ -228,7 +260,7 @@ class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
                                       max_unit_bytes=limits.max_unit_bytes)  # fmt: skip
 
     async def StreamUnits(self, request_iterator, context):
-        receiver, usage = None, None
+        receiver, usage, superseded = None, None, None
         messages = _Reader(request_iterator)
         try:
             tenant = self.manager.tenant(tenant_of(context))
@@ -240,6 +272,8 @@ class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
             receiver = await self._call(self.manager.attach, usage.name,
                                         first.start.session_id,
                                         first.start.detections_from)  # fmt: skip
+            superseded = _Superseded(receiver)
+            messages.stop = superseded.future
             yield reply_of(receiver.feedback())
             progress = Progress(self.timeouts.progress_window_s,
                                 self.timeouts.min_progress_bytes)  # fmt: skip
@@ -267,6 +301,8 @@ class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
             await self._abort(context, exc)
         finally:
             messages.close()
+            if superseded is not None:
+                superseded.close()
             if receiver is not None:
                 receiver.detach()
             if usage is not None:
@@ -276,7 +312,9 @@ class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
         """The next message (None: the client ended its side); after ``timeout_s`` without
         one: ProgressTimeoutError naming ``what``, or False when ``what`` is None (the read
         goes on: the next call gets its message)."""
-        message = await messages.next(timeout_s)
+        message = await messages.next(timeout_s, messages.stop)
+        if message is _STOPPED:
+            raise SupersededError("a newer stream took over this session")
         if message is not _TIMED_OUT:
             return message
         if what is None:

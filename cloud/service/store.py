@@ -166,3 +166,68 @@ class SessionLog:
     def header_bytes(self) -> bytes:
         with open(self.path, "rb") as fh:
             return fh.read(self.header_size)
+
+
+# ------------------------------------------------------------------------------ leftovers
+
+
+#: A record's temporary file older than this is a killed writer's, seconds.
+STALE_TMP_S = 60.0
+
+
+def partial_path(state_dir: Path, generation: int) -> Path:
+    """Where a stream of this process receives its unit in progress:
+    ``unit.partial.<pid>.<generation>`` (the pid says whose it is after a crash)."""
+    return state_dir / f"{PARTIAL_NAME}.{os.getpid()}.{generation}"
+
+
+def _owner(name: str) -> int | None:
+    """The pid in a leftover's name (``unit.partial.PID.GEN``, ``.DIR.PID-XXXX.partial``),
+    None when there is none."""
+    if name.startswith(PARTIAL_NAME + "."):
+        field = name[len(PARTIAL_NAME) + 1 :].split(".")[0]
+    elif name.endswith(".partial") and name.startswith("."):
+        field = name[:-len(".partial")].rsplit(".", 1)[-1].split("-")[0]
+    else:
+        return None
+    return int(field) if field.isdigit() else None
+
+
+def leftovers(state_dir: Path, out_dir: Path, everyone: bool) -> list[Path]:
+    """What a killed server left of one session: partial units and unfinished record writes
+    in ``state_dir``, hidden partial output folders beside ``out_dir``. Those of processes
+    that no longer run; with ``everyone``, those of every process but this one (the session
+    is this server's now: nobody else writes to it)."""
+    from semcodec.cloud.outputs import process_runs
+
+    def stale(path: Path) -> bool:
+        owner = _owner(path.name)
+        if owner == os.getpid():
+            return False
+        return everyone or owner is None or not process_runs(owner)
+
+    import time
+
+    found = [p for p in state_dir.glob(f"{PARTIAL_NAME}*") if stale(p)]
+    for tmp in state_dir.glob(f".{RECORD_NAME}.*.tmp"):  # a record being replaced
+        with contextlib.suppress(OSError):
+            if everyone or time.time() - tmp.lstat().st_mtime > STALE_TMP_S:
+                found.append(tmp)
+    found += [p for p in out_dir.parent.glob(f".{out_dir.name}.*.partial") if stale(p)]
+    return [p for p in found if not p.is_symlink()]
+
+
+def remove_paths(paths: list[Path]) -> int:
+    """Removes files and folders (never following links); returns the bytes they held."""
+    import shutil
+
+    freed = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            if path.is_dir():
+                freed += sum(f.lstat().st_size for f in path.rglob("*") if f.is_file())
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                freed += path.lstat().st_size
+                path.unlink()
+    return freed

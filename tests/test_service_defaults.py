@@ -1,0 +1,347 @@
+"""The service's shipped defaults under attack (issue 41, item 0): every test here runs a
+server with ``ServeSettings``' defaults (only the address, the output folder and, where
+tenants are needed, a tokens file are given) and attacks it over real gRPC on 127.0.0.1, or
+moves the clock of the session core built from those defaults.
+
+Each would fail on the defaults before issue 41: a server on 0.0.0.0 served anyone; one
+tenant could take all 64 sessions; 1,024 idle reflection streams locked health Watch; empty
+sessions stayed on disk for good; a superseded stream kept writing its partial unit beyond
+the stored quota; a killed server's partial units and hidden output folders stayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2_grpc
+
+from semcodec.cloud.cli import main as cloud_main
+from semcodec.cloud.service.config import ConfigError, ServeSettings, load_settings
+from semcodec.cloud.service.core import SessionManager
+from semcodec.cloud.service.server import DecoderServer, limits_of, who_can_connect
+from semcodec.codec.bitstream import read_stream
+from semcodec.edge.stream.client import ChannelSecurity, StreamClient, open_request
+from semcodec.protos import semcodec_v1_pb2 as pb
+
+from .test_service_grpc import TOKEN_A, TOKEN_B, semc, spool_of, stub_for  # noqa: F401
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+
+
+def _tokens(tmp_path: Path, extra: str = "") -> Path:
+    path = tmp_path / "tokens"
+    path.write_text(f"{TOKEN_A} alpha{extra}\n{TOKEN_B} beta\n")
+    path.chmod(0o600)
+    return path
+
+
+def _serve(tmp_path: Path, **settings) -> DecoderServer:
+    """A server with the shipped defaults, but for its address and folder."""
+    values = {"out": tmp_path / "out", "listen": "127.0.0.1:0", "metrics_listen": "",
+              **settings}  # fmt: skip
+    return DecoderServer(ServeSettings(**values)).start()
+
+
+# ------------------------------------------------------------------------------ who connects
+
+
+@pytest.mark.parametrize("listen", ["0.0.0.0:50051", "[::]:50051", "camera-hub.example:50051",
+                                    "192.168.1.5:50051", "[2001:db8::1]:50051"])
+def test_serve_beyond_the_loopback_without_tokens_refuses_to_start(tmp_path, listen, capsys):
+    with pytest.raises(ConfigError, match="--allow-anonymous-remote"):
+        load_settings({"out": tmp_path, "listen": listen}, environ={})
+    # the command line: exit status 2, one line naming the flag, nothing bound or written
+    assert cloud_main(["serve", "--listen", listen, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--allow-anonymous-remote" in err
+    assert not (tmp_path / "o").exists()
+    # asked for by name, or with tokens: accepted (not bound here)
+    load_settings({"out": tmp_path, "listen": listen, "allow_anonymous_remote": True}, environ={})
+    load_settings({"out": tmp_path, "listen": listen, "tokens": _tokens(tmp_path)}, environ={})
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1:0", "127.0.0.2:0", "[::1]:0", "localhost:0"])
+def test_loopback_needs_no_flag(tmp_path, listen):
+    load_settings({"out": tmp_path, "listen": listen}, environ={})
+
+
+def test_the_log_says_who_can_connect(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="semcodec.cloud.service")
+    server = _serve(tmp_path)
+    server.stop(0)
+    assert ("who can connect: anyone, without a token (tenant 'default'), from this machine "
+            "only (loopback), over plaintext") in caplog.text
+    settings = ServeSettings(out=tmp_path, listen="0.0.0.0:1", tokens=_tokens(tmp_path))
+    line = who_can_connect(settings, ["alpha", "beta", "beta"])
+    assert "holders of the 3 token(s) of --tokens (tenants: alpha, beta)" in line
+    assert "any machine that reaches 0.0.0.0" in line and "use --tls-cert" in line
+    anyone = ServeSettings(out=tmp_path, listen="0.0.0.0:1", allow_anonymous_remote=True)
+    assert "as asked by --allow-anonymous-remote" in who_can_connect(anyone, None)
+
+
+# ------------------------------------------------------------------------------ tenants
+
+
+def test_a_tenant_opening_sessions_until_refused_leaves_another_able_to_stream(tmp_path, semc):  # noqa: F811
+    server = _serve(tmp_path, tokens=_tokens(tmp_path))
+    target = f"127.0.0.1:{server.port}"
+    try:
+        channel, alpha = stub_for(target, ChannelSecurity(token=TOKEN_A))
+        request = open_request(read_stream(semc)[0].to_bytes())
+        opened = 0
+        with pytest.raises(grpc.RpcError) as refused:
+            while opened <= server.settings.max_sessions:
+                alpha.OpenSession(request, timeout=30)
+                opened += 1
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "tenant_max_sessions" in refused.value.details()
+        assert opened == server.settings.tenant_max_sessions < server.settings.max_sessions
+        channel.close()
+        results = StreamClient(target, spool_of(semc, tmp_path / "beta"),
+                               ChannelSecurity(token=TOKEN_B)).run()  # fmt: skip
+        assert results.complete and results.output_dir.startswith("beta/")
+    finally:
+        server.stop(0)
+
+
+def test_idle_unauthenticated_calls_leave_health_and_streams_working(tmp_path, semc):  # noqa: F811
+    """1,100 idle reflection streams and 200 idle health watches (1,300 calls over 50
+    connections): health Check and a new Watch answer, and an authenticated stream runs."""
+    server = _serve(tmp_path, tokens=_tokens(tmp_path))
+    target = f"127.0.0.1:{server.port}"
+    try:
+        held, watch, stream = asyncio.run(_idle_attack(target, semc, tmp_path, 1100, 200))
+    finally:
+        server.stop(0)
+    assert held["reflection"] == server.settings.max_open_streams  # the rest refused
+    assert held["watch"] == 200  # all held: their own pool
+    assert watch == SERVING and stream.complete
+
+
+async def _idle_attack(target: str, semc: Path, tmp_path: Path, reflections: int,  # noqa: F811
+                       watches: int):  # fmt: skip
+    # a connection each (channels to one target share one otherwise): 32 calls at most each
+    own = [("grpc.use_local_subchannel_pool", 1)]
+    channels = [grpc.aio.insecure_channel(target, options=own) for _ in range(50)]
+    calls = {"reflection": [], "watch": []}
+    try:
+        for i in range(reflections):
+            stub = reflection_pb2_grpc.ServerReflectionStub(channels[i % 35])
+            calls["reflection"].append(stub.ServerReflectionInfo())  # sends nothing
+        for i in range(watches):
+            stub = health_pb2_grpc.HealthStub(channels[35 + i % 15])
+            calls["watch"].append(stub.Watch(health_pb2.HealthCheckRequest(service="")))
+        for call in calls["watch"]:  # each watch answers once, then stays open
+            assert (await call.read()).status == SERVING
+        await asyncio.sleep(2.0)  # refusals come back; the held calls stay open
+        held = {kind: sum(not c.done() for c in group) for kind, group in calls.items()}
+        async with grpc.aio.insecure_channel(target) as probe:
+            health = health_pb2_grpc.HealthStub(probe)
+            check = await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
+            assert check.status == SERVING
+            new_watch = health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=5)
+            watch = (await new_watch.read()).status
+            new_watch.cancel()
+        client = StreamClient(target, spool_of(semc, tmp_path / "legit"),
+                              ChannelSecurity(token=TOKEN_A))  # fmt: skip
+        stream = await asyncio.wait_for(asyncio.to_thread(client.run), 120)
+        return held, watch, stream
+    finally:
+        for group in calls.values():
+            for call in group:
+                call.cancel()
+        for channel in channels:
+            await channel.close()
+
+
+# ------------------------------------------------------------------------------ retention
+
+
+def test_empty_sessions_are_gone_from_disk_after_the_retention(tmp_path, semc):  # noqa: F811
+    """40 sessions opened empty (20 closed, 20 left open until put to rest) under the
+    shipped limits: all of their files are gone once the retention has passed."""
+    from semcodec.cloud.service.core import OpenRequest
+    from semcodec.codec.reconstruct import available_reconstructors
+
+    assert "warp" in available_reconstructors()  # loaded before the decoder threads race
+    limits = limits_of(ServeSettings(out=tmp_path / "out"))
+    assert limits.retain_s > 0 and limits.session_idle_s > 0  # on by default
+    manager = SessionManager(tmp_path / "out", limits)
+    header = read_stream(semc)[0].to_bytes()
+    try:
+        rested = 0
+        for _ in range(4):  # within the tenant's session quota each time
+            ids = [manager.open("t", OpenRequest(header=header)).session_id for _ in range(10)]
+            for sid in ids[:5]:
+                manager.close("t", sid, 30)
+            rested += len(manager.reap(time.monotonic() + limits.session_idle_s + 1))
+        assert rested == 20
+        assert len(list((tmp_path / "out" / ".sessions" / "t").iterdir())) == 40
+        assert manager.sweep(time.time() + limits.retain_s - 60) == []  # not yet
+        assert len(manager.sweep(time.time() + limits.retain_s + 1)) == 40
+    finally:
+        manager.shutdown(5)
+    left = [p for p in (tmp_path / "out").rglob("*")]
+    assert left == [tmp_path / "out" / ".sessions"], left
+
+
+# ------------------------------------------------------------------------------ partial units
+
+
+class _Requests:
+    """A request stream fed from the test (``put``; ``None`` ends it)."""
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue = queue.Queue()
+
+    def put(self, message) -> None:
+        self.queue.put(message)
+
+    def __iter__(self):
+        while (message := self.queue.get()) is not None:
+            yield message
+
+
+def _first_chunk(seq: int, unit_size: int, nbytes: int) -> pb.StreamRequest:
+    """The first chunk of a unit of ``unit_size`` bytes (``nbytes`` of it; its sha256 is of
+    no real unit: the unit never completes)."""
+    data = os.urandom(nbytes)
+    return pb.StreamRequest(chunk=pb.UnitChunk(
+        seq=seq, kind=1, unit_size=unit_size, offset=0, data=data, crc32=zlib.crc32(data),
+        unit_sha256=hashlib.sha256(b"never completed").digest()))  # fmt: skip
+
+
+def _start(stub, session_id: str):
+    requests = _Requests()
+    requests.put(pb.StreamRequest(start=pb.StreamStart(session_id=session_id)))
+    replies = stub.StreamUnits(iter(requests), timeout=60)
+    assert next(replies).ack.next_seq >= 0
+    return requests, replies
+
+
+def _partials(state_dir: Path) -> list[Path]:
+    return sorted(state_dir.glob("unit.partial*"))
+
+
+def _wait_for(predicate, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_superseded_stream_ends_at_once_and_partial_units_count_in_the_stored_quota(tmp_path, semc):  # noqa: E501,F811
+    """A tenant with a 1-MiB stored quota: a unit in progress holds its declared size (so a
+    second one that would pass the quota is refused); a newer stream on the session ends the
+    older one at once and removes its partial unit; the disk never holds more than the
+    quota."""
+    server = _serve(tmp_path, tokens=_tokens(tmp_path, " max_stored_mib=1"))
+    target, out = f"127.0.0.1:{server.port}", tmp_path / "out"
+    quota, size = 1 << 20, 700 << 10
+    try:
+        channel, alpha = stub_for(target, ChannelSecurity(token=TOKEN_A))
+        header = read_stream(semc)[0].to_bytes()
+        one, two = (alpha.OpenSession(open_request(header)).session_id for _ in range(2))
+        state = out / ".sessions" / "alpha"
+        first, first_replies = _start(alpha, one)
+        first.put(_first_chunk(0, size, 400 << 10))
+        assert _wait_for(lambda: sum(p.stat().st_size for p in _partials(state / one)) > 0)
+        second, second_replies = _start(alpha, two)
+        second.put(_first_chunk(0, size, 1024))  # 700 + 700 KiB > 1 MiB (nothing on disk yet)
+        with pytest.raises(grpc.RpcError) as refused:
+            next(second_replies)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "tenant_max_stored_bytes" in refused.value.details()
+        # a newer stream takes session one: the older ends now, not when it next sends
+        took = time.monotonic()
+        newer, newer_replies = _start(alpha, one)
+        with pytest.raises(grpc.RpcError) as ended:
+            next(first_replies)
+        assert ended.value.code() == grpc.StatusCode.ABORTED and time.monotonic() - took < 5
+        assert _wait_for(lambda: not _partials(state / one))  # its partial unit is gone
+        newer.put(_first_chunk(0, size, 600 << 10))  # its place in the quota was given back
+        assert _wait_for(lambda: sum(p.stat().st_size for p in _partials(state / one)) > 0)
+        on_disk = sum(p.stat().st_size for p in state.rglob("*") if p.is_file())
+        assert on_disk <= quota, on_disk
+        for requests in (first, second, newer):
+            requests.put(None)
+        channel.close()
+    finally:
+        server.stop(0)
+    assert not list(out.rglob("unit.partial*"))
+
+
+# ------------------------------------------------------------------------------ kill -9
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _spawn(out: Path, port: int, log: Path) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "semcodec.cloud.cli", "serve", "--listen",
+            f"127.0.0.1:{port}", "--out", str(out), "--metrics-listen", ""]  # fmt: skip
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=fh)
+    deadline = time.monotonic() + 120
+    while "who can connect" not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+    return proc
+
+
+def _leftovers(out: Path) -> list[Path]:
+    return [p for p in out.rglob("*") if p.name.startswith("unit.partial")
+            or p.name.endswith(".partial") or p.name.endswith(".tmp")]  # fmt: skip
+
+
+def test_nothing_of_a_killed_server_is_left_after_a_restart_and_resume(tmp_path, semc):  # noqa: F811
+    out, port = tmp_path / "out", _free_port()
+    target = f"127.0.0.1:{port}"
+    proc = _spawn(out, port, tmp_path / "first.log")
+    try:
+        channel, stub = stub_for(target)
+        header, units = read_stream(semc)
+        units = list(units)
+        sid = stub.OpenSession(open_request(header.to_bytes())).session_id
+        requests, replies = _start(stub, sid)
+        requests.put(_first_chunk(0, len(units[0].to_bytes()) + 10, 2048))
+        state = out / ".sessions" / "default" / sid
+        assert _wait_for(lambda: _partials(state))
+        assert _wait_for(lambda: list((out / "default").glob(f".{sid}.*.partial")))
+        os.kill(proc.pid, signal.SIGKILL)  # not reaped yet: the restart comes at once
+        requests.put(None)
+        channel.close()
+        second = _spawn(out, port, tmp_path / "second.log")
+    finally:
+        proc.kill()
+        proc.wait()
+    try:
+        assert _leftovers(out) == []  # cleaned at start-up, before any resume
+        spool = spool_of(semc, tmp_path / "spool")
+        spool.set_session(sid)
+        results = StreamClient(target, spool).run()
+        assert results.complete and results.session_id == sid
+        assert (state / "stream.semc").read_bytes() == semc.read_bytes()
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(60) == 0
+    assert _leftovers(out) == []
