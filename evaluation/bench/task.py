@@ -65,6 +65,8 @@ class TaskBenchConfig:
         targets_kbps: link budgets (kbit/s) for detect mode's rate control: one
             ``features`` row each, curve ``features-target`` (:func:`target_row`).
         min_agreement: the rate control's floor (default: the edge's).
+        command: the command line that made the run (in ``report.md``, read by
+            ``semcodec-bench figures``).
     """
 
     sequence: str
@@ -83,6 +85,7 @@ class TaskBenchConfig:
     threads: int | None = None
     targets_kbps: tuple[float, ...] = ()
     min_agreement: float | None = None
+    command: str = ""
     extra: dict = field(default_factory=dict)
 
 
@@ -300,8 +303,9 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     pixels = camera.frames(pixels)
     t, h, w, _ = pixels.shape
     frames = list(range(1, t + 1, config.moda_every))
-    common = {"sequence": info.name, "start": config.start, "frames": t, "width": w,
-              "height": h, "camera_transform": camera.describe()}  # fmt: skip
+    name = info.name if camera.is_identity else f"{info.name}[{camera.describe()}]"
+    common = {"sequence": name, "start": config.start, "frames": t, "width": w, "height": h,
+              "camera_transform": camera.describe()}  # fmt: skip
     detector, calibration = best_unsplit_detector(pixels, gt, frames, config.models_dir,
                                                   config.threads)  # fmt: skip
     found = {n: detector.detect(pixels[n - 1]) for n in frames}
@@ -345,7 +349,7 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     if config.bottlenecks and camera.is_identity:  # the child reads the sequence as it is
         rows[0].update(edge_process(config.bottlenecks[0], path, config.start,
                                     min(config.frames, 60), out, config.models_dir))  # fmt: skip
-    _write(out, rows, final=True)
+    _write(out, rows, final=True, command=config.command)
     return rows
 
 
@@ -447,7 +451,10 @@ def _cached_row(path: Path, key: dict) -> dict | None:
     return cached.get("row")
 
 
-def _write(out: Path, rows: list[dict], final: bool = False) -> None:
+def _write(out: Path, rows: list[dict], final: bool = False, command: str = "") -> None:
+    """``rows.json``, ``rows.csv``; at the end also ``report.md`` (the table, what the edge
+    chose, the command) and ``results.jsonl`` (the rows, as ``semcodec-bench figures``
+    reads a run's) and the plot."""
     import csv
     import io
 
@@ -465,5 +472,8 @@ def _write(out: Path, rows: list[dict], final: bool = False) -> None:
         notes = [f"Camera transform: {camera}.", "",
                  "Chosen by the edge on the camera's start-up frames (no ground truth):",
                  *chosen] if chosen else []  # fmt: skip
-        write_text_atomic(out / "report.md", "\n".join([format_table(rows), "", *notes]) + "\n")
+        said = [f"Command: `{command}`"] if command else []
+        write_text_atomic(out / "report.md",
+                          "\n".join([format_table(rows), "", *notes, "", *said]) + "\n")
+        write_text_atomic(out / "results.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
         plot_rate_quality(rows, "moda", out / "rate_moda.png")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from semcodec.codec.core.console import (
@@ -111,6 +112,7 @@ def cmd_task(args: argparse.Namespace) -> int:
         camera_transform=args.camera_transform, data_dir=args.data_dir,
         models_dir=args.models_dir, threads=args.threads,
         targets_kbps=tuple(args.targets_kbps), min_agreement=args.min_agreement,
+        command="semcodec-bench " + shlex.join(args.argv),
     )  # fmt: skip
     print(format_table(run_task_bench(config)))
     return 0

@@ -22,11 +22,12 @@ from semcodec.evaluation.report.saving import SAVING_METRICS, saving_factors, sa
 
 #: Columns of a result set's rows, in the README's order.
 FIGURE_COLUMNS = ("codec", "setting", "bpp", "st_lpips", "person_st_lpips", "moda", "twe",
-                  "seam", "rate_window_min", "rate_window_max")  # fmt: skip
+                  "seam", "rate_window_min", "rate_window_max", "track_moda", "track_mota",
+                  "kbps", "rate_ratio", "beta")  # fmt: skip
 #: Columns kept in ``NAME.json`` beside :data:`FIGURE_COLUMNS`: where and how a row was made.
 CONTEXT_COLUMNS = ("sequence", "start", "frames", "protocol", "warmup_frames", "width",
                    "height", "fps", "bytes", "st_lpips_frames", "moda_frames", "semcodec_version",
-                   "machine", "camera_profile")  # fmt: skip
+                   "machine", "camera_profile", "bytes_header")  # fmt: skip
 _BLOCK = re.compile(r"(<!-- figures:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)"
                     r"(<!-- /figures:(?P=name) -->)", re.S)  # fmt: skip
 _NAME = re.compile(r"[\w.-]+")

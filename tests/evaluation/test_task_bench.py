@@ -78,6 +78,10 @@ def test_task_command_on_the_sample(tmp_path, sample_dir) -> None:
     assert rows[0]["edge_process_peak_rss_mib"] > 50 and rows[0]["edge_process_frames"] == 4
     assert (out / "report.md").is_file() and (out / "rows.csv").is_file()
     assert not list(out.glob("*.partial"))
+    # what `semcodec-bench figures` reads of a run: its rows and its command
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert [json.loads(line)["codec"] for line in lines] == ["raw", "jpeg", "features"]
+    assert "Command: `semcodec-bench task --data " in (out / "report.md").read_text()
     # a second run reuses the baseline row (resumes) and gives the same table
     cell = out / "baselines" / "jpeg-q=50.json"
     stamp = cell.stat().st_mtime_ns
