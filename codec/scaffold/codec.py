@@ -627,9 +627,33 @@ class ScaffoldEncoder:
             self.config = dataclasses.replace(self.config, detector_tiles=self.profile.tiles)
             self._people.detector = detector.with_config(
                 dataclasses.replace(detector.config, tiles=self.profile.tiles))
+            self._choose_first_plate_share()
         self._resolve_plate_refine()
         if self._background is not None:
             self._background.prime(frames)
+
+    def _choose_first_plate_share(self) -> None:
+        """The first plate's share of the first window, from the people the profile saw
+        (:func:`~codec.scaffold.rate.cold_start_plate_share`); said in ``stats.profile``."""
+        from semcodec.codec.scaffold.rate import (
+            WINDOW_S,
+            cold_start_plate_share,
+            person_area_fraction,
+        )
+
+        if self._rate is None or self._background is None or self._appearance is None:
+            return
+        profile = self.profile
+        seconds = self._rate.window_frames / self.fps  # the clip's when shorter
+        sends = 1.0 + min(seconds, WINDOW_S) / self.config.appearance_refresh_s
+        area = person_area_fraction(profile.person_height,
+                                    profile.people / max(1, len(profile.frames)),
+                                    self.frame_size)  # fmt: skip
+        share = cold_start_plate_share(area, sends)
+        self._rate.first_plate_share = share
+        self.stats.profile += (f"; first plate {share:.2f} of the first {seconds:.3g} s "
+                               f"(people cover {area:.1%} of the frame, each sent "
+                               f"{sends:.2g} times)")  # fmt: skip
 
     def _resolve_plate_refine(self) -> None:
         """Replaces a per-camera ``plate_refine`` by the share the camera calls for, in the

@@ -72,14 +72,28 @@ def _levels() -> dict[str, dict[str, object]]:
 
 def _rate() -> dict[str, object]:
     from semcodec.codec.scaffold import codec
-    from semcodec.codec.scaffold.rate import WINDOW_S, RateController
+    from semcodec.codec.scaffold.rate import (
+        FIRST_PLATE_MAX_SHARE,
+        PERSON_ASPECT,
+        WINDOW_S,
+        RateController,
+    )
 
     account = _defaults(RateController.__init__)
     return {"window_s": WINDOW_S, "plate_median_window_s": codec.PLATE_WINDOW_S,
+            "first_plate_max_share": FIRST_PLATE_MAX_SHARE, "person_aspect": PERSON_ASPECT,
             **{name: account[name] for name in ("first_keyframe_share", "keyframe_share",
                                                 "clip_keyframe_share", "window_wander",
                                                 "debt_repay_share")},
             "lookahead_frames": codec.MAX_LOOKAHEAD_FRAMES}  # fmt: skip
+
+
+def _container() -> dict[str, object]:
+    from semcodec.codec.bitstream import FORMAT_VERSION, SUPPORTED_VERSIONS
+    from semcodec.codec.bitstream.tables import DIGEST_PREFIX_BYTES
+
+    return {"format_version": FORMAT_VERSION, "versions_read": list(SUPPORTED_VERSIONS),
+            "digest_prefix_bytes": DIGEST_PREFIX_BYTES}  # fmt: skip
 
 
 def _stream_limits() -> dict[str, object]:
@@ -159,8 +173,9 @@ def _weights() -> dict[str, float]:
 def code_parameters() -> dict[str, object]:
     """Every parameter the README quotes, by topic, as the code has it now."""
     return {"package": _package(), "levels": _levels(), "rate": _rate(),
-            "stream_limits": _stream_limits(), "camera": _camera(), "benchmark": _benchmark(),
-            "sample": _sample(), "shipped_weights_mb": _weights()}  # fmt: skip
+            "container": _container(), "stream_limits": _stream_limits(),
+            "camera": _camera(), "benchmark": _benchmark(), "sample": _sample(),
+            "shipped_weights_mb": _weights()}  # fmt: skip
 
 
 def _cell(config, field: str) -> str:

@@ -300,6 +300,31 @@ def test_the_first_keyframe_of_a_short_clip_takes_at_most_a_tenth_of_it():
     assert live.keyframe_cap() == int(0.35 * 250 * frame_bytes)  # a live stream: the window
 
 
+def test_the_first_plate_share_follows_the_pixels_each_part_sends():
+    from semcodec.codec.scaffold.rate import (
+        FIRST_PLATE_MAX_SHARE,
+        cold_start_plate_share,
+        person_area_fraction,
+    )
+
+    # people cover a fifth of the frame and are sent twice: the plate sends 0.8 of the
+    # pixels once, the people 0.2 twice -> 0.8 / (0.8 + 0.4)
+    assert cold_start_plate_share(0.2, 2.0, ceiling=1.0) == pytest.approx(2 / 3)
+    assert cold_start_plate_share(0.2, 2.0) == FIRST_PLATE_MAX_SHARE  # held to the ceiling
+    assert cold_start_plate_share(0.6, 3.0) == pytest.approx(0.4 / (0.4 + 1.8))
+    assert cold_start_plate_share(0.0, 3.0) == FIRST_PLATE_MAX_SHARE  # nobody: the most
+    assert cold_start_plate_share(1.0, 3.0) == 0.0  # only people
+    # 4 people a quarter of a 400x300 frame tall: boxes 30 x 75 px
+    assert person_area_fraction(0.25, 4, (400, 300)) == pytest.approx(4 * 30 * 75 / 120000)
+    assert person_area_fraction(float("nan"), 4, (400, 300)) == 0.0
+    assert person_area_fraction(0.25, 0, (400, 300)) == 0.0
+    frame_bytes = 0.004 * 640 * 480 / 8
+    rate = RateController(0.004, (640, 480), fps=25.0, expected_frames=60, margin=1.0)
+    rate.first_plate_share = 0.4
+    rate.start_frame()
+    assert rate.keyframe_cap() == int(0.4 * 60 * frame_bytes)  # of the clip: shorter
+
+
 def test_window_rates_known_answer():
     from semcodec.codec.scaffold.rate import window_rates
 

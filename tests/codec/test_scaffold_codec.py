@@ -118,10 +118,15 @@ def test_settings_that_are_not_a_level_config_are_refused():
 
 @pytest.mark.shared
 def test_a_periodic_keyframe_of_level_1_renews_the_plate_and_keeps_the_references(
-        models_available):  # fmt: skip
+        models_available, monkeypatch):  # fmt: skip
     """Level 1's plate period sends the plate again in a frame unit; the people keep their
     references (no burst of new ones, nobody drawn as a silhouette again)."""
     import io
+
+    from semcodec.codec.scaffold import rate
+
+    # a first plate of a tenth of the clip, so that the period's plate beats the one held
+    monkeypatch.setattr(rate, "cold_start_plate_share", lambda *args, **kw: 0.1)
 
     from semcodec.codec.bitstream import write_stream
     from semcodec.codec.scaffold.codec import decode_stream, encode_frames
