@@ -48,6 +48,7 @@ from semcodec.codec.task.coder import (
 )
 from semcodec.codec.task.ratecontrol import (
     DetectRateController,
+    RateTable,
     agreement_counts,
     choose_setting,
     measure_rate_table,
@@ -151,11 +152,25 @@ class DetectRateRequest:
         target_bps: the stream's target, bits per second (header and framing included).
         bottlenecks: β -> bottleneck to choose among (the shipped ones by default).
         min_agreement: the self-check's floor (F1 against the uncompressed split detector).
+        table: the rate table of the stream's start-up frames when already measured
+            (:func:`rate_table`; a benchmark of several targets measures it once).
     """
 
     target_bps: float
     bottlenecks: dict
     min_agreement: float = DEFAULT_MIN_AGREEMENT
+    table: RateTable | None = None
+
+
+def rate_table(ahead: list[np.ndarray], bottlenecks: dict, model,
+               person_detector: PersonDetector) -> RateTable:  # fmt: skip
+    """The rate table of start-up frames ``ahead`` (``(H, W, 3)`` uint8 RGB, at least 2):
+    the camera's windows chosen on them, then :func:`codec.task.ratecontrol.measure_rate_table`
+    over ``bottlenecks`` (β -> bottleneck) with the units' framing counted."""
+    if len(ahead) < 2:
+        raise TaskStreamError("rate control needs at least 2 frames")
+    camera = choose_profile(ahead, person_detector)
+    return measure_rate_table(ahead, bottlenecks, model, camera, _unit_overhead())
 
 
 def shipped_candidates() -> dict[float, TaskBottleneck]:
@@ -260,11 +275,7 @@ def _encode_detect_at_rate(frames: Iterable[np.ndarray], rate: DetectRateRequest
     width, height = frame_size
     frames = iter(frames)
     ahead = list(itertools.islice(frames, max(2, round(PROFILE_SECONDS * fps))))
-    if len(ahead) < 2:
-        raise TaskStreamError("rate control needs at least 2 frames")
-    camera = choose_profile(ahead, person_detector)
-    overhead = _unit_overhead()
-    table = measure_rate_table(ahead, rate.bottlenecks, detector.model, camera, overhead)
+    table = rate.table or rate_table(ahead, rate.bottlenecks, detector.model, person_detector)
     choice = choose_setting(table.points, rate.target_bps / 8 / fps, rate.min_agreement)
     setting = choice.point.setting
     bottleneck = rate.bottlenecks[setting.beta]

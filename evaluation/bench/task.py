@@ -201,10 +201,12 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
 
 def target_row(target_kbps: float, pixels: np.ndarray, gt, frames: list[int], model,
                fps: float, person_detector, min_agreement: float | None = None,
-               models_dir: str | None = None) -> dict:  # fmt: skip
+               models_dir: str | None = None, table=None) -> dict:  # fmt: skip
     """Detect mode at a budget, as ``edge-agent encode --mode detect --target-kbps`` codes
     it: the rate control chooses among the shipped bottlenecks on the start-up frames and
     holds the target (:mod:`codec.task.ratecontrol`); the cloud decodes the real stream.
+    ``table``: the start-up frames' rate table when measured already (it does not depend
+    on the target: :func:`codec.task.stream.rate_table`).
 
     Returns the row: bytes (header and unit framing included), the rate reached against the
     target (``rate_ratio``), MODA, what was chosen (``rate_choice``), how often it moved
@@ -222,7 +224,7 @@ def target_row(target_kbps: float, pixels: np.ndarray, gt, frames: list[int], mo
 
     candidates = shipped_candidates()
     floor = DEFAULT_MIN_AGREEMENT if min_agreement is None else min_agreement
-    request = DetectRateRequest(target_kbps * 1000, candidates, floor)
+    request = DetectRateRequest(target_kbps * 1000, candidates, floor, table)
     t, h, w, _ = pixels.shape
     base = next(iter(candidates.values())).split
     header, units, stats = encode_detect(iter(pixels), None, SplitDetector(model, base), fps,
@@ -339,11 +341,18 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
                                               config.skip_threshold, info.fps,
                                               detector, profile)})  # fmt: skip
         _write(out, rows)
+    table = None
+    if config.targets_kbps:  # the same start-up frames for every target: measured once
+        from semcodec.codec.task.stream import rate_table, shipped_candidates
+
+        log.info("the rate table of the start-up frames")
+        startup = list(pixels[: max(2, round(PROFILE_SECONDS * info.fps))])
+        table = rate_table(startup, shipped_candidates(), model, detector)
     for target in config.targets_kbps:
         log.info("features at a target of %g kbit/s", target)
         rows.append({**common, **target_row(target, pixels, gt, frames, model, info.fps,
                                             detector, config.min_agreement,
-                                            config.models_dir)})  # fmt: skip
+                                            config.models_dir, table)})  # fmt: skip
         _write(out, rows)
     rows = add_savings(rows)
     if config.bottlenecks and camera.is_identity:  # the child reads the sequence as it is
