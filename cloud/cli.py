@@ -126,6 +126,15 @@ def _add_serve_parser(sub) -> None:
                      "results)")  # fmt: skip
     srv.add_argument("--metrics-listen", metavar="HOST:PORT",
                      help="Prometheus /metrics address (127.0.0.1:9464; '' for none)")  # fmt: skip
+    srv.add_argument("--http-listen", metavar="HOST:PORT",
+                     help="HTTP front door: dashboard, live view (MJPEG, boxes as events), "
+                     "JSON API, on the same tokens and TLS ('' for none, the default)")
+    srv.add_argument("--tenant-max-viewers", type=int, metavar="N",
+                     help="concurrent live viewers per tenant (8; 0: no cap)")  # fmt: skip
+    srv.add_argument("--max-viewers", type=int, metavar="N",
+                     help="concurrent live viewers in all (64; 0: no cap)")  # fmt: skip
+    srv.add_argument("--viewer-stall-s", type=float, metavar="S",
+                     help="drop a viewer whose socket takes nothing for S (5)")  # fmt: skip
     srv.add_argument("--max-sessions", type=int, metavar="N", help="open sessions (64)")
     srv.add_argument("--max-backlog-units", type=int, metavar="N",
                      help="units stored but not decoded per session (32)")  # fmt: skip
@@ -338,7 +347,8 @@ def _decode_detections(args: argparse.Namespace, header, units) -> int:
 
 
 _SERVE_FLAGS = ("listen", "out", "tls_cert", "tls_key", "client_ca", "tokens",
-                "allow_anonymous_remote", "metrics_listen",
+                "allow_anonymous_remote", "metrics_listen", "http_listen",
+                "tenant_max_viewers", "max_viewers", "viewer_stall_s",
                 "max_sessions", "max_backlog_units", "max_chunk_kib", "max_unit_mib",
                 "max_session_kbps", "session_burst_kib",
                 "grace_s", "notice_s", "workers", "decoder", "overview", "flow_prior",

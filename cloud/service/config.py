@@ -38,6 +38,12 @@ class ServeSettings:
         allow_anonymous_remote: serve without tokens on an address beyond the loopback (by
             default refused: anyone who reaches the port could stream and read results).
         metrics_listen: ``HOST:PORT`` of the Prometheus ``/metrics`` endpoint ("": none).
+        http_listen: ``HOST:PORT`` of the HTTP front door (dashboard, live view, MJPEG,
+            events, JSON API; "": none, the default). Same tokens, TLS and rule beyond the
+            loopback as the gRPC port.
+        tenant_max_viewers, max_viewers: concurrent live viewers (MJPEG or events) per
+            tenant and in all (0: no cap).
+        viewer_stall_s: a viewer whose socket takes nothing for this long is dropped.
         max_sessions: open sessions at once.
         max_backlog_units: per-session units stored but not yet decoded.
         max_chunk_kib: largest chunk of a unit, KiB (below gRPC's 4 MiB message limit).
@@ -96,6 +102,10 @@ class ServeSettings:
     tokens: Path | None = None
     allow_anonymous_remote: bool = False
     metrics_listen: str = "127.0.0.1:9464"
+    http_listen: str = ""
+    tenant_max_viewers: int = 8
+    max_viewers: int = 64
+    viewer_stall_s: float = 5.0
     max_sessions: int = 64
     max_backlog_units: int = 32
     max_chunk_kib: int = 1024
@@ -146,7 +156,8 @@ class ServeSettings:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1")
         for name in ("stream_start_s", "stream_idle_s", "progress_window_s", "keepalive_s",
-                     "keepalive_timeout_s", "max_streams_per_connection"):  # fmt: skip
+                     "keepalive_timeout_s", "max_streams_per_connection",
+                     "viewer_stall_s"):  # fmt: skip
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} {getattr(self, name)}: must be positive")
         for name in ("max_session_kbps", "session_burst_kib", "workers", "tenant_max_sessions",
@@ -154,18 +165,14 @@ class ServeSettings:
                      "session_idle_s", "retain_s", "min_progress_bytes",
                      "max_connection_idle_s", "max_connection_age_s",
                      "max_connection_age_grace_s", "max_calls", "max_open_streams",
-                     "max_watch_streams",
+                     "max_watch_streams", "tenant_max_viewers", "max_viewers",
                      "max_calls_per_peer", "decode_threads"):  # fmt: skip
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} {getattr(self, name)}: must be 0 (none) or more")
         if self.bottleneck_dir is not None and not self.bottleneck_dir.is_dir():
             raise ConfigError(f"bottleneck_dir {self.bottleneck_dir}: no such folder")
-        host, _ = split_host_port(self.listen, "listen")
-        if self.tokens is None and not self.allow_anonymous_remote and not is_loopback(host):
-            raise ConfigError(f"listen {self.listen!r} is beyond the loopback address and no "
-                              "tokens are set: anyone who reaches it could stream and read "
-                              "results. Give --tokens FILE, listen on 127.0.0.1, or pass "
-                              "--allow-anonymous-remote to serve anyone on purpose")  # fmt: skip
+        for name in ("listen", "http_listen"):
+            self._check_anonymous(name)
         unauthenticated = self.max_open_streams + self.max_watch_streams
         if self.max_calls and (not self.max_open_streams or not self.max_watch_streams
                                or unauthenticated >= self.max_calls):  # fmt: skip
@@ -175,6 +182,18 @@ class ServeSettings:
         if self.metrics_listen:
             split_host_port(self.metrics_listen, "metrics_listen")
         return self
+
+    def _check_anonymous(self, name: str) -> None:
+        """Refuses an address beyond the loopback without tokens (unless asked for)."""
+        address = getattr(self, name)
+        if not address:
+            return
+        host, _ = split_host_port(address, name)
+        if self.tokens is None and not self.allow_anonymous_remote and not is_loopback(host):
+            raise ConfigError(f"{name} {address!r} is beyond the loopback address and no "
+                              "tokens are set: anyone who reaches it could stream and read "
+                              "results. Give --tokens FILE, listen on 127.0.0.1, or pass "
+                              "--allow-anonymous-remote to serve anyone on purpose")  # fmt: skip
 
 
 def split_host_port(text: str, name: str) -> tuple[str, int]:

@@ -64,6 +64,7 @@ from semcodec.cloud.service.errors import (
     UnsupportedError,
     brief_id,
 )
+from semcodec.cloud.service.live import LiveFeed, boxes_of
 from semcodec.cloud.service.store import (
     DROPPED_NAME,
     LOG_NAME,
@@ -454,6 +455,8 @@ class Session:
             maxlen=DETECTIONS_KEPT)
         self._worker = DecodeWorker(log.path, out_dir, decode, self, slots)
         self._listeners: set = set()
+        self.live = LiveFeed()  # the latest reconstructed frame, for viewers
+        self.last_stored_at: float | None = None  # wall clock of the last acknowledged unit
         self._limiter = None  # kept across streams: reconnecting does not refill it
         if limits.max_session_bytes_per_s > 0:
             rate = limits.max_session_bytes_per_s
@@ -609,6 +612,7 @@ class Session:
             self._check_current(generation)
             self.log.append(unit.data, unit.unit.kind == UnitKind.END)
             self.next_seq += 1
+            self.last_stored_at = time.time()
             self.last_active = now = time.monotonic()
             self._window.append((now, len(unit.data)))
             self._changed()
@@ -705,6 +709,10 @@ class Session:
                 self._decoded_at.popleft()
             self._changed()
         self.metrics.frame_decoded(seconds)
+
+    def frame_shown(self, frame, picture) -> None:
+        """A reconstructed frame (``(H, W, 3)`` uint8 RGB) for the live viewers."""
+        self.live.publish(frame.scaffold.number, picture, boxes_of(frame))
 
     def detections_since(self, frame: int) -> tuple[FrameDetections, ...]:
         """The kept detections of frames ``frame``, ``frame + 1``, ... (in order)."""
@@ -966,6 +974,80 @@ class TenantUsage:
                 self._stored = max(0, self._stored + nbytes)
 
 
+# ------------------------------------------------------------------------------ views
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """What a viewer is shown of a session (the dashboard's row, the JSON API's object).
+
+    Attributes:
+        session_id, state: ``streaming`` (a stream attached), ``open``, ``at rest`` (open,
+            out of memory), ``closed`` or ``failed``.
+        mode, level: ``generative`` (level 0-3) or ``task``.
+        width, height, fps: the stream's frames.
+        frames_decoded, units_stored: so far.
+        kbps: stored unit bits per second over the last ``GOODPUT_WINDOW_S`` (0 at rest).
+        last_ack: wall-clock time of the last stored unit (None: none yet, or at rest).
+        decoder: the reconstructor's name; live: frames can be watched now.
+    """
+
+    session_id: str
+    state: str
+    mode: str
+    level: int
+    width: int
+    height: int
+    fps: float
+    frames_decoded: int
+    units_stored: int
+    kbps: float
+    last_ack: float | None
+    decoder: str
+    live: bool
+
+
+def _header_fields(header: StreamHeader) -> dict:
+    return {"mode": "task" if is_detect(header) else "generative", "level": header.level,
+            "width": header.width, "height": header.height,
+            "fps": round(header.fps_num / max(header.fps_den, 1), 3)}  # fmt: skip
+
+
+def view_of(session: Session, decoder: str) -> SessionView:
+    """A held session's view."""
+    header = StreamHeader.from_bytes(session.log.header_bytes())
+    results, feedback = session.results(), session.feedback()
+    state = "streaming" if session.streams else results.state
+    return SessionView(session.session_id, state, frames_decoded=results.frames_decoded,
+                       units_stored=results.units_stored,
+                       kbps=round(feedback.goodput_bps / 1000, 2),
+                       last_ack=session.last_stored_at, decoder=decoder, live=True,
+                       **_header_fields(header))  # fmt: skip
+
+
+def stored_view(state_dir: Path, decoder: str) -> SessionView:
+    """The view of a session on disk only (at rest, closed or failed)."""
+    from semcodec.codec.bitstream import read_stream
+
+    record = read_json(state_dir / RECORD_NAME)
+    results = record.get("results") or {}
+    with open(state_dir / LOG_NAME, "rb") as fh:
+        header = read_stream(fh)[0]
+    state = record.get("state", "open")
+    return SessionView(state_dir.name, "at rest" if state == "open" else state,
+                       frames_decoded=int(results.get("frames_decoded", 0)),
+                       units_stored=int(results.get("units_stored", 0)), kbps=0.0,
+                       last_ack=None, decoder=decoder, live=False,
+                       **_header_fields(header))  # fmt: skip
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 # ------------------------------------------------------------------------------ manager
 
 
@@ -1180,7 +1262,39 @@ class SessionManager:
         return Results(session_id, "open", log.units, log.unit_bytes, 0, False, "",
                        f"{tenant}/{session_id}", read_dropped(state_dir, record))  # fmt: skip
 
-    # -- idle sessions and retention
+    # -- viewers (read only: a viewer never loads, resumes or keeps a session)
+
+    def held(self, tenant: str, session_id: str) -> Session:
+        """The session of ``tenant`` held in memory (open, decoding) for a viewer.
+
+        Raises:
+            SessionNotFoundError: no such session of this tenant in memory (another tenant's
+                sessions are not found either).
+        """
+        check_tenant(tenant)
+        with self._lock:
+            session = self._sessions.get((tenant, session_id))
+        if session is None:
+            raise SessionNotFoundError(f"no live session {brief_id(session_id)}")
+        return session
+
+    def listing(self, tenant: str, limit: int = 100) -> list[SessionView]:
+        """The tenant's sessions, those held first then the newest on disk, at most
+        ``limit``."""
+        check_tenant(tenant)
+        with self._lock:
+            held = [s for (owner, _), s in self._sessions.items() if owner == tenant]
+        views = [view_of(s, self.decode.decoder) for s in held]
+        seen = {v.session_id for v in views}
+        folder = self.out_root / SESSIONS_DIR / tenant
+        stored = sorted((p for p in folder.glob("*") if _SESSION_ID.match(p.name)
+                         and p.name not in seen and not p.is_symlink()),
+                        key=_mtime, reverse=True)  # fmt: skip
+        for state_dir in stored[: max(0, limit - len(views))]:
+            with contextlib.suppress(OSError, ValueError, BitstreamError):
+                views.append(stored_view(state_dir, self.decode.decoder))
+        return views[:limit]
+
 
     def reap(self, now: float | None = None, timeout_s: float = 10.0) -> list[str]:
         """Puts to rest the sessions idle for ``session_idle_s`` (see :class:`ServiceLimits`):

@@ -81,6 +81,8 @@ class WorkSource(Protocol):
 
     def frame_decoded(self, decoded: int, seconds: float, detections=None) -> None: ...
 
+    def frame_shown(self, frame, picture) -> None: ...
+
     def decode_done(self, frames: int, complete: bool, error: str | None) -> None: ...
 
 
@@ -190,7 +192,9 @@ class DecodeWorker(threading.Thread):
                 start = time.perf_counter()
                 frame = decoder.decode_unit(next(units))
                 if frame is not None:
-                    outputs.add(frame, reconstructor.reconstruct(frame))
+                    picture = reconstructor.reconstruct(frame)
+                    outputs.add(frame, picture)
+                    self.source.frame_shown(frame, picture)
             decoded += 1
             self.source.frame_decoded(decoded, time.perf_counter() - start)
             if frame is None:  # END: nothing may follow

@@ -61,6 +61,24 @@ def server_credentials(settings: ServeSettings) -> grpc.ServerCredentials | None
                                        require_client_auth=ca is not None)  # fmt: skip
 
 
+def http_tls(settings: ServeSettings):
+    """The HTTP front door's ``ssl.SSLContext`` from the gRPC port's PEM files (None:
+    plaintext); with ``client_ca``, clients must show a certificate signed by it."""
+    if settings.tls_cert is None:
+        return None
+    import ssl
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(settings.tls_cert, settings.tls_key)
+        if settings.client_ca is not None:
+            context.load_verify_locations(settings.client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+    except (OSError, ssl.SSLError) as exc:
+        raise ServerStartError(f"cannot read a TLS file: {exc}") from exc
+    return context
+
+
 def limits_of(settings: ServeSettings) -> ServiceLimits:
     return ServiceLimits(max_sessions=settings.max_sessions,
                          max_backlog_units=settings.max_backlog_units,
@@ -160,6 +178,8 @@ class DecoderServer:
         self.health: BoundedHealth | None = None  # made on the event loop
         self.port: int | None = None
         self.metrics_port: int | None = None
+        self.http_port: int | None = None
+        self.front_door = None  # the HTTP front door (cloud.service.http), with --http-listen
         self._stopped = threading.Event()
         self._interceptors = self._make_interceptors()
         self._pool = futures.ThreadPoolExecutor(max_workers=settings.workers or 16,
@@ -211,10 +231,26 @@ class DecoderServer:
         if not port:
             raise ServerStartError(f"cannot listen on {self.settings.listen}")
         await server.start()
+        if self.settings.http_listen:
+            self.http_port = await self._start_http()
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._reaper = asyncio.get_running_loop().create_task(self._reap())
         return port
+
+    async def _start_http(self) -> int:
+        """Starts the HTTP front door in this event loop; returns its port."""
+        from semcodec.cloud.service.http import FrontDoor, HttpSettings
+
+        settings = self.settings
+        http = HttpSettings(settings.tenant_max_viewers, settings.max_viewers,
+                            settings.viewer_stall_s, secure_cookie=settings.tls_cert is not None)
+        self.front_door = FrontDoor(self.manager, self._tokens, http, self._pool)
+        host, port = split_host_port(settings.http_listen, "http_listen")
+        try:
+            return await self.front_door.start(host, port, http_tls(settings))
+        except OSError as exc:
+            raise ServerStartError(f"cannot listen on {settings.http_listen}: {exc}") from exc
 
     async def _reap(self) -> None:
         """Puts idle sessions to rest and removes expired ones, every few seconds."""
@@ -240,6 +276,8 @@ class DecoderServer:
         if self._reaper is not None:
             self._reaper.cancel()
         await self.health.enter_graceful_shutdown()
+        if self.front_door is not None:
+            await self.front_door.stop()
         self.manager.drain()
         await asyncio.sleep(self.settings.notice_s)
         await self._server.stop(grace)
@@ -283,6 +321,10 @@ class DecoderServer:
                  "TLS" if credentials else "plaintext", self.settings.out)  # fmt: skip
         tenants = None if self._tokens is None else list(self._tokens.values())
         log.info("%s", who_can_connect(self.settings, tenants))
+        if self.http_port is not None:
+            host = split_host_port(self.settings.http_listen, "http_listen")[0]
+            log.info("HTTP front door on %s://%s:%d/ (dashboard, live view, JSON API)",
+                     "https" if self.settings.tls_cert else "http", host, self.http_port)
         return self
 
     def _end_loop(self) -> None:

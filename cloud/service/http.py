@@ -1,0 +1,469 @@
+"""The HTTP front door of ``cloud-decoder serve`` (``--http-listen``): a dashboard of the
+tenant's sessions, a live view per session, MJPEG and server-sent events, a JSON API.
+
+It runs on aiohttp in the gRPC server's event loop (:class:`~cloud.service.server.
+DecoderServer` starts it), on the same tokens and tenants, with TLS like the gRPC port:
+
+* ``GET /``: the tenant's sessions as an HTML table (works without JavaScript, refreshes
+  itself; ``curl -H "Authorization: Bearer TOKEN"``), ``GET /api/sessions`` the same as JSON,
+  ``GET /api/sessions/ID`` one session;
+* ``GET /sessions/ID``: the live view (the video with its boxes drawn over it, a rate plot);
+  ``/sessions/ID/mjpeg`` the reconstruction as MJPEG (players, NVRs, the page's ``<img>``),
+  ``/sessions/ID/frame.jpg`` the latest frame, ``/sessions/ID/events`` each frame's tracked
+  boxes, rate and counts as server-sent events (``event: frame``, JSON data);
+* authentication: ``Authorization: Bearer TOKEN``, or ``Basic`` with the token as password
+  (players that only speak that: ``http://:TOKEN@host/...``), or ``POST /login`` which sets
+  an HttpOnly, SameSite=Strict cookie (Secure over TLS). A server without tokens serves the
+  tenant ``default`` to anyone who reaches it (on the loopback, unless asked for by name).
+
+Refusals: 401 without a known token (nothing served), 400 for a session id that is not 32
+hex digits (path tricks), 404 for another tenant's session or one not held, 413/400 for
+oversized bodies, header lines or URLs (aiohttp's limits), 429 past the viewer quotas
+(``tenant_max_viewers`` per tenant, ``max_viewers`` in all). Each viewer holds at most the
+frame being sent and its socket's buffer: frames it misses are skipped (it gets the newest),
+and a viewer whose socket takes nothing for ``viewer_stall_s`` is dropped; the decoder only
+ever hands a frame over (:mod:`cloud.service.live`), so no viewer can slow decoding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import collections
+import contextlib
+import dataclasses
+import html
+import json
+import re
+import secrets
+import time
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from semcodec.cloud.service.auth import DEFAULT_TENANT, TokenTable
+from semcodec.cloud.service.errors import ServiceError
+from semcodec.cloud.service.live import jpeg_of
+
+_SESSION_ID = re.compile(r"^[0-9a-f]{32}$")
+COOKIE = "semcodec_login"
+#: Logins kept at once (oldest forgotten first) and how long one lasts, seconds.
+MAX_LOGINS, LOGIN_S = 4096, 12 * 3600.0
+#: The largest request body taken (the login form), bytes.
+MAX_BODY = 4096
+#: Without a new frame for this long a viewer checks its session is still held, seconds.
+RECHECK_S = 2.0
+_SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+                     "Content-Security-Policy": "default-src 'self'; img-src 'self'; "
+                     "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
+                     "Cache-Control": "no-store"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """The front door's settings (from ``ServeSettings``).
+
+    Attributes:
+        tenant_max_viewers: concurrent live viewers (MJPEG or events) per tenant.
+        max_viewers: concurrent live viewers in all.
+        viewer_stall_s: a viewer whose socket takes nothing for this long is dropped.
+        secure_cookie: the login cookie is sent over TLS only.
+    """
+
+    tenant_max_viewers: int = 8
+    max_viewers: int = 64
+    viewer_stall_s: float = 5.0
+    secure_cookie: bool = False
+
+
+class Viewers:
+    """Counts live viewers per tenant and in all; :meth:`take` refuses past a quota."""
+
+    def __init__(self, per_tenant: int, total: int) -> None:
+        self.per_tenant, self.total = per_tenant, total
+        self.held: collections.Counter[str] = collections.Counter()
+        self.dropped = 0  # viewers dropped for not reading
+
+    @contextlib.contextmanager
+    def take(self, tenant: str):
+        if self.per_tenant and self.held[tenant] >= self.per_tenant:
+            raise web.HTTPTooManyRequests(text=f"tenant {tenant} has {self.held[tenant]} live "
+                                          "viewers, its quota (tenant_max_viewers)\n")
+        if self.total and sum(self.held.values()) >= self.total:
+            raise web.HTTPTooManyRequests(text="the server has its most live viewers "
+                                          "(max_viewers)\n")  # fmt: skip
+        self.held[tenant] += 1
+        try:
+            yield
+        finally:
+            self.held[tenant] -= 1
+            if self.held[tenant] <= 0:
+                del self.held[tenant]
+
+
+class Logins:
+    """Login cookies: a random key per login, mapped to its tenant (bounded, expiring)."""
+
+    def __init__(self) -> None:
+        self._keys: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
+
+    def add(self, tenant: str) -> str:
+        key = secrets.token_urlsafe(32)
+        self._keys[key] = (tenant, time.monotonic() + LOGIN_S)
+        while len(self._keys) > MAX_LOGINS:
+            self._keys.popitem(last=False)
+        return key
+
+    def tenant(self, key: str | None) -> str | None:
+        found = self._keys.get(key or "")
+        if found is None or found[1] < time.monotonic():
+            return None
+        return found[0]
+
+
+class FrontDoor:
+    """The aiohttp application over a :class:`~cloud.service.core.SessionManager`.
+
+    Args:
+        manager: the session core (read only: viewers never load or keep sessions).
+        tokens: ``{token: tenant}`` (None: no tokens, every request is tenant ``default``).
+        settings: see :class:`HttpSettings`.
+        pool: threads for JPEG encoding and disk reads.
+    """
+
+    def __init__(self, manager, tokens: dict[str, str] | None, settings: HttpSettings,
+                 pool: Executor) -> None:  # fmt: skip
+        self.manager, self.settings, self.pool = manager, settings, pool
+        self.table = TokenTable(tokens) if tokens is not None else None
+        self.viewers = Viewers(settings.tenant_max_viewers, settings.max_viewers)
+        self.logins = Logins()
+        self._runner: web.AppRunner | None = None
+
+    # -- serving
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY, middlewares=[self._guard])
+        app.router.add_get("/", self.dashboard)
+        app.router.add_get("/login", self.login_form)
+        app.router.add_post("/login", self.login)
+        app.router.add_get("/live.js", self.script)
+        app.router.add_get("/api/sessions", self.api_sessions)
+        app.router.add_get("/api/sessions/{sid}", self.api_session)
+        app.router.add_get("/sessions/{sid}", self.live_page)
+        app.router.add_get("/sessions/{sid}/mjpeg", self.mjpeg)
+        app.router.add_get("/sessions/{sid}/frame.jpg", self.snapshot)
+        app.router.add_get("/sessions/{sid}/events", self.events)
+        return app
+
+    async def start(self, host: str, port: int, ssl_context=None) -> int:
+        """Listens (in the running event loop); returns the port bound."""
+        # a viewer that goes away cancels its handler; a stop waits 1 s for handlers
+        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False,
+                                     handler_cancellation=True, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, ssl_context=ssl_context,
+                           reuse_address=False)  # fmt: skip
+        await site.start()
+        return site._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- who asks
+
+    def tenant_of(self, request: web.Request) -> str | None:
+        """The request's tenant (bearer token, basic password, login cookie), or None."""
+        if self.table is None:
+            return DEFAULT_TENANT
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Basic "):
+            with contextlib.suppress(binascii.Error, UnicodeDecodeError, ValueError):
+                password = base64.b64decode(header[6:], validate=True).decode().partition(":")[2]
+                header = f"Bearer {password}"
+        if header:
+            return self.table.tenant(header)
+        return self.logins.tenant(request.cookies.get(COOKIE))
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler):
+        """Authentication (401 before anything is served) and the security headers."""
+        if request.path not in ("/login", "/live.js"):
+            tenant = self.tenant_of(request)
+            if tenant is None:
+                raise web.HTTPUnauthorized(
+                    text="401: a known token is required (Authorization: Bearer TOKEN, or "
+                    "POST /login)\n", headers={
+                        "WWW-Authenticate": 'Bearer realm="semcodec", Basic realm="semcodec"'})
+            request["tenant"] = tenant
+        response = await handler(request)
+        if not response.prepared:
+            response.headers.update(_SECURITY_HEADERS)
+        return response
+
+    def _session(self, request: web.Request):
+        """The held session the path names, of the request's tenant (400 / 404)."""
+        sid = request.match_info["sid"]
+        if not _SESSION_ID.match(sid):
+            raise web.HTTPBadRequest(text="400: a session id is 32 hexadecimal digits\n")
+        try:
+            return self.manager.held(request["tenant"], sid)
+        except (ServiceError, ValueError):
+            raise web.HTTPNotFound(text="404: no such live session\n") from None
+
+    async def _listing(self, tenant: str) -> list:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, self.manager.listing, tenant)
+
+    # -- pages and API
+
+    async def dashboard(self, request: web.Request) -> web.Response:
+        views = await self._listing(request["tenant"])
+        return web.Response(text=dashboard_html(request["tenant"], views),
+                            content_type="text/html")  # fmt: skip
+
+    async def api_sessions(self, request: web.Request) -> web.Response:
+        views = await self._listing(request["tenant"])
+        return web.json_response({"tenant": request["tenant"],
+                                  "sessions": [dataclasses.asdict(v) for v in views]})
+
+    async def api_session(self, request: web.Request) -> web.Response:
+        sid = request.match_info["sid"]
+        if not _SESSION_ID.match(sid):
+            raise web.HTTPBadRequest(text="400: a session id is 32 hexadecimal digits\n")
+        for view in await self._listing(request["tenant"]):
+            if view.session_id == sid:
+                return web.json_response(dataclasses.asdict(view))
+        raise web.HTTPNotFound(text="404: no such session\n")
+
+    async def live_page(self, request: web.Request) -> web.Response:
+        session = self._session(request)
+        from semcodec.codec.bitstream import StreamHeader
+
+        header = StreamHeader.from_bytes(session.log.header_bytes())
+        return web.Response(text=live_html(session.session_id, header.width, header.height),
+                            content_type="text/html")  # fmt: skip
+
+    async def script(self, request: web.Request) -> web.Response:
+        return web.Response(text=LIVE_JS, content_type="text/javascript")
+
+    async def login_form(self, request: web.Request) -> web.Response:
+        return web.Response(text=LOGIN_HTML, content_type="text/html")
+
+    async def login(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        token = str(form.get("token", ""))
+        tenant = self.table.tenant(f"Bearer {token}") if self.table is not None else None
+        if tenant is None:
+            raise web.HTTPUnauthorized(text="401: unknown token\n")
+        response = web.HTTPSeeOther("/")
+        response.set_cookie(COOKIE, self.logins.add(tenant), httponly=True, samesite="Strict",
+                            secure=self.settings.secure_cookie, max_age=int(LOGIN_S))
+        raise response
+
+    # -- live
+
+    async def snapshot(self, request: web.Request) -> web.Response:
+        frame = self._session(request).live.latest
+        if frame is None:
+            raise web.HTTPNotFound(text="404: no frame decoded yet\n")
+        data = await asyncio.get_running_loop().run_in_executor(self.pool, jpeg_of, frame)
+        return web.Response(body=data, content_type="image/jpeg",
+                            headers={"X-Frame": str(frame.number)})  # fmt: skip
+
+    async def mjpeg(self, request: web.Request) -> web.StreamResponse:
+        session = self._session(request)
+        loop = asyncio.get_running_loop()
+        with self.viewers.take(request["tenant"]):
+            response = web.StreamResponse(headers={
+                "Content-Type": "multipart/x-mixed-replace; boundary=frame",
+                **_SECURITY_HEADERS})  # fmt: skip
+            await response.prepare(request)
+            sent = 0
+            with self._woken(session) as ready:
+                while (frame := await self._next_frame(request, session, sent, ready)):
+                    sent = frame.version
+                    data = await loop.run_in_executor(self.pool, jpeg_of, frame)
+                    part = (b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n"
+                            b"X-Frame: %d\r\n\r\n" % (len(data), frame.number)) + data + b"\r\n"
+                    if not await self._send(request, response, part):
+                        break
+        return response
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        session = self._session(request)
+        with self.viewers.take(request["tenant"]):
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                                   **_SECURITY_HEADERS})  # fmt: skip
+            await response.prepare(request)
+            sent = 0
+            with self._woken(session) as ready:
+                if not await self._send(request, response, b"retry: 2000\n\n"):
+                    return response
+                while (frame := await self._next_frame(request, session, sent, ready)):
+                    sent = frame.version
+                    if not await self._send(request, response, self._event(session, frame)):
+                        break
+        return response
+
+    @staticmethod
+    def _event(session, frame) -> bytes:
+        """One frame's server-sent event: its boxes, rate and counts."""
+        feedback = session.feedback()
+        data = {**frame.boxes, "frame": frame.number, "at": round(frame.at, 3),
+                "kbps": round(feedback.goodput_bps / 1000, 3),
+                "frames_decoded": feedback.frames_decoded, "backlog": feedback.backlog_units}
+        return f"event: frame\nid: {frame.version}\ndata: {json.dumps(data)}\n\n".encode()
+
+    async def _send(self, request, response, data: bytes) -> bool:
+        """Writes to a viewer; False (and the connection closed) when its socket took
+        nothing for ``viewer_stall_s`` or it went away."""
+        try:
+            await asyncio.wait_for(response.write(data), self.settings.viewer_stall_s)
+            return True
+        except TimeoutError:
+            self.viewers.dropped += 1
+        except (ConnectionError, RuntimeError):
+            pass
+        if request.transport is not None:
+            request.transport.abort()
+        return False
+
+    async def _next_frame(self, request, session, sent: int, ready: asyncio.Event):
+        """The session's newest frame once it is newer than version ``sent`` (frames a slow
+        viewer missed are skipped), or None when the session is no longer held."""
+        while True:
+            ready.clear()
+            frame = session.live.latest
+            if frame is not None and frame.version != sent:
+                return frame
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ready.wait(), RECHECK_S)
+            gone = request.transport is None or request.transport.is_closing()
+            if gone or (not ready.is_set() and not self._still_held(request, session)):
+                return None
+
+    @contextlib.contextmanager
+    def _woken(self, session):
+        """An event set (in this loop) whenever the session's feed publishes a frame."""
+        loop = asyncio.get_running_loop()
+        ready = asyncio.Event()
+
+        def wake() -> None:  # the decoder's thread
+            loop.call_soon_threadsafe(ready.set)
+
+        session.live.listen(wake)
+        try:
+            yield ready
+        finally:
+            session.live.unlisten(wake)
+
+    def _still_held(self, request, session) -> bool:
+        try:
+            return self.manager.held(request["tenant"], session.session_id) is session
+        except (ServiceError, ValueError):
+            return False
+
+
+# ------------------------------------------------------------------------------ pages
+
+
+def _when(at: float | None) -> str:
+    if at is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) + " UTC"
+
+
+def dashboard_html(tenant: str, views: list) -> str:
+    """The dashboard: one row per session (plain HTML, refreshes every 5 s)."""
+    esc = html.escape
+    rows = []
+    for v in views:
+        link = (f'<a href="/sessions/{esc(v.session_id)}">{esc(v.session_id)}</a>'
+                if v.live else esc(v.session_id))  # fmt: skip
+        level = f"level {v.level}" if v.mode == "generative" else "task"
+        rows.append(f"<tr><td>{link}</td><td>{v.width}x{v.height} @ {v.fps:g} fps</td>"
+                    f"<td>{esc(v.state)}</td><td>{esc(level)}</td><td>{v.frames_decoded}</td>"
+                    f"<td>{v.kbps:.1f}</td><td>{esc(_when(v.last_ack))}</td>"
+                    f"<td>{esc(v.decoder)}</td></tr>")  # fmt: skip
+    body = "\n".join(rows) or '<tr><td colspan="8">no sessions</td></tr>'
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="5">
+<title>semcodec: {esc(tenant)}</title></head>
+<body><h1>Sessions of {esc(tenant)}</h1>
+<table border="1" cellpadding="4" id="sessions">
+<tr><th>session</th><th>camera</th><th>state</th><th>level or mode</th><th>frames</th>
+<th>kbit/s</th><th>last acknowledgement</th><th>decoder</th></tr>
+{body}
+</table>
+<p>JSON: <a href="/api/sessions">/api/sessions</a></p>
+</body></html>
+"""
+
+
+def live_html(session_id: str, width: int, height: int) -> str:
+    """The live view of a session: MJPEG in an ``img``, boxes on a canvas over it, a rate
+    plot (``/live.js`` reads the events)."""
+    sid = html.escape(session_id)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>semcodec: {sid}</title></head>
+<body data-session="{sid}"><h1>Session {sid}</h1>
+<div style="position:relative;display:inline-block">
+<img id="video" src="/sessions/{sid}/mjpeg" width="{width}" height="{height}" alt="live video">
+<canvas id="boxes" width="{width}" height="{height}"
+ style="position:absolute;left:0;top:0"></canvas></div>
+<p>frame <span id="frame">-</span>, <span id="count">0</span> boxes,
+<span id="kbps">-</span> kbit/s</p>
+<canvas id="rate" width="480" height="120" style="border:1px solid #888"></canvas>
+<p><a href="/sessions/{sid}/mjpeg">MJPEG</a> · <a href="/sessions/{sid}/frame.jpg">latest
+frame</a> · <a href="/sessions/{sid}/events">events</a> · <a href="/">all sessions</a></p>
+<script src="/live.js"></script>
+</body></html>
+"""
+
+
+LOGIN_HTML = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>semcodec: log in</title></head>
+<body><form method="post" action="/login"><label>Token
+<input type="password" name="token" autocomplete="current-password"></label>
+<button type="submit">Log in</button></form></body></html>
+"""
+
+LIVE_JS = """// the live view: boxes of each frame over the video, the rate plot
+const sid = document.body.dataset.session;
+const boxes = document.getElementById("boxes").getContext("2d");
+const rate = document.getElementById("rate").getContext("2d");
+const history = [];
+window.semcodec = {frames: 0, boxesDrawn: 0, lastFrame: 0};
+function plot() {
+  const w = rate.canvas.width, h = rate.canvas.height;
+  rate.clearRect(0, 0, w, h);
+  const top = Math.max(1, ...history);
+  rate.beginPath();
+  history.forEach((v, i) => {
+    const x = i * w / Math.max(1, history.length - 1), y = h - 4 - v / top * (h - 8);
+    if (i) rate.lineTo(x, y); else rate.moveTo(x, y);
+  });
+  rate.strokeStyle = "#06c"; rate.stroke();
+  rate.fillText(top.toFixed(1) + " kbit/s", 4, 12);
+}
+const events = new EventSource("/sessions/" + sid + "/events");
+events.addEventListener("frame", (e) => {
+  const d = JSON.parse(e.data);
+  boxes.clearRect(0, 0, boxes.canvas.width, boxes.canvas.height);
+  boxes.lineWidth = 2; boxes.strokeStyle = "#0f0"; boxes.fillStyle = "#0f0";
+  d.boxes.forEach(([x1, y1, x2, y2], i) => {
+    boxes.strokeRect(x1, y1, x2 - x1, y2 - y1);
+    boxes.fillText("#" + d.ids[i], x1 + 2, y1 + 10);
+  });
+  document.getElementById("frame").textContent = d.frame;
+  document.getElementById("count").textContent = d.boxes.length;
+  document.getElementById("kbps").textContent = d.kbps.toFixed(1);
+  history.push(d.kbps); if (history.length > 120) history.shift();
+  plot();
+  window.semcodec.frames += 1; window.semcodec.lastFrame = d.frame;
+  window.semcodec.boxesDrawn += d.boxes.length;
+});
+"""
