@@ -457,6 +457,8 @@ class Session:
         self._listeners: set = set()
         self.live = LiveFeed()  # the latest reconstructed frame, for viewers
         self.last_stored_at: float | None = None  # wall clock of the last acknowledged unit
+        # (seq, the edge's timestamp) of the last units stored: the live view's latency
+        self._stamps: collections.deque[tuple[int, int]] = collections.deque(maxlen=64)
         self._limiter = None  # kept across streams: reconnecting does not refill it
         if limits.max_session_bytes_per_s > 0:
             rate = limits.max_session_bytes_per_s
@@ -611,6 +613,7 @@ class Session:
         with self._cond:
             self._check_current(generation)
             self.log.append(unit.data, unit.unit.kind == UnitKind.END)
+            self._stamps.append((self.next_seq, unit.timestamp_us))
             self.next_seq += 1
             self.last_stored_at = time.time()
             self.last_active = now = time.monotonic()
@@ -711,8 +714,12 @@ class Session:
         self.metrics.frame_decoded(seconds)
 
     def frame_shown(self, frame, picture) -> None:
-        """A reconstructed frame (``(H, W, 3)`` uint8 RGB) for the live viewers."""
-        self.live.publish(frame.scaffold.number, picture, boxes_of(frame))
+        """A reconstructed frame (``(H, W, 3)`` uint8 RGB) for the live viewers, with the
+        edge's timestamp of its unit (frame N is unit N - 1)."""
+        number = frame.scaffold.number
+        with self._cond:
+            stamp = next((t for seq, t in self._stamps if seq == number - 1), 0)
+        self.live.publish(number, picture, boxes_of(frame), stamp)
 
     def detections_since(self, frame: int) -> tuple[FrameDetections, ...]:
         """The kept detections of frames ``frame``, ``frame + 1``, ... (in order)."""

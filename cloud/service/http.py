@@ -313,6 +313,7 @@ class FrontDoor:
         """One frame's server-sent event: its boxes, rate and counts."""
         feedback = session.feedback()
         data = {**frame.boxes, "frame": frame.number, "at": round(frame.at, 3),
+                "edge_us": frame.edge_us,
                 "kbps": round(feedback.goodput_bps / 1000, 3),
                 "frames_decoded": feedback.frames_decoded, "backlog": feedback.backlog_units}
         return f"event: frame\nid: {frame.version}\ndata: {json.dumps(data)}\n\n".encode()
@@ -436,7 +437,7 @@ const sid = document.body.dataset.session;
 const boxes = document.getElementById("boxes").getContext("2d");
 const rate = document.getElementById("rate").getContext("2d");
 const history = [];
-window.semcodec = {frames: 0, boxesDrawn: 0, lastFrame: 0};
+window.semcodec = {frames: 0, boxesDrawn: 0, lastFrame: 0, latencyMs: []};
 function plot() {
   const w = rate.canvas.width, h = rate.canvas.height;
   rate.clearRect(0, 0, w, h);
@@ -465,5 +466,7 @@ events.addEventListener("frame", (e) => {
   plot();
   window.semcodec.frames += 1; window.semcodec.lastFrame = d.frame;
   window.semcodec.boxesDrawn += d.boxes.length;
+  // the edge's timestamp of the frame's unit to now (the same clock on one machine)
+  if (d.edge_us > 0) window.semcodec.latencyMs.push(Date.now() - d.edge_us / 1000);
 });
 """

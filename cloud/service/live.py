@@ -32,6 +32,8 @@ class LiveFrame:
         boxes: tracked boxes as :func:`~cloud.outputs.track_entry` writes them: ``{"frame",
             "ids", "boxes"}`` (``x1, y1, x2, y2`` frame pixels); empty lists without boxes.
         at: wall-clock time it was published (seconds since the epoch).
+        edge_us: the edge's timestamp of the frame's unit (microseconds since the epoch,
+            when the edge made it; 0: unknown), for the glass-to-glass latency.
     """
 
     version: int
@@ -39,6 +41,7 @@ class LiveFrame:
     picture: np.ndarray
     boxes: dict
     at: float
+    edge_us: int = 0
     _jpeg: list = field(default_factory=list, repr=False, compare=False)
 
 
@@ -54,11 +57,12 @@ class LiveFeed:
     def latest(self) -> LiveFrame | None:
         return self._latest
 
-    def publish(self, number: int, picture: np.ndarray, boxes: dict) -> None:
+    def publish(self, number: int, picture: np.ndarray, boxes: dict, edge_us: int = 0) -> None:
         """Makes a frame the latest and wakes the listeners (the decoder's thread; cheap)."""
         with self._lock:
             version = 1 if self._latest is None else self._latest.version + 1
-            self._latest = LiveFrame(version, int(number), picture, boxes, time.time())
+            self._latest = LiveFrame(version, int(number), picture, boxes, time.time(),
+                                     int(edge_us))  # fmt: skip
             listeners = list(self._listeners)
         for callback in listeners:
             callback()
