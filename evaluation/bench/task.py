@@ -462,8 +462,9 @@ def _cached_row(path: Path, key: dict) -> dict | None:
 
 def _write(out: Path, rows: list[dict], final: bool = False, command: str = "") -> None:
     """``rows.json``, ``rows.csv``; at the end also ``report.md`` (the table, what the edge
-    chose, the command) and ``results.jsonl`` (the rows, as ``semcodec-bench figures``
-    reads a run's) and the plot."""
+    chose, the command), the plot and ``results.jsonl``, what ``semcodec-bench figures``
+    reads of a run: the ``raw`` and ``features`` rows, each ``features`` row with its
+    saving against the baselines (their rows stay in ``rows.json``)."""
     import csv
     import io
 
@@ -484,5 +485,6 @@ def _write(out: Path, rows: list[dict], final: bool = False, command: str = "") 
         said = [f"Command: `{command}`"] if command else []
         write_text_atomic(out / "report.md",
                           "\n".join([format_table(rows), "", *notes, "", *said]) + "\n")
-        write_text_atomic(out / "results.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        shown = [r for r in rows if r["codec"] in ("raw", "features")]
+        write_text_atomic(out / "results.jsonl", "".join(json.dumps(r) + "\n" for r in shown))
         plot_rate_quality(rows, "moda", out / "rate_moda.png")

@@ -80,7 +80,8 @@ def test_task_command_on_the_sample(tmp_path, sample_dir) -> None:
     assert not list(out.glob("*.partial"))
     # what `semcodec-bench figures` reads of a run: its rows and its command
     lines = (out / "results.jsonl").read_text().splitlines()
-    assert [json.loads(line)["codec"] for line in lines] == ["raw", "jpeg", "features"]
+    assert [json.loads(line)["codec"] for line in lines] == ["raw", "features"]
+    assert json.loads(lines[1])["saving_baseline"] == "jpeg"  # measured against the baseline
     assert "Command: `semcodec-bench task --data " in (out / "report.md").read_text()
     # a second run reuses the baseline row (resumes) and gives the same table
     cell = out / "baselines" / "jpeg-q=50.json"
