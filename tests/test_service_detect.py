@@ -125,6 +125,27 @@ def test_agent_streams_detect_mode_and_gets_the_detections_back(
     assert sorted(p.name for p in got.parent.iterdir()) == ["detections.txt"]  # no partial
 
 
+def test_agent_streams_detect_mode_at_a_target(bottleneck_file, sample_dir, tmp_path):
+    """``stream --mode detect --target-kbps``: the rate control runs at the edge as for
+    ``encode`` (the same units, byte for byte), the cloud decodes them (issue 40)."""
+    args = ["--mode", "detect", "--frames", str(FRAMES), "--bottleneck", str(bottleneck_file),
+            "--target-kbps", "20", "--min-agreement", "0"]  # fmt: skip
+    semc = tmp_path / "target.semc"
+    assert edge_main(["-q", "encode", str(sample_dir), "-o", str(semc), *args]) == 0
+    srv = start_server(tmp_path, bottleneck_dir=bottleneck_file.parent)
+    try:
+        assert edge_main(["-q", "stream", str(sample_dir), "--server", f"127.0.0.1:{srv.port}",
+                          *args, "--spool", str(tmp_path / "spool")]) == 0  # fmt: skip
+    finally:
+        srv.stop(0)
+    (session,) = (srv.settings.out / ".sessions" / "default").iterdir()
+    log, outputs = session_paths(srv.settings.out, "default", session.name)
+    assert log.read_bytes() == semc.read_bytes()
+    assert read_stream(semc)[0].settings["rate_target_bps"] == "20000"
+    lines = (outputs / "detections.txt").read_text().splitlines()
+    assert {int(line.split(",")[0]) for line in lines} <= set(range(1, FRAMES + 1))
+
+
 def test_feedback_resumes_detections_from_the_frame_the_edge_asks_for(
         bottleneck_file, detect_semc, detect_offline, tmp_path):  # fmt: skip
     """A reconnecting edge says from which frame it still needs detections (StreamStart),
