@@ -117,8 +117,12 @@ class IntraCoder(ABC):
             raise KeyframeError(f"{self.name}: the encoder returned no data")
         return data
 
-    def decode(self, data: bytes, size: tuple[int, int]) -> np.ndarray:
+    def decode(self, data: bytes, size: tuple[int, int], upscale=None) -> np.ndarray:
         """Decodes bytes from :meth:`encode` for a frame of ``size = (width, height)``.
+
+        ``upscale(picture, size)``: brings the picture as coded (smaller when the coder
+        downscales) to ``size``; default :func:`~codec.core.frames.resize_to`'s bicubic (the
+        cloud's super-resolution passes its own).
 
         Returns:
             ``(height, width, 3) uint8`` RGB.
@@ -142,6 +146,8 @@ class IntraCoder(ABC):
                 f"for a {width}x{height} frame at downscale {self.downscale:g}"
             )
         picture = np.ascontiguousarray(picture[:ch, :cw])
+        if upscale is not None and (cw, ch) != (width, height):
+            return upscale(picture, (width, height))
         return resize_to(picture[None], width, height)[0]
 
     def _padded_size(self, width: int, height: int) -> tuple[int, int]:

@@ -480,6 +480,37 @@ REF_RESTORER_W8_SHA256 = "fac7c40fe211eeee7899e9f9079a9fc0fab8b3d9ca25f8073adde4
 DENOISER_PETS_SHA256 = "596f0d7e3b2a6f0570c30a65f1b4ce07e31b461c5beb53d80e345bc9916aa9ff"
 
 
+#: The UpscalerJS RDN generators at x2 (npm, MIT): (size, package download MB, sha256 of
+#: model.json, sha256 of its one weights shard).
+UPSCALERJS_X2 = (
+    ("slim", 4.4, "8efb488c2caed0196a6163e3f06798f9245e92623ffd50654a26c372e09150ea",
+     "5cb464ae4d390ce0a771afd5feaf60fbfcdb18ab48a56db98cdf6b88202369de"),
+    ("medium", 11.4, "197b99be1f385b9f7914ecd8fd6e9ebf65833859807aae90666188dbc39cbf93",
+     "6a210f30f209192bad4650ea4f619adadbd36228e998aa49a4195c6e7ec70761"),
+)  # fmt: skip
+
+
+def _register_upscalers() -> None:
+    """The super-resolution networks of the cloud's plate (``codec/reconstruct/superres``):
+    each a TF.js layers model (``model.json``) and its weights shard, from the npm package."""
+    for size, megabytes, model_sha, weights_sha in UPSCALERJS_X2:
+        package = f"@upscalerjs/esrgan-{size}@1.0.0"
+        for suffix, member, sha in (("", "model.json", model_sha),
+                                    ("_weights", "group1-shard1of1.bin", weights_sha)):
+            register_model(ModelSpec(
+                name=f"esrgan_{size}_x2{suffix}",
+                relpath=f"upscalerjs/esrgan-{size}/x2/{member}",
+                sha256=sha,
+                url=None,
+                licence="MIT",
+                description=(f"UpscalerJS ESRGAN {size} (RDN) x2 super-resolution, "
+                             f"package/models/x2/{member} of the npm package {package}"),
+                source=PackageSource("npm", package, f"package/models/x2/{member}", sha,
+                                     megabytes),
+                optional="the cloud's super-resolution of the plate (decoder option sr)",
+            ))  # fmt: skip
+
+
 def _register_defaults() -> None:
     shared = "in ../shared/models of the semcodec development layout; see its MANIFEST.md"
     detector_graph = PackageSource(
@@ -605,6 +636,7 @@ def _register_defaults() -> None:
                              "package/pose_landmark_lite.tflite", lite, 12.5),
         fallback="pose_landmark_full",
     ))  # fmt: skip
+    _register_upscalers()
     for half, sha in (
         ("encoder", "10a4e1021e89d7551eaf161352da8dbd0b1aa83872ae28b150c1df1ce2f147b6"),
         ("decoder", "0a44a31e1ae59eb9dbf9359d24942fd3ef5928162c1800d97a28c61d51be0ab5"),

@@ -957,6 +957,8 @@ class ScaffoldDecoder:
         header: the stream's header (it carries every setting the encoder used).
         flow_prior: the flow prior whose sha256 the header names; default: the shipped one.
         limits: what the header may ask for (checked here, before anything is allocated).
+        upscale: ``(picture, (width, height)) -> picture``, brings a plate coded smaller to
+            the frame size (default: bicubic; the cloud's super-resolution passes its own).
 
     Raises:
         ScaffoldCodecError (or a subclass): settings that are not a level config
@@ -966,10 +968,11 @@ class ScaffoldDecoder:
     """
 
     def __init__(self, header: StreamHeader, flow_prior=None,
-                 limits: StreamLimits = DEFAULT_LIMITS):  # fmt: skip
+                 limits: StreamLimits = DEFAULT_LIMITS, upscale=None):  # fmt: skip
         from semcodec.codec.entropy.rans import EntropyCodingError
 
         self.header = header
+        self.upscale = upscale  # (picture, (w, h)) -> picture: the plate to the frame size
         try:
             self.config = LevelConfig.from_dict(dict(header.settings))
         except (ValueError, TypeError) as exc:
@@ -1050,7 +1053,7 @@ class ScaffoldDecoder:
 
         for coder in self._plate_coders:
             try:
-                return coder.decode(data, self.frame_size)
+                return coder.decode(data, self.frame_size, self.upscale)
             except KeyframeSizeError:
                 continue
         sizes = ", ".join("x".join(map(str, c.coded_size(self.frame_size)))
@@ -1296,15 +1299,17 @@ def encode_to_file(path: str | Path, frames: Iterable[np.ndarray], config: Level
     return stats
 
 
-def decode_stream(source, reconstructor=None, flow_prior=None,
+def decode_stream(source, reconstructor=None, flow_prior=None, upscale=None,
                   ) -> Iterator[tuple[DecodedFrame, np.ndarray | None]]:  # fmt: skip
     """Decodes a ``.semc`` file (path, bytes or binary file): yields ``(decoded, frame)``.
 
     ``frame`` is the reconstruction when a :class:`~codec.reconstruct.Reconstructor` is given;
-    ``flow_prior`` must be the prior the edge used when it was not the shipped one.
+    ``flow_prior`` must be the prior the edge used when it was not the shipped one;
+    ``upscale`` brings the plate from its coded size to the frame's (default bicubic; e.g. a
+    :func:`~codec.reconstruct.superres.create_upscaler`).
     """
     header, units = read_stream(source)
-    decoder = ScaffoldDecoder(header, flow_prior=flow_prior)
+    decoder = ScaffoldDecoder(header, flow_prior=flow_prior, upscale=upscale)
     if reconstructor is not None:
         reconstructor.reset()
     for unit in units:

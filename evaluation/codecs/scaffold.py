@@ -30,7 +30,7 @@ from semcodec.evaluation.codecs.base import Codec, Encoded, Setting, SettingErro
 
 #: Setting keys that choose the decoder, not the stream.
 DECODER_KEYS = ("decoder", "steps", "seed", "weights", "memory_mb", "previous", "matte", "fade",
-                "smooth_s")
+                "smooth_s", "sr")
 #: The stream of this process's last encode, under its :func:`_stream_key` (one entry).
 _LAST_STREAM: dict[str, Encoded] = {}
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
@@ -74,6 +74,16 @@ class ScaffoldCodec(Codec):
     def check_setting(self, setting: Setting) -> None:
         self._level(setting)
         self._decoder(setting)
+        self._upscaler_name(setting)
+
+    def _upscaler_name(self, setting: Setting) -> str:
+        """The cloud's super-resolution of the plate, ``sr=NAME`` (default bicubic)."""
+        from semcodec.codec.reconstruct.superres import DEFAULT_SR, upscaler_names
+
+        name = setting.get("sr", DEFAULT_SR)
+        if name not in upscaler_names():
+            raise SettingError(f"scaffold: sr={name}: not one of {', '.join(upscaler_names())}")
+        return name
 
     def _decoder(self, setting: Setting) -> tuple[str, dict]:
         """The reconstructor name and options of ``setting`` (default: the codec's own)."""
@@ -221,10 +231,19 @@ class ScaffoldCodec(Codec):
         ``encoded.metadata["person_ids"]`` their ``(N,)`` int32 track ids.
         """
         from semcodec.codec.reconstruct import create_reconstructor
+        from semcodec.codec.reconstruct.superres import create_upscaler
         from semcodec.codec.scaffold.codec import decode_stream
 
         name, options = self._decoder(encoded.setting)
         reconstructor = create_reconstructor(name, **options)
+        upscaler = create_upscaler(self._upscaler_name(encoded.setting), self.models_dir)
+        sr_flops = 0.0
+
+        def upscale(picture: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+            nonlocal sr_flops
+            sr_flops += upscaler.flops(picture.shape[1::-1])
+            return upscaler(picture, size)
+
         boxes: list[np.ndarray] = []  # the people the scaffolds carry, per frame
         ids: list[np.ndarray] = []  # their track ids
         silhouettes = SilhouetteCount(encoded.fps, encoded.metadata.get("measured_from", 0))
@@ -233,7 +252,7 @@ class ScaffoldCodec(Codec):
 
         def images():
             nonlocal refreshes
-            for unit, image in decode_stream(encoded.payload, reconstructor):
+            for unit, image in decode_stream(encoded.payload, reconstructor, upscale=upscale):
                 boxes.append(unit.scaffold.tracks.boxes)
                 ids.append(unit.scaffold.tracks.ids)
                 silhouettes.add(unit)
@@ -246,9 +265,9 @@ class ScaffoldCodec(Codec):
         if len(frames) != encoded.frames:
             raise RuntimeError(f"scaffold: decoded {len(frames)} frames, expected {encoded.frames}")
         flops = reconstructor.flops_per_frame()
-        if flops is not None:
-            encoded.metadata["dec_flops_per_frame"] = flops
-        encoded.metadata["decoder"] = reconstructor.describe()
+        if flops is not None or sr_flops:
+            encoded.metadata["dec_flops_per_frame"] = (flops or 0.0) + sr_flops / len(frames)
+        encoded.metadata["decoder"] = {**reconstructor.describe(), "sr": upscaler.name}
         return np.stack(frames)
 
 
