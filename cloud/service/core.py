@@ -439,7 +439,8 @@ class Session:
         self.record = record
         self.dropped: list[int] = read_dropped(state_dir, record)
         self.next_seq = log.units + len(self.dropped)
-        self.num_frames = StreamHeader.from_bytes(log.header_bytes()).num_frames
+        header = StreamHeader.from_bytes(log.header_bytes())
+        self.num_frames, self.detect = header.num_frames, is_detect(header)
         self.decoded = 0
         self.generation = 0
         self.streams = 0  # StreamUnits calls attached (superseded ones until they end)
@@ -716,10 +717,12 @@ class Session:
     def frame_shown(self, frame, picture) -> None:
         """A reconstructed frame (``(H, W, 3)`` uint8 RGB) for the live viewers, with the
         edge's timestamp of its unit (frame N is unit N - 1)."""
-        number = frame.scaffold.number
+        number, boxes = frame.scaffold.number, boxes_of(frame)
         with self._cond:
             stamp = next((t for seq, t in self._stamps if seq == number - 1), 0)
-        self.live.publish(number, picture, boxes_of(frame), stamp)
+            if frame.scaffold.tracks is not None:  # level 1: returned over gRPC when asked
+                self._detections.append(FrameDetections.of_tracks(boxes))
+        self.live.publish(number, picture, boxes, stamp)
 
     def detections_since(self, frame: int) -> tuple[FrameDetections, ...]:
         """The kept detections of frames ``frame``, ``frame + 1``, ... (in order)."""
@@ -798,6 +801,8 @@ class StreamReceiver:
         spill = partial_path(session.state_dir, generation)
         self._assembler = ChunkAssembler(limits.max_chunk_bytes, limits.max_unit_bytes, spill)
         self._next_detection = max(1, detections_from)
+        # a generative stream's tracked boxes go back only when asked (detections_from >= 1)
+        self._send_detections = detections_from > 0 or session.detect
         self._detached = False
         self._reserved = 0  # the unit in progress's bytes, counted in the tenant's storage
 
@@ -835,6 +840,8 @@ class StreamReceiver:
 
     def feedback(self) -> Feedback:
         feedback = self.session.feedback()
+        if not self._send_detections:
+            return feedback
         detections = self.session.detections_since(self._next_detection)
         if not detections:
             return feedback
@@ -1202,7 +1209,9 @@ class SessionManager:
 
     def attach(self, tenant: str, session_id: str, detections_from: int = 0) -> StreamReceiver:
         """A stream for the session (a newer stream supersedes an older one); its feedback
-        carries detections from frame ``detections_from`` on (0: from the first)."""
+        carries detections from frame ``detections_from`` on (detect mode; 0: from the
+        first), or a generative stream's tracked boxes (level 1; only when asked:
+        ``detections_from`` >= 1)."""
         if self._draining:
             raise ShuttingDownError("the server is stopping; resume the session later")
         session = self._find(tenant, session_id)
@@ -1212,7 +1221,8 @@ class SessionManager:
     def close(self, tenant: str, session_id: str, timeout_s: float = 0.0,
               detections_from: int = 0) -> Results:  # fmt: skip
         """Ends a session: the decoder finishes what is stored; returns the results, with
-        the kept detections from frame ``detections_from`` on (detect mode; 0: the first).
+        the kept detections from frame ``detections_from`` on (detect mode; 0: the first;
+        a generative stream's tracked boxes only when asked, ``detections_from`` >= 1).
 
         A closed session is final: its results stay readable, it cannot be resumed.
         """
@@ -1246,7 +1256,8 @@ class SessionManager:
         with self._lock:
             self._sessions.pop((tenant, session_id), None)
         self.metrics.session_closed(results.state)
-        results.detections = list(session.detections_since(max(1, detections_from)))
+        if detections_from > 0 or session.detect:
+            results.detections = list(session.detections_since(max(1, detections_from)))
         return results
 
     def results(self, tenant: str, session_id: str) -> Results:

@@ -50,10 +50,20 @@ class FrameDetections:
     Attributes:
         frame: 1, 2, ... (the frame of unit ``frame - 1``).
         boxes: ``(x1, y1, x2, y2, score)`` per detection, frame pixels (float32 values).
+        ids: the track id of each box (tracked boxes of a generative stream; empty in task
+            mode).
     """
 
     frame: int
     boxes: tuple[tuple[float, float, float, float, float], ...] = ()
+    ids: tuple[int, ...] = ()
+
+    @classmethod
+    def of_tracks(cls, entry: dict) -> FrameDetections:
+        """From a frame's :func:`~cloud.outputs.track_entry` (score 1: a box stream sends
+        none)."""
+        boxes = tuple((*map(float, box), 1.0) for box in entry["boxes"])
+        return cls(int(entry["frame"]), boxes, tuple(int(i) for i in entry["ids"]))
 
     @classmethod
     def of(cls, frame: int, detections) -> FrameDetections:

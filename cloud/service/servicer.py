@@ -78,8 +78,10 @@ def chunk_of(msg: pb.UnitChunk) -> Chunk:
 def detections_of(frames) -> list[pb.FrameDetections]:
     """FrameDetections messages of the core's :class:`~cloud.service.detect.FrameDetections`."""
     return [pb.FrameDetections(frame=f.frame, boxes=[
-        pb.Detection(x1=x1, y1=y1, x2=x2, y2=y2, score=score)
-        for x1, y1, x2, y2, score in f.boxes]) for f in frames]  # fmt: skip
+        pb.Detection(x1=x1, y1=y1, x2=x2, y2=y2, score=score, track_id=track)
+        for (x1, y1, x2, y2, score), track in zip(f.boxes, f.ids or (0,) * len(f.boxes),
+                                                   strict=True)])
+        for f in frames]  # fmt: skip
 
 
 def reply_of(fb: Feedback) -> pb.StreamReply:
