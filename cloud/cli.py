@@ -234,6 +234,9 @@ def _add_loadtest_parser(sub) -> None:
                       "--seconds, at most 5)")  # fmt: skip
     load.add_argument("--workers", type=positive_int, default=4,
                       help="client processes the streams are spread over (default 4)")  # fmt: skip
+    load.add_argument("--viewers", type=int, default=0, metavar="N",
+                      help="live viewers reading the sessions' MJPEG from the server's HTTP "
+                      "front door while the streams run (own server only; 0: none)")
     load.add_argument("--server", metavar="HOST:PORT",
                       help="a running plaintext server (default: start one on "
                       "127.0.0.1)")  # fmt: skip
@@ -254,7 +257,7 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
     summary = run_load(LoadSettings(args.streams, args.seconds, args.out, args.fps,
                                     args.server, args.server_pid, args.metrics, args.semc,
                                     args.workers, args.ramp_s,
-                                    tuple(args.serve_arg)))  # fmt: skip
+                                    tuple(args.serve_arg), args.viewers))  # fmt: skip
     log.warning("loadtest: %s (%s)", describe(summary), args.out / "summary.json")
     return 0 if summary["ok"] else 1
 

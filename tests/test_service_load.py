@@ -58,3 +58,25 @@ def test_eight_streams_hold_the_latency_memory_and_fairness_checks(sample_dir, t
     assert len(rows) >= 12 and all(float(r["rss_mib"]) > 0 for r in rows)
     assert max(float(r["sessions_active"]) for r in rows) == 8
     assert (out / "rss.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_viewers_watch_every_camera_while_the_streams_run(sample_dir, tmp_path, capsys):
+    """16 live viewers (MJPEG from the HTTP front door) on 8 streams: every viewer gets
+    frames, none fails, and the streams pass the same checks (the acknowledgement p99 with
+    and without viewers is the benchmark's: docs/service.md)."""
+    semc = tmp_path / "sample20.semc"
+    assert edge_main(["-q", "encode", str(sample_dir), "-o", str(semc), "--level", "1",
+                      "--frames", "20"]) == 0  # fmt: skip
+    out = tmp_path / "load"
+    status = cloud_main(["loadtest", "--streams", "8", "--seconds", "12", "--fps", "2",
+                         "--ramp-s", "2", "--workers", "2", "--semc", str(semc), "--out",
+                         str(out), "--viewers", "16"])  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    with capsys.disabled():
+        print(f"\nloadtest (8 streams, 16 viewers, 12 s): ack {summary['ack_ms']['p99']} ms "
+              f"p99, viewers {summary['viewers']}")
+    assert status == (0 if summary["ok"] else 1)
+    assert summary["checks"]["no_errors"] and summary["checks"]["no_stream_starved"], summary
+    viewers = summary["viewers"]
+    assert viewers["count"] == 16 and viewers["frames_min"] > 0 and not viewers["errors"]

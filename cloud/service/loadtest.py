@@ -75,6 +75,9 @@ class LoadSettings:
         ramp_s: the streams start evenly over this many seconds (cameras do not all connect
             in the same millisecond; None: a tenth of ``seconds``, at most 5).
         serve_args: more ``cloud-decoder serve`` flags for the server it starts.
+        viewers: live viewers reading the sessions' MJPEG from the server's HTTP front door
+            while the streams run (own server only: it starts with ``--http-listen``); they
+            spread over the live sessions and follow them as sessions end and start.
     """
 
     streams: int
@@ -88,6 +91,7 @@ class LoadSettings:
     workers: int = 4
     ramp_s: float | None = None
     serve_args: tuple[str, ...] = ()
+    viewers: int = 0
 
     @property
     def ramp(self) -> float:
@@ -198,9 +202,12 @@ def _spawn_server(argv: list[str], log_path: Path) -> subprocess.Popen:
     return proc
 
 
-def _start_server(settings: LoadSettings) -> tuple[subprocess.Popen, str, str, Path]:
-    """A ``cloud-decoder serve`` of the load test's own: (process, target, metrics, log)."""
+def _start_server(settings: LoadSettings) -> tuple[subprocess.Popen, str, str, Path, str]:
+    """A ``cloud-decoder serve`` of the load test's own: (process, target, metrics, log,
+    the HTTP front door's ``HOST:PORT`` or "")."""
     port, metrics_port = _free_port(), _free_port()
+    http = f"127.0.0.1:{_free_port()}" if settings.viewers else ""
+    viewer_quota = ["--tenant-max-viewers", "0", "--max-viewers", str(settings.viewers)]
     server_log = settings.out / "server.log"
     proc = _spawn_server(["--listen", f"127.0.0.1:{port}", "--out",
                           str(settings.out / "server-out"), "--metrics-listen",
@@ -208,8 +215,9 @@ def _start_server(settings: LoadSettings) -> tuple[subprocess.Popen, str, str, P
                           str(max(64, 2 * settings.streams)), "--notice-s", "0", "--grace-s",
                           "10", # one tenant, many cameras: no per-tenant bound
                           "--tenant-max-sessions", "0", "--tenant-max-streams", "0",
+                          *(["--http-listen", http, *viewer_quota] if http else []),
                           *settings.serve_args], server_log)  # fmt: skip
-    return proc, f"127.0.0.1:{port}", f"127.0.0.1:{metrics_port}", server_log
+    return proc, f"127.0.0.1:{port}", f"127.0.0.1:{metrics_port}", server_log, http
 
 
 def _sample_stream(out: Path) -> Path:
@@ -234,14 +242,19 @@ def run_load(settings: LoadSettings) -> dict:
 
     if settings.streams < 1 or settings.seconds <= 0 or settings.fps <= 0:
         raise LoadTestError("--streams, --seconds and --fps must be positive")
+    if settings.viewers < 0:
+        raise LoadTestError("--viewers must be 0 or more")
     settings.out.mkdir(parents=True, exist_ok=True)
     semc = settings.semc or _sample_stream(settings.out)
     units = len(list(read_stream(semc)[1]))
-    server, server_log = None, None
+    server, server_log, http = None, None, ""
     target, pid, metrics = settings.server, settings.server_pid, settings.metrics
+    if settings.viewers and target is not None:
+        raise LoadTestError("--viewers needs the load test's own server (no --server)")
     if target is None:
-        server, target, metrics, server_log = _start_server(settings)
+        server, target, metrics, server_log, http = _start_server(settings)
         pid = server.pid
+    viewers = [_Viewer(http, k) for k in range(settings.viewers)]
     workers: list[tuple[subprocess.Popen, Path]] = []
     t0 = time.monotonic()
     probe = _Probe(target, pid, metrics, t0)
@@ -262,6 +275,8 @@ def run_load(settings: LoadSettings) -> dict:
                     str(out), "--ramp", repr(settings.ramp), "--streams",
                     str(settings.streams)]  # fmt: skip
             workers.append((subprocess.Popen(argv, stderr=subprocess.PIPE, text=True), out))
+        for viewer in viewers:
+            viewer.start()
         records = []
         for proc, out in workers:
             _, err = proc.communicate(timeout=settings.seconds + 900)
@@ -274,6 +289,10 @@ def run_load(settings: LoadSettings) -> dict:
     finally:
         probe.halt.set()
         probe.join(10)
+        for viewer in viewers:
+            viewer.halt.set()
+        for viewer in viewers:
+            viewer.join(10)
         for proc, _ in workers:
             if proc.poll() is None:
                 proc.kill()
@@ -290,8 +309,68 @@ def run_load(settings: LoadSettings) -> dict:
     summary["server"] = {"target": target, "pid": pid,
                          "log": str(server_log) if server_log else None,
                          "exit_status": server.returncode if server else None}  # fmt: skip
+    if viewers:
+        frames = sorted(v.frames for v in viewers)
+        summary["viewers"] = {"count": len(viewers), "frames_min": frames[0],
+                              "frames_median": statistics.median(frames),
+                              "frames_total": sum(frames),
+                              "errors": [e for v in viewers for e in v.errors][:20]}  # fmt: skip
     write_outputs(settings.out, summary, probe.samples)
     return summary
+
+
+class _Viewer(threading.Thread):
+    """One live viewer of the load test: reads the MJPEG of live session ``k % n`` (of the
+    ``n`` the front door lists) until it ends, then looks again; counts the frames."""
+
+    def __init__(self, http: str, k: int) -> None:
+        super().__init__(name=f"viewer{k}", daemon=True)
+        self.http, self.k = http, k
+        self.frames = 0
+        self.errors: list[str] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        import http.client
+
+        host, port = self.http.rsplit(":", 1)
+        while not self.halt.is_set():
+            try:
+                conn = http.client.HTTPConnection(host, int(port), timeout=10)
+                conn.request("GET", "/api/sessions")
+                live = [s["session_id"] for s in json.loads(conn.getresponse().read())["sessions"]
+                        if s["live"]]  # fmt: skip
+                conn.close()
+                if not live:
+                    self.halt.wait(0.5)
+                    continue
+                self._watch(host, int(port), live[self.k % len(live)])
+            except (OSError, ValueError, http.client.HTTPException) as exc:
+                if len(self.errors) < 100:
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
+                self.halt.wait(0.5)
+
+    def _watch(self, host: str, port: int, sid: str) -> None:
+        import http.client
+
+        conn = http.client.HTTPConnection(host, port, timeout=10)
+        try:
+            conn.request("GET", f"/sessions/{sid}/mjpeg")
+            response = conn.getresponse()
+            if response.status != 200:
+                self.halt.wait(0.5)
+                return
+            while not self.halt.is_set():
+                line = response.readline()
+                if not line:
+                    return  # the session ended
+                if line.startswith(b"Content-Length:"):
+                    response.readline()  # X-Frame
+                    response.readline()  # the blank line
+                    response.read(int(line.split(b":")[1]))
+                    self.frames += 1
+        finally:
+            conn.close()
 
 
 def summarize(settings: LoadSettings, records: list[dict], probe: _Probe, start_s: float,
@@ -412,12 +491,16 @@ def describe(summary: dict) -> str:
     memory = (f"RSS start {r['start']} / max {r['max']} / end {r['end']} MiB" if r
               else "RSS not sampled")  # fmt: skip
     failed = [k for k, v in summary["checks"].items() if not v]
+    v = summary.get("viewers")
+    watched = (f"{v['count']} viewers got {v['frames_total']} frames (min {v['frames_min']} "
+               f"each), {len(v['errors'])} errors; " if v else "")  # fmt: skip
     return (f"{s['count']} streams: health p99 {h['p99']} ms (max {h['max']}), ack p99 "
             f"{a['p99']} ms over {a['count']} units, units acked per stream min "
             f"{s['units_acked_min']} / median {s['units_acked_median']} / max "
             f"{s['units_acked_max']}, longest ack wait {s['max_ack_wait_s']} s, sessions "
             f"{s['sessions_complete']}/{s['sessions']} complete, errors {s['error_count']}; "
-            f"{memory}; " + ("all checks pass" if not failed else f"FAILED: {', '.join(failed)}"))
+            f"{memory}; {watched}"
+            + ("all checks pass" if not failed else f"FAILED: {', '.join(failed)}"))
 
 
 # ------------------------------------------------------------------------------ --abuse
