@@ -244,3 +244,47 @@ def test_ffmpeg_opens_the_mjpeg_stream_as_a_player_does(live):
         assert (frame.width, frame.height) == (384, 288)
     finally:
         container.close()
+
+
+def test_the_front_door_speaks_tls_like_the_grpc_port(tmp_path):
+    """With --tls-cert the front door is HTTPS with the same certificate (plain HTTP gets
+    no page); with --client-ca a client must show a certificate signed by it; the login
+    cookie is Secure."""
+    import ssl
+
+    from .test_service_grpc import _certificates
+
+    certs = _certificates(tmp_path)
+    tokens = _tokens(tmp_path)
+    for mutual in (False, True):
+        extra = {"client_ca": certs["ca"]} if mutual else {}
+        server = start_server(tmp_path / f"tls{mutual}", tls_cert=certs["server"],
+                              tls_key=certs["server_key"], tokens=tokens,
+                              http_listen="127.0.0.1:0", **extra)  # fmt: skip
+        try:
+            context = ssl.create_default_context(cafile=str(certs["ca"]))
+            conn = http.client.HTTPSConnection("127.0.0.1", server.http_port, timeout=10,
+                                               context=context)  # fmt: skip
+            if mutual:  # no client certificate: the handshake (or the request) fails
+                with pytest.raises((ssl.SSLError, ConnectionError, http.client.HTTPException)):
+                    conn.request("GET", "/", headers=BEARER_A)
+                    conn.getresponse().read()
+                conn.close()
+                context.load_cert_chain(certs["client"], certs["client_key"])
+                conn = http.client.HTTPSConnection("127.0.0.1", server.http_port, timeout=10,
+                                                   context=context)  # fmt: skip
+            conn.request("GET", "/", headers=BEARER_A)
+            response = conn.getresponse()
+            assert response.status == 200 and b"Sessions of alpha" in response.read()
+            conn.request("POST", "/login", body=f"token={TOKEN_A}",
+                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+            response = conn.getresponse()
+            response.read()
+            assert response.status == 303 and "Secure" in response.getheader("Set-Cookie")
+            conn.close()
+            with pytest.raises((ConnectionError, http.client.HTTPException, OSError)):
+                status, _, body = _get(server.http_port, "/", BEARER_A)  # plain HTTP
+                assert b"Sessions" not in body
+                raise ConnectionError(f"answered {status} without a page")
+        finally:
+            server.stop(0)
