@@ -40,10 +40,12 @@ import contextlib
 import ctypes
 import errno
 import glob
+import hashlib
 import json
 import os
 import secrets
 import shutil
+import socket
 import zipfile
 from fractions import Fraction
 from pathlib import Path
@@ -288,7 +290,8 @@ def prepare_output(target: Path, force: bool = False) -> Path:
     try:
         target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         remove_stale_partials(target)
-        tmp = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.partial"
+        tmp = target.parent / (f".{target.name}.{os.getpid()}-{HOST_TAG}-"
+                               f"{secrets.token_hex(4)}.partial")
         tmp.mkdir(mode=DIR_MODE)
         (tmp / "frames").mkdir(mode=DIR_MODE)
     except OSError as exc:
@@ -297,19 +300,40 @@ def prepare_output(target: Path, force: bool = False) -> Path:
 
 
 def remove_stale_partials(target: Path) -> list[Path]:
-    """Removes the hidden ``.DIR.PID-XXXXXXXX.partial`` folders of ``target`` that a killed
-    decode left behind (their process no longer runs on this machine); returns them.
+    """Removes the hidden ``.DIR.PID-HOST-XXXXXXXX.partial`` folders of ``target`` that a
+    killed decode of this machine left behind (their process no longer runs); returns them.
 
-    Folders of a running decode, and any name that does not parse, are left alone.
+    Folders of a running decode, of another machine (on shared storage), and any name that
+    does not parse are left alone.
     """
     removed = []
     for path in target.parent.glob(f".{glob.escape(target.name)}.*.partial"):
-        owner = path.name[len(target.name) + 2 : -len(".partial")].split("-")[0]
-        if not owner.isdigit() or process_runs(int(owner)) or path.is_symlink():
+        owner = owner_of(path.name[len(target.name) + 2 : -len(".partial")])
+        if owner is None or not is_stale(*owner) or path.is_symlink():
             continue
         shutil.rmtree(path, ignore_errors=True)  # rmtree never follows symlinks
         removed.append(path)
     return removed
+
+
+#: This machine as the names of partial outputs say it (a hash of its host name): a process
+#: id is only this machine's to judge (on shared storage another machine's look dead here).
+HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def owner_of(tag: str) -> tuple[int, str | None] | None:
+    """``(pid, host tag or None)`` of a partial's ``PID-HOST-RANDOM`` (or older
+    ``PID-RANDOM``) tag; None when it does not parse."""
+    parts = tag.split("-")
+    if not parts[0].isdigit() or len(parts) > 3:
+        return None
+    return int(parts[0]), parts[1] if len(parts) == 3 else None
+
+
+def is_stale(pid: int, host: str | None) -> bool:
+    """Whether a partial of process ``pid`` on ``host`` (None: an older name, taken as this
+    machine's) is left from a process of this machine that no longer runs."""
+    return (host is None or host == HOST_TAG) and not process_runs(pid)
 
 
 def process_runs(pid: int) -> bool:

@@ -345,3 +345,32 @@ def test_nothing_of_a_killed_server_is_left_after_a_restart_and_resume(tmp_path,
         second.send_signal(signal.SIGTERM)
         assert second.wait(60) == 0
     assert _leftovers(out) == []
+
+
+def test_start_up_leaves_another_machines_partials_on_shared_storage(tmp_path):
+    """A dead process id means something only on its own machine: at start-up a server
+    removes its own machine's leftovers, not those another replica (another host on the same
+    --out) may still be writing; taking a session over removes them all."""
+    from semcodec.cloud.outputs import HOST_TAG
+    from semcodec.cloud.service.store import leftovers
+
+    dead = _dead_pid()
+    state, out = tmp_path / ".sessions" / "t" / ("a" * 32), tmp_path / "t" / ("a" * 32)
+    state.mkdir(parents=True)
+    out.parent.mkdir(parents=True)
+    ours = [state / f"unit.partial.{dead}-{HOST_TAG}.1", out.parent / f".{out.name}.{dead}-"
+            f"{HOST_TAG}-0123abcd.partial"]  # fmt: skip
+    theirs = [state / f"unit.partial.{dead}-feedf00d.2", out.parent / f".{out.name}.{dead}-"
+              "feedf00d-0123abcd.partial"]  # fmt: skip
+    alive = [state / f"unit.partial.{os.getpid()}-{HOST_TAG}.3"]
+    for path in ours + theirs + alive:
+        path.mkdir() if path.name.endswith(".partial") else path.write_bytes(b"x")
+    assert sorted(leftovers(state, out, everyone=False)) == sorted(ours)
+    assert sorted(leftovers(state, out, everyone=True)) == sorted(ours + theirs)
+
+
+def _dead_pid() -> int:
+    """The id of a process that has ended (and been reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid

@@ -177,36 +177,39 @@ STALE_TMP_S = 60.0
 
 def partial_path(state_dir: Path, generation: int) -> Path:
     """Where a stream of this process receives its unit in progress:
-    ``unit.partial.<pid>.<generation>`` (the pid says whose it is after a crash)."""
-    return state_dir / f"{PARTIAL_NAME}.{os.getpid()}.{generation}"
+    ``unit.partial.<pid>-<host>.<generation>`` (whose it is, after a crash)."""
+    from semcodec.cloud.outputs import HOST_TAG
+
+    return state_dir / f"{PARTIAL_NAME}.{os.getpid()}-{HOST_TAG}.{generation}"
 
 
-def _owner(name: str) -> int | None:
-    """The pid in a leftover's name (``unit.partial.PID.GEN``, ``.DIR.PID-XXXX.partial``),
-    None when there is none."""
+def _owner(name: str) -> tuple[int, str | None] | None:
+    """``(pid, host tag)`` in a leftover's name (``unit.partial.PID-HOST.GEN``,
+    ``.DIR.PID-HOST-XXXX.partial``), None when there is none."""
+    from semcodec.cloud.outputs import owner_of
+
     if name.startswith(PARTIAL_NAME + "."):
-        field = name[len(PARTIAL_NAME) + 1 :].split(".")[0]
-    elif name.endswith(".partial") and name.startswith("."):
-        field = name[:-len(".partial")].rsplit(".", 1)[-1].split("-")[0]
-    else:
-        return None
-    return int(field) if field.isdigit() else None
+        return owner_of(name[len(PARTIAL_NAME) + 1 :].split(".")[0] + "-x")
+    if name.endswith(".partial") and name.startswith("."):
+        return owner_of(name[: -len(".partial")].rsplit(".", 1)[-1])
+    return None
 
 
 def leftovers(state_dir: Path, out_dir: Path, everyone: bool) -> list[Path]:
     """What a killed server left of one session: partial units and unfinished record writes
-    in ``state_dir``, hidden partial output folders beside ``out_dir``. Those of processes
-    that no longer run; with ``everyone``, those of every process but this one (the session
-    is this server's now: nobody else writes to it)."""
-    from semcodec.cloud.outputs import process_runs
+    in ``state_dir``, hidden partial output folders beside ``out_dir``. Those of this
+    machine's processes that no longer run (another machine's are its own to judge, on
+    shared storage); with ``everyone``, those of every process but this one (the session is
+    this server's now: nobody else writes to it)."""
+    import time
+
+    from semcodec.cloud.outputs import HOST_TAG, is_stale
 
     def stale(path: Path) -> bool:
         owner = _owner(path.name)
-        if owner == os.getpid():
+        if owner is not None and owner == (os.getpid(), HOST_TAG):
             return False
-        return everyone or owner is None or not process_runs(owner)
-
-    import time
+        return everyone or owner is None or is_stale(*owner)
 
     found = [p for p in state_dir.glob(f"{PARTIAL_NAME}*") if stale(p)]
     for tmp in state_dir.glob(f".{RECORD_NAME}.*.tmp"):  # a record being replaced
