@@ -201,6 +201,9 @@ def test_viewer_quota_and_a_viewer_that_stops_reading_is_dropped(live):
         assert _wait_for(lambda: door.viewers.dropped > dropped, 10)
         assert slowest < 0.05  # the decoder's hand-over never waited for the viewer
         assert _wait_for(lambda: door.viewers.held["alpha"] == 0)
+        registry = live["server"].metrics.registry
+        assert registry.get_sample_value("semcodec_viewers_dropped_total") >= 1
+        assert registry.get_sample_value("semcodec_viewers_active") == 0
     finally:
         stalled.close()
 

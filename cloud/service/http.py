@@ -85,6 +85,7 @@ class Viewers:
         self.per_tenant, self.total = per_tenant, total
         self.held: collections.Counter[str] = collections.Counter()
         self.dropped = 0  # viewers dropped for not reading
+        self.on_drop = None  # called for each (the metrics' counter)
 
     @contextlib.contextmanager
     def take(self, tenant: str):
@@ -326,6 +327,8 @@ class FrontDoor:
             return True
         except TimeoutError:
             self.viewers.dropped += 1
+            if self.viewers.on_drop is not None:
+                self.viewers.on_drop()
         except (ConnectionError, RuntimeError):
             pass
         if request.transport is not None:

@@ -44,7 +44,17 @@ class PrometheusMetrics(Metrics):
                              "sessions", registry=reg)  # fmt: skip
         self.throttled_s = Counter("semcodec_throttled_seconds", "Seconds streams were held "
                                    "back by the per-session rate limit", registry=reg)  # fmt: skip
+        self.viewers = Gauge("semcodec_viewers_active", "Live viewers (MJPEG or events) of "
+                             "the HTTP front door", registry=reg)  # fmt: skip
+        self.viewers_dropped = Counter("semcodec_viewers_dropped", "Live viewers dropped for "
+                                       "not reading (--viewer-stall-s)", registry=reg)
         self._http = None
+
+    def bind_viewers(self, viewers) -> None:
+        """Reads the live viewers from the front door's :class:`~cloud.service.http.Viewers`
+        at each scrape, and counts those it drops."""
+        self.viewers.set_function(lambda: sum(viewers.held.values()))
+        viewers.on_drop = self.viewers_dropped.inc
 
     def bind(self, manager) -> None:
         """Reads the live gauges from ``manager`` (a SessionManager) at each scrape."""

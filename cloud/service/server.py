@@ -246,6 +246,7 @@ class DecoderServer:
         http = HttpSettings(settings.tenant_max_viewers, settings.max_viewers,
                             settings.viewer_stall_s, secure_cookie=settings.tls_cert is not None)
         self.front_door = FrontDoor(self.manager, self._tokens, http, self._pool)
+        self.metrics.bind_viewers(self.front_door.viewers)
         host, port = split_host_port(settings.http_listen, "http_listen")
         try:
             return await self.front_door.start(host, port, http_tls(settings))
