@@ -157,8 +157,9 @@ def _add_stream_parser(sub) -> None:
         "instead (as `encode --mode detect`), the cloud writes detections.txt/json per "
         "session and sends each frame's detections back (--detections-out); --target-kbps "
         "or --target-bpp there chooses the bottleneck, skip threshold and intra period for "
-        "the budget; the scaffold options (--level, --auto, --min-kbps, --max-kbps, "
-        "--flow-prior) are refused there, the pacing applies.",
+        "the budget, and --auto has that target follow the link (the bottleneck stays the "
+        "one chosen for the start); the scaffold options (--level, --flow-prior) are refused "
+        "there, the pacing applies.",
         formatter_class=DefaultsHelpFormatter,
     )
     add_verbosity(st)
@@ -338,13 +339,11 @@ def _check_mode_options(args: argparse.Namespace) -> None:
     stream = args.command == "stream"
     if args.mode == "detect":
         scaffold = [("--level", args.level), ("--flow-prior", args.flow_prior)]
-        if stream:
-            scaffold += [("--auto", args.auto or None), ("--min-kbps", args.min_kbps),
-                         ("--max-kbps", args.max_kbps)]  # fmt: skip
         if _given(scaffold):
             raise UsageError(f"{', '.join(_given(scaffold))}: scaffold-mode options; --mode "
-                             "detect takes a budget as --target-kbps or --target-bpp (and the "
-                             "link's pace as --bandwidth-kbps or --trace)")  # fmt: skip
+                             "detect takes a budget as --target-kbps or --target-bpp, or "
+                             "--auto with `stream` (and the link's pace as --bandwidth-kbps "
+                             "or --trace)")  # fmt: skip
         _check_detect_numbers(args)
         return
     detect = [("--beta", args.beta), ("--bottleneck", args.bottleneck),
@@ -358,6 +357,22 @@ def _check_mode_options(args: argparse.Namespace) -> None:
                          "detect only")  # fmt: skip
     if args.level is None:
         args.level = 1
+
+
+def _auto(args: argparse.Namespace) -> bool:
+    """Whether ``--auto`` was given (``stream`` only)."""
+    return bool(getattr(args, "auto", False))
+
+
+class _LinkTarget:
+    """Detect mode's target under ``--auto``: frame index -> bits per second from the
+    stream's :class:`~edge.stream.agent.AutoRate`, which exists once the client does
+    (before any unit is coded)."""
+
+    auto = None
+
+    def __call__(self, index: int) -> float:
+        return self.auto.target_bps(index)
 
 
 def _detect_target_bps(args: argparse.Namespace, info) -> float | None:
@@ -375,18 +390,18 @@ def _check_detect_numbers(args: argparse.Namespace) -> None:
                         ("--skip-threshold", args.skip_threshold)):  # fmt: skip
         if value is not None and value < 0:
             raise UsageError(f"{flag} must be >= 0, got {value}")
-    if args.target_kbps is not None or args.target_bpp is not None:
+    if args.target_kbps is not None or args.target_bpp is not None or _auto(args):
         chosen = _given((("--beta", args.beta), ("--skip-threshold", args.skip_threshold),
                          ("--intra-period", args.intra_period)))  # fmt: skip
         if chosen:
-            raise UsageError(f"{', '.join(chosen)}: with --target-kbps/--target-bpp the edge "
-                             "chooses these itself (give the bottlenecks to choose among with "
-                             "--bottleneck, the floor with --min-agreement)")  # fmt: skip
+            raise UsageError(f"{', '.join(chosen)}: with --target-kbps/--target-bpp/--auto the "
+                             "edge chooses these itself (give the bottlenecks to choose among "
+                             "with --bottleneck, the floor with --min-agreement)")  # fmt: skip
         if args.min_agreement is not None and not 0.0 <= args.min_agreement <= 1.0:
             raise UsageError(f"--min-agreement must be in [0, 1], got {args.min_agreement}")
         return
     if args.min_agreement is not None:
-        raise UsageError("--min-agreement goes with --target-kbps or --target-bpp")
+        raise UsageError("--min-agreement goes with --target-kbps, --target-bpp or --auto")
     if len(args.bottleneck or ()) > 1:
         raise UsageError("several --bottleneck files are a set to choose from: give "
                          "--target-kbps or --target-bpp")  # fmt: skip
@@ -429,9 +444,11 @@ def _log_rate(stats) -> None:
              else "not checked")  # fmt: skip
 
 
-def _detect_units(args: argparse.Namespace, source, total: int | None, bar=None):
+def _detect_units(args: argparse.Namespace, source, total: int | None, bar=None,
+                  start_bps: float | None = None, target_of=None):  # fmt: skip
     """``(header, units, stats)`` of detect mode on ``source`` (units made as read): the
-    windows and the cloud's threshold are chosen on the camera's start-up frames."""
+    windows and the cloud's threshold are chosen on the camera's start-up frames; with a
+    target (or ``--auto``: ``start_bps`` and ``target_of``) the rate control too."""
     import torch
 
     from semcodec.codec.scaffold.detector import PersonDetector
@@ -447,7 +464,7 @@ def _detect_units(args: argparse.Namespace, source, total: int | None, bar=None)
 
     torch.set_num_threads(args.threads)
     info = source.info
-    target = _detect_target_bps(args, info)
+    target = start_bps if start_bps is not None else _detect_target_bps(args, info)
     rate = None
     if target is None:
         files = args.bottleneck or [None]
@@ -455,9 +472,8 @@ def _detect_units(args: argparse.Namespace, source, total: int | None, bar=None)
     else:
         candidates = ({float(i): load_bottleneck(path) for i, path in enumerate(args.bottleneck)}
                       if args.bottleneck else shipped_candidates())  # fmt: skip
-        rate = DetectRateRequest(target, _by_beta(candidates),
-                                 DEFAULT_MIN_AGREEMENT if args.min_agreement is None
-                                 else args.min_agreement)  # fmt: skip
+        floor = DEFAULT_MIN_AGREEMENT if args.min_agreement is None else args.min_agreement
+        rate = DetectRateRequest(target, _by_beta(candidates), floor, target_of=target_of)
         bottleneck = next(iter(rate.bottlenecks.values()))
     detector = SplitDetector(load_split_model(args.models_dir), bottleneck.split)
     person = PersonDetector(models_dir=args.models_dir, threads=args.threads)
@@ -555,8 +571,9 @@ def _rate_control(args: argparse.Namespace, info, pacer):
         raise UsageError(f"--min-kbps {low / 1000:g} is above the highest target "
                          f"{high / 1000:g} kbit/s")  # fmt: skip
     start = _kbps(args.target_kbps)
-    if args.target_bpp is not None or (start is None and LEVELS[args.level].target_bpp > 0):
-        start = (args.target_bpp or LEVELS[args.level].target_bpp) * _pixels_per_s(info)
+    level_bpp = 0.0 if args.level is None else LEVELS[args.level].target_bpp  # detect: none
+    if args.target_bpp is not None or (start is None and level_bpp > 0):
+        start = (args.target_bpp or level_bpp) * _pixels_per_s(info)
     return RateControlConfig(low, high, min(high, max(low, start or high)))
 
 
@@ -572,11 +589,16 @@ def _auto_rate(control, spool, client, info):
     return AutoRate(LinkRateController(control), spool, client.stats, _pixels_per_s(info))
 
 
-def _detect_stream_units(args: argparse.Namespace):
-    """``(header, units, source info)`` of ``stream --mode detect`` (units made as read)."""
+def _detect_stream_units(args: argparse.Namespace, pacer):
+    """``(header, units, source info, --auto's settings or None, its link target)`` of
+    ``stream --mode detect`` (units made as read)."""
     source, total, _ = _open_input(args)
-    header, units, _ = _detect_units(args, source, total)
-    return header, units, source.info
+    control = _rate_control(args, source.info, pacer)
+    link = _LinkTarget() if control is not None else None
+    header, units, _ = _detect_units(args, source, total,
+                                     start_bps=control.start_bps if control else None,
+                                     target_of=link)  # fmt: skip
+    return header, units, source.info, control, link
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
@@ -594,9 +616,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
         _check_output(args.detections_out)
     security, pacer = _stream_security(args), _pacer(args)
     detect = args.mode == "detect"
-    control = None
+    control = link = None
     if detect:
-        header, units, info = _detect_stream_units(args)
+        header, units, info, control, link = _detect_stream_units(args, pacer)
         header = header.to_bytes()
     else:
         from semcodec.codec.scaffold.codec import ScaffoldEncoder
@@ -623,9 +645,11 @@ def cmd_stream(args: argparse.Namespace) -> int:
                           max_outage_s=args.max_outage_s, keepalive_s=args.keepalive_s,
                           detections=recorder)  # fmt: skip
     auto = _auto_rate(control, spool, client, info)
+    if link is not None:
+        link.auto = auto
     client.progress = ProgressLog(spool, auto=auto)
-    if detect:
-        producer = UnitProducer(units, spool)
+    if detect:  # --auto holds bits per second of video: a file is read at its frame rate
+        producer = UnitProducer(units, spool, info.fps if auto else None)
     else:  # --auto holds bits per second of video: a file is read at its frame rate
         producer = Producer(encoder, frames, spool, auto, info.fps if auto else None)
     producer.start()

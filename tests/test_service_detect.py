@@ -146,6 +146,26 @@ def test_agent_streams_detect_mode_at_a_target(bottleneck_file, sample_dir, tmp_
     assert {int(line.split(",")[0]) for line in lines} <= set(range(1, FRAMES + 1))
 
 
+def test_agent_streams_detect_mode_with_auto(bottleneck_file, sample_dir, tmp_path, capsys):
+    """``stream --mode detect --auto``: the target starts at --max-kbps (the header says
+    so) and follows the link; the stream completes (issue 40)."""
+    srv = start_server(tmp_path, bottleneck_dir=bottleneck_file.parent)
+    try:
+        assert edge_main(["stream", str(sample_dir), "--server", f"127.0.0.1:{srv.port}",
+                          "--mode", "detect", "--frames", str(FRAMES), "--bottleneck",
+                          str(bottleneck_file), "--auto", "--max-kbps", "30",
+                          "--bandwidth-kbps", "30", "--min-agreement", "0",
+                          "--spool", str(tmp_path / "spool")]) == 0  # fmt: skip
+    finally:
+        srv.stop(0)
+    err = capsys.readouterr().err
+    assert "rate: --auto from 30.0 kbit/s" in err and "rate: 30.0 kbit/s: beta 0" in err
+    (session,) = (srv.settings.out / ".sessions" / "default").iterdir()
+    log, outputs = session_paths(srv.settings.out, "default", session.name)
+    assert read_stream(log)[0].settings["rate_target_bps"] == "30000"
+    assert (outputs / "detections.json").is_file()
+
+
 def test_feedback_resumes_detections_from_the_frame_the_edge_asks_for(
         bottleneck_file, detect_semc, detect_offline, tmp_path):  # fmt: skip
     """A reconnecting edge says from which frame it still needs detections (StreamStart),
@@ -257,7 +277,8 @@ def test_unknown_bottleneck_is_refused_and_nothing_is_written(bottleneck_file, s
 
 
 @pytest.mark.parametrize("extra, words", [
-    (["--mode", "detect", "--auto"], "--auto: scaffold-mode options"),
+    (["--mode", "detect", "--auto", "--beta", "1"], "--beta: with --target-kbps/--target-bpp/--a"),
+    (["--mode", "detect", "--flow-prior", "p.json"], "--flow-prior: scaffold-mode options"),
     (["--mode", "detect", "--level", "2"], "--level: scaffold-mode options"),
     (["--mode", "detect", "--target-kbps", "20", "--beta", "1"], "--beta: with --target-kbps"),
     (["--mode", "detect", "--min-agreement", "0.9"], "--min-agreement goes with --target"),

@@ -65,6 +65,8 @@ STEP_SECONDS = 1.0
 HORIZON_SECONDS = 10.0
 #: Seconds the scene's cost against the table is remembered over.
 MEMORY_SECONDS = 5.0
+#: A target moved by more than this share starts a new account (``--auto``).
+NEW_ACCOUNT = 0.1
 #: Seconds between the periodic self-checks, and how many checks are pooled.
 CHECK_SECONDS = 2.0
 CHECK_WINDOW = 8
@@ -320,7 +322,8 @@ class DetectRateController:
         self.forget = 1.0 - 1.0 / max(2.0, MEMORY_SECONDS * fps)
         self.check_every = max(1, round(CHECK_SECONDS * fps))
         self.expected_frames = int(expected_frames)
-        self.spent, self.frames = float(header_bytes), 0
+        self.fps = float(fps)
+        self.spent, self.frames, self.account_frames = float(header_bytes), 0, 0
         self._actual = self._predicted = 0.0
         self.switches = [RateSwitch(0, choice.point.setting, "start")]
         self.checks: deque[tuple[int, int, int]] = deque(maxlen=CHECK_WINDOW)
@@ -341,17 +344,29 @@ class DetectRateController:
         """Recent actual bytes over what the table predicted for the rungs used (1 at first)."""
         return self._actual / self._predicted if self._predicted > 0 else 1.0
 
+    def set_target_bps(self, bps: float) -> None:
+        """A new target, bits per second (``--auto``: the link's). A move of more than
+        :data:`NEW_ACCOUNT` of the target starts a new account: what the stream spent or
+        saved at the old target is not repaid at the new one."""
+        target = float(bps) / 8 / self.fps
+        if not target > 0:
+            raise ValueError(f"target {bps} bit/s must be > 0")
+        if abs(target - self.target) > NEW_ACCOUNT * self.target:
+            self.spent, self.account_frames = 0.0, 0
+        self.target = target
+
     def add_frame(self, unit_bytes: int) -> None:
         """Accounts one coded frame's unit (payload and framing, bytes); moves when due."""
         self.spent += unit_bytes
         self.frames += 1
+        self.account_frames += 1
         self._actual = self.forget * self._actual + unit_bytes
         self._predicted = self.forget * self._predicted + self.rungs[self.rung].bytes_per_frame
         if self.frames % self.step:
             return
         left = self.expected_frames - self.frames if self.expected_frames else self.horizon
         horizon = max(self.step, min(self.horizon, left))
-        debt = self.target * self.frames - self.spent  # > 0: bytes not yet spent
+        debt = self.target * self.account_frames - self.spent  # > 0: bytes not yet spent
         wanted = max(0.05 * self.target, self.target + debt / horizon) / self.cost_ratio
         fitting = [i for i in range(self.lowest, len(self.rungs))
                    if self.rungs[i].bytes_per_frame <= wanted]  # fmt: skip

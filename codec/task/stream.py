@@ -15,7 +15,7 @@ import dataclasses
 import itertools
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,12 +154,16 @@ class DetectRateRequest:
         min_agreement: the self-check's floor (F1 against the uncompressed split detector).
         table: the rate table of the stream's start-up frames when already measured
             (:func:`rate_table`; a benchmark of several targets measures it once).
+        target_of: with a target that follows the link (``--auto``): frame index (from 0)
+            -> the target of that frame, bits per second, asked before each frame is coded;
+            ``target_bps`` is then the start, which chooses the bottleneck.
     """
 
     target_bps: float
     bottlenecks: dict
     min_agreement: float = DEFAULT_MIN_AGREEMENT
     table: RateTable | None = None
+    target_of: Callable[[int], float] | None = None
 
 
 def rate_table(ahead: list[np.ndarray], bottlenecks: dict, model,
@@ -302,6 +306,8 @@ def _encode_detect_at_rate(frames: Iterable[np.ndarray], rate: DetectRateRequest
         shape = encoder.shape(height, width)
         for index, frame in enumerate(itertools.chain(ahead, frames)):
             _check_size(frame, index, width, height)
+            if rate.target_of is not None:
+                control.set_target_bps(rate.target_of(index))
             encoder.skip_threshold = control.setting.skip_threshold
             encoder.intra_period = control.setting.intra_period
             features = detector.edge_features(frame)

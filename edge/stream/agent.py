@@ -119,17 +119,26 @@ def produce_units(encoder, frames: Iterable[np.ndarray], spool: Spool,
     return seq + 1
 
 
-def spool_units(units: Iterable, spool: Spool, stop: threading.Event | None = None) -> int:
+def spool_units(units: Iterable, spool: Spool, stop: threading.Event | None = None,
+                realtime_fps: float | None = None) -> int:  # fmt: skip
     """Puts ready-made units (``Unit`` objects, END last) into the spool as they come;
     returns how many. Units an earlier run spooled are skipped by the spool; once ``stop`` is
-    set nothing more is put (no END either)."""
-    count = 0
-    for unit in units:
+    set nothing more is put (no END either). With ``realtime_fps`` unit ``k`` is not taken
+    (so not coded: the units are made as they are asked for) before ``k / realtime_fps``
+    seconds after the first new one, as :func:`produce_units` reads a file."""
+    count, first_new, start = 0, spool.produced, None
+    iterator = iter(units)
+    while True:
         if stop is not None and stop.is_set():
+            return count
+        if realtime_fps and count >= first_new:
+            start = time.monotonic() if start is None else start
+            time.sleep(max(0.0, start + (count - first_new) / realtime_fps - time.monotonic()))
+        unit = next(iterator, None)
+        if unit is None:
             return count
         spool.put(count, int(unit.kind), unit.to_bytes())
         count += 1
-    return count
 
 
 class Producer(threading.Thread):
@@ -168,12 +177,12 @@ class UnitProducer(Producer):
     """A :class:`Producer` of ready-made units (detect mode: ``encode_detect``'s, which
     encode each frame as it is asked for)."""
 
-    def __init__(self, units: Iterable, spool: Spool) -> None:
-        super().__init__(None, (), spool)
+    def __init__(self, units: Iterable, spool: Spool, realtime_fps: float | None = None) -> None:
+        super().__init__(None, (), spool, realtime_fps=realtime_fps)
         self.units = units
 
     def _produce(self) -> None:
-        spool_units(self.units, self.spool, self._halt)
+        spool_units(self.units, self.spool, self._halt, self.realtime_fps)
 
 
 class ProgressLog:

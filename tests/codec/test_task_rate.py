@@ -76,6 +76,25 @@ def test_the_controller_holds_the_target_on_a_scene_the_table_misjudged(cost):
         assert {s.reason for s in control.switches[1:]} <= {"over", "under"}
 
 
+def test_a_target_that_follows_the_link_starts_a_new_account():
+    """``--auto``: the target drops to half mid-stream; the stream does not spend what it
+    saved at the old target, it holds the new one from there."""
+    ladder = ((24, 30.0), (16, 45.0), (8, 70.0), (4, 100.0), (0, 160.0))
+    rungs = [_point(0.01, s, 64, r, 0.9) for s, r in ladder]
+    control = DetectRateController(choose_setting(rungs, 100.0, 0.8), fps=7.0)
+    _run(control, 140, 1.0)
+    before = control.spent
+    control.set_target_bps(50.0 * 8 * 7)  # 50 B/frame
+    assert control.spent == 0.0 and control.target == pytest.approx(50.0)
+    _run(control, 140, 1.0)
+    assert 0.9 <= control.spent / 140 / 50.0 <= 1.1, control.switches
+    assert before > 0 and control.switches[-1].reason == "over"
+    control.set_target_bps(52.0 * 8 * 7)  # a small move keeps the account
+    assert control.spent > 0
+    with pytest.raises(ValueError):
+        control.set_target_bps(0.0)
+
+
 def test_the_self_check_refuses_a_setting_below_the_floor():
     rungs = [_point(0.01, s, 64, r, 0.9) for s, r in ((16, 60.0), (8, 100.0), (0, 300.0))]
     control = DetectRateController(choose_setting(rungs, 110.0, 0.8), fps=7.0)
@@ -138,7 +157,7 @@ def test_settings_changed_mid_stream_round_trip():
     (["--mode", "detect", "--level", "2"], "--level: scaffold-mode options"),
     (["--mode", "detect", "--flow-prior", "p.json"], "--flow-prior: scaffold-mode options"),
     (["--mode", "detect", "--target-kbps", "80", "--skip-threshold", "2"],
-     "--skip-threshold: with --target-kbps/--target-bpp the edge chooses"),
+     "--skip-threshold: with --target-kbps/--target-bpp/--auto the edge chooses"),
     (["--mode", "detect", "--target-kbps", "80", "--min-agreement", "1.5"],
      "--min-agreement must be in [0, 1]"),
     (["--mode", "detect", "--min-agreement", "0.9"], "--min-agreement goes with --target"),
