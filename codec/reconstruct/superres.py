@@ -45,6 +45,9 @@ class NetworkSpec:
     model: str  #: model-zoo name of ``model.json``
     weights: str  #: model-zoo name of the weights shard
     factor: int
+    #: model-zoo name of fine-tuned weights (``semcodec-bench train-sr``) that replace the
+    #: shard's, or None
+    tuned: str | None = None
 
 
 #: Networks by upscaler name.
@@ -277,6 +280,32 @@ class NetworkUpscaler(Upscaler):
         return y.clamp(0, 255).round().to(torch.uint8).permute(1, 2, 0).cpu().numpy()
 
 
+def save_tuned(graph: LayersGraph, path: str | Path, metadata: dict) -> Path:
+    """Writes ``graph``'s weights and ``metadata`` (how they were made) to ``path`` (through a
+    temporary name, then renamed)."""
+    torch = _torch()
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.partial")
+    torch.save({"state_dict": graph.modules.state_dict(), "metadata": metadata}, tmp)
+    tmp.replace(path)
+    return path
+
+
+def load_tuned(graph: LayersGraph, path: str | Path) -> dict:
+    """Loads weights written by :func:`save_tuned` into ``graph``; returns their metadata.
+
+    Raises:
+        SuperResolutionError: weights of another network (names or shapes differ).
+    """
+    torch = _torch()
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        graph.modules.load_state_dict(saved["state_dict"])
+    except (KeyError, RuntimeError) as exc:
+        raise SuperResolutionError(f"{path}: not weights of this network: {exc}") from None
+    return saved.get("metadata", {})
+
+
 def create_upscaler(name: str = DEFAULT_SR, models_dir=None, device: str = "cpu") -> Upscaler:
     """The upscaler called ``name`` (:func:`upscaler_names`), its network fetched from the
     model zoo (sha256-checked) on first use.
@@ -293,6 +322,8 @@ def create_upscaler(name: str = DEFAULT_SR, models_dir=None, device: str = "cpu"
     spec = NETWORKS[name]
     graph = load_layers_model(resolve_model(spec.model, models_dir),
                               resolve_model(spec.weights, models_dir))  # fmt: skip
+    if spec.tuned is not None:
+        load_tuned(graph, resolve_model(spec.tuned, models_dir))
     return NetworkUpscaler(name, graph, spec.factor, device)
 
 

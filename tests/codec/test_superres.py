@@ -126,3 +126,38 @@ def test_a_plate_sent_small_is_brought_to_size_by_the_upscaler():
     full = create_intra_coder("webp").encode(frame, 80)  # sent at full size: nothing to do
     create_intra_coder("webp").decode(full, (96, 64), upscale)
     assert len(seen) == 1
+
+
+def test_tuned_weights_round_trip_and_other_networks_are_refused(tmp_path):
+    from semcodec.codec.reconstruct.superres import load_tuned, save_tuned
+
+    graph = _tiny_graph()
+    for p in graph.modules.parameters():
+        p.data.mul_(3)
+    path = save_tuned(graph, tmp_path / "sr.pt", {"steps": 2})
+    fresh = _tiny_graph()
+    assert load_tuned(fresh, path) == {"steps": 2}
+    picture = np.full((4, 4, 3), 5, np.uint8)
+    assert (NetworkUpscaler("t", fresh, 2).upscale(picture) == 33).all()  # 3 x (2 x 5 + 1)
+    other = LayersGraph({"model_config": {"config": {
+        "layers": [{"class_name": "InputLayer", "name": "in", "config": {}, "inbound_nodes": []},
+                   {"class_name": "Add", "name": "a", "config": {},
+                    "inbound_nodes": [[["in", 0, 0, {}], ["in", 0, 0, {}]]]}],
+        "input_layers": [["in", 0, 0]], "output_layers": [["a", 0, 0]]}}}, {})  # fmt: skip
+    with pytest.raises(SuperResolutionError, match="not weights of this network"):
+        load_tuned(other, path)
+
+
+def test_train_sr_runs_on_the_sample_and_scores_against_bicubic(tmp_path):
+    from semcodec.evaluation.training.superres import Range, train
+
+    _network("esrgan-slim")  # skips where the network cannot be had
+    sample = Range("PETS09-S2L1-384x288", 1, 6, every=3)
+    path = train(tmp_path, steps=2, batch=2, train_ranges=(sample,),
+                 validate_ranges=(Range("PETS09-S2L1-384x288", 50, 1, every=1),),
+                 log=lambda *_: None)  # fmt: skip
+    import json
+
+    scores = json.loads((tmp_path / "scores.json").read_text())
+    assert set(scores) == {"bicubic", "esrgan-slim", "tuned"} and path.is_file()
+    assert all(0 < s["st_lpips"] < 1 and s["psnr"] > 15 for s in scores.values())
