@@ -476,6 +476,8 @@ REF_RESTORER_V2_SHA256 = "f5821412bf0701a162ec9b7181a46032b748c6a530748cc50b3da1
 #: sha256 of the first restorer's width-8 sibling (``codec/weights/ref_restorer_w8.pt``): 1/15
 #: of the FLOPs.
 REF_RESTORER_W8_SHA256 = "fac7c40fe211eeee7899e9f9079a9fc0fab8b3d9ca25f8073adde4a26bd79046"
+#: sha256 of the shipped fine-tuned plate upscaler (``codec/weights/sr/esrgan_slim_x2_plates.pt``).
+ESRGAN_SLIM_PLATES_SHA256 = "d5ed36e2a67baee8098f3a812f8ff9a658d4306593ae31c23f97e2d51e06818e"
 #: sha256 of the shipped denoiser (``codec/weights/denoiser_pets.pt``).
 DENOISER_PETS_SHA256 = "596f0d7e3b2a6f0570c30a65f1b4ce07e31b461c5beb53d80e345bc9916aa9ff"
 
@@ -653,6 +655,19 @@ def _register_defaults() -> None:
             ),
             bundled=f"codec/weights/taef2_{half}.pth",
         ))  # fmt: skip
+    register_model(ModelSpec(
+        name="esrgan_slim_x2_plates",
+        relpath="semcodec/esrgan_slim_x2_plates.pt",
+        sha256=ESRGAN_SLIM_PLATES_SHA256,
+        url=None,
+        licence="MIT",
+        description=(
+            "esrgan_slim_x2 fine-tuned here to level 1's plates sent at half size "
+            "(semcodec-bench train-sr on PETS09-S2L1-full 1-450 and TUD-Stadtmitte 1-80); "
+            "ships with semcodec: codec/weights/MODEL_CARD.md"
+        ),
+        bundled="codec/weights/sr/esrgan_slim_x2_plates.pt",
+    ))  # fmt: skip
     register_model(ModelSpec(
         name="denoiser_pets",
         relpath="semcodec/denoiser_pets.pt",

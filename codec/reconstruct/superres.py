@@ -54,6 +54,9 @@ class NetworkSpec:
 NETWORKS = {
     "esrgan-slim": NetworkSpec("esrgan_slim_x2", "esrgan_slim_x2_weights", 2),
     "esrgan-medium": NetworkSpec("esrgan_medium_x2", "esrgan_medium_x2_weights", 2),
+    # esrgan-slim fine-tuned to level 1's plates (semcodec-bench train-sr, shipped)
+    "esrgan-slim-plates": NetworkSpec("esrgan_slim_x2", "esrgan_slim_x2_weights", 2,
+                                      tuned="esrgan_slim_x2_plates"),
 }
 
 

@@ -157,5 +157,5 @@ def train(out: Path, base: str = "esrgan-slim", steps: int = 300, batch: int = 8
                 "train": [vars(r) for r in train_ranges],
                 "validate": [vars(r) for r in validate_ranges], "scores": scores}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    (out / "scores.json").write_text(json.dumps(scores, indent=1) + "\n")
+    (out / "scores.json").write_text(json.dumps(metadata, indent=1) + "\n")
     return save_tuned(tuned.graph, out / "sr.pt", metadata)

@@ -158,6 +158,6 @@ def test_train_sr_runs_on_the_sample_and_scores_against_bicubic(tmp_path):
                  log=lambda *_: None)  # fmt: skip
     import json
 
-    scores = json.loads((tmp_path / "scores.json").read_text())
+    scores = json.loads((tmp_path / "scores.json").read_text())["scores"]
     assert set(scores) == {"bicubic", "esrgan-slim", "tuned"} and path.is_file()
     assert all(0 < s["st_lpips"] < 1 and s["psnr"] > 15 for s in scores.values())
