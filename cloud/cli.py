@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="warp, restore: time constant of the people's drawn boxes (default "
                      "0.058: half of each frame's jitter kept at 25 frames/s; 0: the boxes "
                      "as decoded)")  # fmt: skip
+    dec.add_argument("--sr", default="bicubic", metavar="NAME",
+                     help="the plate's super-resolution when the edge sent it smaller than the "
+                     "frame: bicubic (default), esrgan-slim, esrgan-medium, esrgan-slim-plates "
+                     "(esrgan-slim tuned to level 1's plates); networks are fetched from npm "
+                     "on first use")  # fmt: skip
     dec.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
     dec.add_argument("--bottleneck", type=Path, metavar="FILE",
                      help="detect-mode streams: the edge's bottleneck file when it is not a "
@@ -305,6 +310,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         UnknownReconstructorError,
         create_reconstructor,
     )
+    from semcodec.codec.reconstruct.superres import DEFAULT_SR, create_upscaler, upscaler_names
     from semcodec.codec.scaffold.codec import ScaffoldDecoder
     from semcodec.codec.task.stream import is_detect_stream
 
@@ -317,14 +323,21 @@ def cmd_decode(args: argparse.Namespace) -> int:
         raise UnknownReconstructorError(f"{flags}: only for --decoder {owners}")
     if not args.output.parent.is_dir():  # as edge-agent: a mistyped path creates nothing
         raise OutputError(f"-o {args.output}: the folder {args.output.parent} does not exist")
+    if args.sr not in upscaler_names():
+        raise UnknownReconstructorError(f"--sr {args.sr}: expected one of "
+                                        f"{', '.join(upscaler_names())}")  # fmt: skip
     header, units = read_stream(args.input)
     if is_detect_stream(header):
+        if args.sr != DEFAULT_SR:
+            raise UnknownReconstructorError("--sr: a detect-mode stream has no picture to "
+                                            "upscale")  # fmt: skip
         return _decode_detections(args, header, units)
     reconstructor = create_reconstructor(args.decoder, **options)
-    decoder = ScaffoldDecoder(header, flow_prior=_load_prior(args.flow_prior))
+    decoder = ScaffoldDecoder(header, flow_prior=_load_prior(args.flow_prior),
+                              upscale=create_upscaler(args.sr, args.models_dir))  # fmt: skip
     start = time.perf_counter()
     with DecodeOutputs(args.output, header, overview=not args.no_overview, force=args.force,
-                       decoder=reconstructor.describe()) as outputs:  # fmt: skip
+                       decoder={**reconstructor.describe(), "sr": args.sr}) as outputs:  # fmt: skip
         _decode_into(outputs, decoder, reconstructor, units, args)
     seconds = time.perf_counter() - start
     log.info("%s: %d frames (%.1f fps with outputs), decoder %s", args.output, outputs.count,
