@@ -90,6 +90,13 @@ bench-pets: $(STAMP)
 DATA ?= ../shared/data
 COLD_GRID := --codecs x265,raw,scaffold --crf 40,45,51 --static-camera --scales 1,0.5 \
   --lpips-every 8 --moda-every 2 --data-dir $(DATA)
+# detect mode at link budgets (issue 40): x264/x265 as `semcodec-bench task` sweeps them
+TASK_BASELINES := $(foreach c,23 28 33 38 43 48 51,x264:crf=$(c)) \
+  $(foreach c,23 28 33 38 43 48 51,x265:crf=$(c)) $(foreach q,36 40 44 48 51,x265:qp=$(q),ipratio=8) \
+  $(foreach c,18 23 28 33,x265:crf=$(c),scale=0.5)
+# the boxes a level-1 stream carries (track_moda, track_mota) beside the detector (issue 40)
+TRACKS_GRID := --codecs raw,scaffold --settings scaffold:level=1 --metrics moda --moda-every 2
+
 readme-figures: $(STAMP)
 	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 $(COLD_GRID) \
 	  --settings 'scaffold:level=1;level=1,decoder=restore' --out runs/figures/level1-cold-tud
@@ -100,6 +107,25 @@ readme-figures: $(STAMP)
 	  --out runs/figures/level1-cold-pets-zoom2
 	for name in level1-cold-tud level1-cold-pets level1-cold-pets-zoom2; do \
 	  $(BIN)/semcodec-bench figures --name $$name runs/figures/$$name || exit 1; done
+	$(BIN)/semcodec-bench task --data TUD-Stadtmitte --start 91 --frames 89 \
+	  --baselines $(TASK_BASELINES) --targets-kbps 10 20 40 100 --threads 2 \
+	  --out runs/figures/detect-budget-tud
+	$(BIN)/semcodec-bench task --data PETS09-S2L1-full --start 501 --frames 295 --moda-every 2 \
+	  --baselines $(filter-out x264:crf=23 x265:crf=23,$(TASK_BASELINES)) \
+	  --targets-kbps 4 8 16 40 --threads 2 --out runs/figures/detect-budget-pets
+	$(BIN)/semcodec-bench task --data PETS09-S2L1-full --start 501 --frames 295 --moda-every 2 \
+	  --camera-transform zoom=2,x=0.5,y=0.55 --baselines --targets-kbps 4 8 16 40 --threads 2 \
+	  --out runs/figures/detect-budget-pets-zoom2
+	$(BIN)/semcodec-bench figures --name detect-budget runs/figures/detect-budget-tud \
+	  runs/figures/detect-budget-pets runs/figures/detect-budget-pets-zoom2
+	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 $(TRACKS_GRID) \
+	  --out runs/figures/level1-tracks-tud
+	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 $(TRACKS_GRID) \
+	  --out runs/figures/level1-tracks-pets
+	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 \
+	  --camera-transform zoom=2,x=0.5,y=0.55 $(TRACKS_GRID) --out runs/figures/level1-tracks-pets-zoom2
+	$(BIN)/semcodec-bench figures --name level1-tracks runs/figures/level1-tracks-tud \
+	  runs/figures/level1-tracks-pets runs/figures/level1-tracks-pets-zoom2
 	$(BIN)/semcodec-bench figures --readme README.md
 
 clean:
