@@ -337,12 +337,20 @@ def cmd_decode(args: argparse.Namespace) -> int:
                               upscale=create_upscaler(args.sr, args.models_dir))  # fmt: skip
     start = time.perf_counter()
     with DecodeOutputs(args.output, header, overview=not args.no_overview, force=args.force,
-                       decoder={**reconstructor.describe(), "sr": args.sr}) as outputs:  # fmt: skip
+                       decoder=_decoder_record(reconstructor, args.sr)) as outputs:  # fmt: skip
         _decode_into(outputs, decoder, reconstructor, units, args)
     seconds = time.perf_counter() - start
     log.info("%s: %d frames (%.1f fps with outputs), decoder %s", args.output, outputs.count,
              outputs.count / max(seconds, 1e-9), args.decoder)  # fmt: skip
     return 0
+
+
+def _decoder_record(reconstructor, sr: str) -> dict:
+    """What stream.json says of the decoder: the reconstructor's description, and the
+    plate's upscaler when it is not the default (as the service writes it)."""
+    from semcodec.codec.reconstruct.superres import DEFAULT_SR
+
+    return {**reconstructor.describe(), **({"sr": sr} if sr != DEFAULT_SR else {})}
 
 
 def _decode_detections(args: argparse.Namespace, header, units) -> int:
