@@ -93,16 +93,18 @@ def mutate_header(rng: random.Random, header: StreamHeader) -> StreamHeader:
         return dataclasses.replace(header, models=_mutate_models(rng, header.models))
     settings = dict(header.settings)
     keys = sorted(settings) or ["level"]
+    defaults = header.defaults
     for _ in range(rng.randint(1, 3)):
         key = rng.choice(keys)
         choice = rng.randrange(5)
         if choice == 0:
             settings.pop(key, None)
+            defaults = 0  # a header naming defaults holds all of their keys: write them all
         elif choice == 1:
             settings["unknown_" + key] = rng.choice(HOSTILE_SETTINGS)
         else:
             settings[key] = rng.choice(HOSTILE_SETTINGS)
-    return dataclasses.replace(header, settings=settings)
+    return dataclasses.replace(header, settings=settings, defaults=defaults)
 
 
 def _mutate_models(rng: random.Random, models: tuple[ModelEntry, ...]) -> tuple[ModelEntry, ...]:
