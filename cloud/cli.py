@@ -333,13 +333,22 @@ def cmd_decode(args: argparse.Namespace) -> int:
                                             "upscale")  # fmt: skip
         return _decode_detections(args, header, units)
     reconstructor = create_reconstructor(args.decoder, **options)
+    upscaler, upscaled = create_upscaler(args.sr, args.models_dir), []
+
+    def upscale(picture, size):
+        upscaled.append(picture.shape)
+        return upscaler(picture, size)
+
     decoder = ScaffoldDecoder(header, flow_prior=_load_prior(args.flow_prior),
-                              upscale=create_upscaler(args.sr, args.models_dir))  # fmt: skip
+                              upscale=upscale)  # fmt: skip
     start = time.perf_counter()
     with DecodeOutputs(args.output, header, overview=not args.no_overview, force=args.force,
                        decoder=_decoder_record(reconstructor, args.sr)) as outputs:  # fmt: skip
         _decode_into(outputs, decoder, reconstructor, units, args)
     seconds = time.perf_counter() - start
+    if args.sr != DEFAULT_SR and not upscaled:  # the option had nothing to act on: say so
+        log.warning("--sr %s: every plate of this stream was sent at the frame's size, so "
+                    "nothing was upscaled", args.sr)  # fmt: skip
     log.info("%s: %d frames (%.1f fps with outputs), decoder %s", args.output, outputs.count,
              outputs.count / max(seconds, 1e-9), args.decoder)  # fmt: skip
     return 0

@@ -136,3 +136,14 @@ def test_the_plate_super_resolution_is_chosen_by_name(semc_file, tmp_path, capsy
     sr, bi = (cv2.imread(str(tmp_path / d / "frames" / "000001.png")) for d in ("sr", "bi"))
     assert sr.shape == bi.shape
     assert np.abs(sr.astype(int) - bi).mean() > 0.5  # the plate was restored, not resized
+
+
+def test_sr_says_so_when_no_plate_was_sent_small(semc_file, tmp_path, capsys):
+    """The module's stream sends its plate at full size: --sr has nothing to act on."""
+    try:
+        code = cloud_main(["decode", str(semc_file), "-o", str(tmp_path / "sr"), "--sr",
+                           "esrgan-slim-plates", "--no-overview"])  # fmt: skip
+    except Exception as exc:  # pragma: no cover - the npm package cannot be had
+        pytest.skip(f"esrgan-slim cannot be had here: {exc}")
+    assert code == 0
+    assert "nothing was upscaled" in capsys.readouterr().err
