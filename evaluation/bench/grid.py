@@ -73,6 +73,9 @@ BASE_COLUMNS = [
     "scaffold_people",
     "flicker",
     "twe",
+    "pose_pck",
+    "pose_people",
+    "pose_lost",
     "fvd",
     "moda",
     "modp",
@@ -363,6 +366,11 @@ def measure_quality(
 
         progress("metrics: temporal", 1)
         out.update(temporal_consistency(reference, decoded))
+    if "pose" in cell.metrics and gt is not None:
+        from semcodec.evaluation.metrics.pose_agreement import pose_agreement
+
+        progress(f"metrics: pose agreement (every {cell.lpips_every})", 1)
+        out.update(pose_agreement(reference, decoded, gt, cell.lpips_every, cell.models_dir))
     if "moda" in cell.metrics and gt is not None and cell.detector is not None:
         k = cell.moda_every
         callback = progress(f"metrics: moda (every {k})", len(range(0, t, k)))

@@ -7,7 +7,9 @@ from __future__ import annotations
 #: ``person``: PSNR and ST-LPIPS on crops around the ground-truth people (needs ground truth;
 #: see :mod:`evaluation.metrics.person_region`).
 #: ``temporal``: flicker and temporal warping error (see :mod:`evaluation.metrics.temporal`).
-ALL_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "temporal", "moda", "fvd")
+#: ``pose``: pose agreement PCK@0.1 of the people, the pose model on the original and the
+#: decoded ground-truth boxes (needs ground truth; :mod:`evaluation.metrics.pose_agreement`).
+ALL_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "temporal", "pose", "moda", "fvd")
 DEFAULT_METRICS = ("psnr", "ms_ssim", "st_lpips", "person", "temporal", "moda")
 
 #: How a codec meets the measured range (``--protocol``): ``cold`` starts every codec at

@@ -17,6 +17,12 @@ from semcodec.evaluation.metrics.person_region import (
     MOVING_PX,
     SEAM_BAND,
 )
+from semcodec.evaluation.metrics.pose_agreement import (
+    MIN_PRESENCE,
+    MIN_VISIBILITY,
+    PCK_FRACTION,
+    POSE_MODEL,
+)
 from semcodec.evaluation.metrics.temporal import CONSISTENT_LEVELS
 
 
@@ -91,6 +97,18 @@ DEFINITIONS: tuple[ColumnDefinition, ...] = (
                      f"same warp predicts the original within {_g(CONSISTENT_LEVELS)} levels, "
                      "minus the original's error there (lower is better; below 0: smoother than "
                      "the original, e.g. its noise removed)"),
+    ColumnDefinition(("pose_pck", "pose_people", "pose_lost"), "pose agreement (metric "
+                     f"`pose`, on the frames ST-LPIPS uses; needs ground truth): BlazePose "
+                     f"(`{POSE_MODEL}`, the edge's level-3 model) run on each counted "
+                     "ground-truth box in the original and in the decoded frame; of the 13 body "
+                     "joints (nose, shoulders, elbows, wrists, hips, knees, ankles) those the "
+                     f"original shows (visibility ≥ {_g(MIN_VISIBILITY)}, people found with "
+                     f"presence ≥ {_g(MIN_PRESENCE)}), `pose_pck` is the share whose decoded "
+                     f"position lies within {_g(PCK_FRACTION)} x the box height of the "
+                     "original's (PCK; a person the model does not find in the decoded frame "
+                     "disagrees on every joint; 1 for a copy, higher is better); `pose_people` "
+                     "counts the people, `pose_lost` is the share of them not found in the "
+                     "decoded frame"),
     ColumnDefinition(("saving",), "in `report.md` and `saving.csv`: for each row of a codec that "
                      "is not a baseline, the BPP the best x264/x265 curve of the same run needs "
                      "for the same full-frame ST-LPIPS, person-region ST-LPIPS and MODA "

@@ -22,8 +22,9 @@ from semcodec.evaluation.report.saving import SAVING_METRICS, saving_factors, sa
 
 #: Columns of a result set's rows, in the README's order.
 FIGURE_COLUMNS = ("codec", "setting", "bpp", "st_lpips", "person_st_lpips", "moda", "twe",
-                  "seam", "rate_window_min", "rate_window_max", "track_moda", "track_mota",
-                  "kbps", "rate_ratio", "beta", "saving", "saving_baseline")  # fmt: skip
+                  "pose_pck", "seam", "rate_window_min", "rate_window_max", "track_moda",
+                  "track_mota", "kbps", "rate_ratio", "beta", "saving",
+                  "saving_baseline")  # fmt: skip
 #: Columns kept in ``NAME.json`` beside :data:`FIGURE_COLUMNS`: where and how a row was made.
 CONTEXT_COLUMNS = ("sequence", "start", "frames", "protocol", "warmup_frames", "width",
                    "height", "fps", "bytes", "st_lpips_frames", "moda_frames", "semcodec_version",

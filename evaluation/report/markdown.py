@@ -368,6 +368,7 @@ RESULT_COLUMNS = [
     "frozen_blocks",
     "person_recall",
     "twe",
+    "pose_pck",
     "moda",
     "modp",
     "enc_fps",
