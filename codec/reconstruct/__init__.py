@@ -50,8 +50,8 @@ class UnknownReconstructorError(ReconstructionError, ValueError):
 #: benchmark check options with it.
 DECODER_OPTIONS: dict[str, tuple[str, ...]] = {
     "diffusion": ("steps", "seed", "weights", "previous"),
-    "restore": ("weights", "memory_mb", "matte", "fade", "smooth_s"),
-    "warp": ("matte", "fade", "smooth_s"),
+    "restore": ("weights", "memory_mb", "matte", "fade", "smooth_s", "person_matte"),
+    "warp": ("matte", "fade", "smooth_s", "person_matte"),
 }
 
 RECONSTRUCTORS: Registry[Reconstructor] = Registry(

@@ -190,7 +190,7 @@ class RestoreReconstructor(WarpReconstructor):
             name (:data:`SHIPPED_RESTORERS`); default: the first of them (`ref_restorer_v2`).
         memory_mb: the memory's budget, MB (10**6 bytes of uint8 pixels) per stream; each
             track's sharpest earlier reference is kept while the budget allows (0: none).
-        matte, fade, smooth_s: as for ``warp``.
+        matte, fade, smooth_s, person_matte: as for ``warp``.
 
     Raises:
         ValueError: a negative or non-finite ``memory_mb``.
@@ -198,7 +198,8 @@ class RestoreReconstructor(WarpReconstructor):
 
     def __init__(self, weights: str | Path | None = None,
                  memory_mb: float = DEFAULT_MEMORY_MB, matte: bool = False,
-                 fade: int = 0, smooth_s: float = SMOOTH_S) -> None:  # fmt: skip
+                 fade: int = 0, smooth_s: float = SMOOTH_S,
+                 person_matte: str = "") -> None:  # fmt: skip
         if not 0 <= float(memory_mb) < float("inf"):
             raise ValueError(f"memory_mb must be a finite number >= 0, got {memory_mb}")
         self.weights = restorer_weights(weights)
@@ -206,7 +207,7 @@ class RestoreReconstructor(WarpReconstructor):
         self.weights_sha256 = file_sha256(self.weights)
         self.memory_bytes = int(float(memory_mb) * 1e6)
         self._flops_per_pixel = flops_per_pixel(self.model)
-        super().__init__(matte=matte, fade=fade, smooth_s=smooth_s)
+        super().__init__(matte=matte, fade=fade, smooth_s=smooth_s, person_matte=person_matte)
 
     def reset(self) -> None:
         super().reset()

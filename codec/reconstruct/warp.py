@@ -30,7 +30,10 @@ once, so a person does not jump when their picture is renewed. Each person is dr
 box smoothed over time (:class:`BoxSmoother`: an alpha-beta filter on the box's horizontal
 centre, bottom and height with a time constant of ``smooth_s`` seconds, default
 :data:`SMOOTH_S`; 0 draws the decoded boxes as they are), so the detector's frame-to-frame
-jitter does not shake and rescale the picture.
+jitter does not shake and rescale the picture. With ``person_matte=MODEL`` each reference
+is cut out by a person matte the cloud computes itself when the reference arrives
+(:class:`~codec.reconstruct.matte.PersonMatte`: a segmentation model it already has, on
+the reference pasted at its box over the plate; zero bits), instead of the whole rectangle.
 
 Everything is a fixed function of the decoded scaffolds, so two runs give the same frames.
 """
@@ -83,13 +86,22 @@ class WarpReconstructor(Reconstructor):
     """Keyframe + flow warping + mask compositing over an inpainted background plate."""
 
     def __init__(self, inpaint_radius: int = 5, matte: bool = False, fade: int = 0,
-                 smooth_s: float = SMOOTH_S) -> None:  # fmt: skip
+                 smooth_s: float = SMOOTH_S, person_matte: str = "") -> None:  # fmt: skip
         if isinstance(fade, bool) or not isinstance(fade, int) or fade < 0:
             raise ValueError(f"fade must be an int >= 0 (frames), got {fade!r}")
+        if matte and person_matte:
+            raise ValueError("matte=1 (the plate difference) and person_matte (the cloud's "
+                             "segmentation) are two mattes of one reference: choose one")
         self.inpaint_radius = inpaint_radius
         self.matte = bool(matte)
         self.fade = fade
         self.smooth_s = BoxSmoother(smooth_s).time_constant
+        self.person_matte = str(person_matte)
+        self._matter = None
+        if self.person_matte:
+            from semcodec.codec.reconstruct.matte import PersonMatte
+
+            self._matter = PersonMatte(self.person_matte)
         self.reset()
 
     def reset(self) -> None:
@@ -97,8 +109,11 @@ class WarpReconstructor(Reconstructor):
         self._previous: np.ndarray | None = None
         self._colours: dict[int, np.ndarray] = {}
         self._refs: dict[int, np.ndarray] = {}
-        #: track id -> (the reference being replaced, frames of the fade done so far)
-        self._fading: dict[int, tuple[np.ndarray, int]] = {}
+        #: track id -> the person matte of its reference (``person_matte`` only)
+        self._mattes: dict[int, np.ndarray] = {}
+        #: track id -> (the reference being replaced, frames of the fade done so far, its
+        #: matte or None)
+        self._fading: dict[int, tuple[np.ndarray, int, np.ndarray | None]] = {}
         self._smoother = BoxSmoother(self.smooth_s)
 
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
@@ -124,15 +139,15 @@ class WarpReconstructor(Reconstructor):
         if frame.keyframe_image is not None:
             self._background = self._checked_picture(frame).astype(np.float32)
             if not frame.plate_refresh:
-                self._refs, self._fading = {}, {}
+                self._refs, self._fading, self._mattes = {}, {}, {}
                 self._smoother.reset()
         if self._background is None:
             raise ReconstructionError(
                 f"frame {frame.scaffold.number}: the stream must start with a keyframe"
             )
-        self._start_fades(frame.appearances)
-        canvas = self._background.copy()
         tracks = frame.scaffold.tracks
+        self._start_fades(frame.appearances, tracks)
+        canvas = self._background.copy()
         plate = self._background if self.matte else None
         boxes = self._smoother.update(tracks.ids, tracks.boxes, frame.fps)
         for k in np.argsort(boxes[:, 3], kind="stable"):
@@ -143,12 +158,14 @@ class WarpReconstructor(Reconstructor):
                 continue
             opacity = 1.0
             if track_id in self._fading:
-                old, done = self._fading[track_id]
+                old, done, old_matte = self._fading[track_id]
                 old_box = with_aspect(box, old.shape[1] / old.shape[0])
-                draw_ref(canvas, old, ref_region(old_box), inner=old_box, plate=plate)
+                draw_ref(canvas, old, ref_region(old_box), inner=old_box, plate=plate,
+                         ref_alpha=old_matte)  # fmt: skip
                 opacity = (done + 1) / (self.fade + 1)
             box = with_aspect(box, ref.shape[1] / ref.shape[0])
-            draw_ref(canvas, ref, ref_region(box), inner=box, plate=plate, opacity=opacity)
+            draw_ref(canvas, ref, ref_region(box), inner=box, plate=plate, opacity=opacity,
+                     ref_alpha=self._mattes.get(track_id))  # fmt: skip
         self._advance_fades()
         out = np.clip(canvas + 0.5, 0, 255).astype(np.uint8)
         self._previous = out
@@ -156,24 +173,33 @@ class WarpReconstructor(Reconstructor):
 
     def describe(self) -> dict:
         """The name, and each drawing option that is not its default."""
-        chosen = {"matte": self.matte, "fade": self.fade, "smooth_s": self.smooth_s}
-        defaults = {"matte": False, "fade": 0, "smooth_s": SMOOTH_S}
+        chosen = {"matte": self.matte, "fade": self.fade, "smooth_s": self.smooth_s,
+                  "person_matte": self.person_matte}  # fmt: skip
+        defaults = {"matte": False, "fade": 0, "smooth_s": SMOOTH_S, "person_matte": ""}
         return {**super().describe(), **{k: v for k, v in chosen.items() if v != defaults[k]}}
 
-    def _start_fades(self, appearances: dict[int, np.ndarray]) -> None:
-        """Takes this frame's references; a refreshed one starts fading in over the last."""
+    def _start_fades(self, appearances: dict[int, np.ndarray], tracks) -> None:
+        """Takes this frame's references (and, with ``person_matte``, computes their mattes
+        at the decoded boxes of ``tracks``); a refreshed one starts fading in over the last."""
+        boxes = {int(t): b for t, b in zip(tracks.ids.tolist(), tracks.boxes, strict=True)}
         for track_id, ref in appearances.items():
             old = self._refs.get(track_id)
             if self.fade and old is not None:
-                self._fading[track_id] = (old, 0)
+                self._fading[track_id] = (old, 0, self._mattes.get(track_id))
             self._refs[track_id] = ref
+            self._mattes.pop(track_id, None)
+            box = boxes.get(int(track_id))
+            if self._matter is not None and box is not None:
+                box = with_aspect(box, ref.shape[1] / ref.shape[0])
+                self._mattes[track_id] = self._matter.matte(ref, ref_region(box),
+                                                            self._background)  # fmt: skip
 
     def _advance_fades(self) -> None:
-        for track_id, (old, done) in list(self._fading.items()):
+        for track_id, (old, done, old_matte) in list(self._fading.items()):
             if done + 1 >= self.fade:
                 del self._fading[track_id]
             else:
-                self._fading[track_id] = (old, done + 1)
+                self._fading[track_id] = (old, done + 1, old_matte)
 
     def _checked_picture(self, frame: DecodedFrame) -> np.ndarray:
         image = np.ascontiguousarray(frame.keyframe_image)

@@ -187,12 +187,13 @@ FEATHER_PX = 2.0
 
 def draw_ref(canvas: np.ndarray, ref: np.ndarray, region: np.ndarray,
              inner: np.ndarray | None = None, plate: np.ndarray | None = None,
-             opacity: float = 1.0) -> None:  # fmt: skip
+             opacity: float = 1.0, ref_alpha: np.ndarray | None = None) -> None:  # fmt: skip
     """Draws ``(h, w, 3)`` uint8 ``ref`` resized to ``region`` onto ``(H, W, 3)`` float32
     ``canvas`` (in place). ``opacity`` (0..1) inside ``inner`` (default: ``region`` less
     :data:`FEATHER_PX`), fading linearly to nothing at the edge of ``region``; with the
     ``(H, W, 3)`` float32 background ``plate``, only where the reference differs from it
-    (:func:`matte`)."""
+    (:func:`matte`); with ``ref_alpha`` ``(h, w)`` float32 0..1 (a person matte over the
+    reference's pixels, resized with it), only where it says."""
     height, width = canvas.shape[:2]
     x1, y1, x2, y2 = (float(v) for v in region)
     bw, bh = x2 - x1, y2 - y1
@@ -211,6 +212,11 @@ def draw_ref(canvas: np.ndarray, ref: np.ndarray, region: np.ndarray,
     alpha = _ramp(np.arange(c0, c1) + 0.5, x1, inner[0], inner[2], x2)
     alpha = _ramp(np.arange(r0, r1) + 0.5, y1, inner[1], inner[3], y2)[:, None] * alpha[None]
     alpha = alpha * opacity
+    if ref_alpha is not None:
+        alpha = alpha * cv2.warpAffine(np.ascontiguousarray(ref_alpha, np.float32), m,
+                                       (c1 - c0, r1 - r0),
+                                       flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                                       borderMode=cv2.BORDER_REPLICATE)  # fmt: skip
     if plate is not None:
         alpha = alpha * matte(patch, plate[r0:r1, c0:c1])
     region_px = canvas[r0:r1, c0:c1]

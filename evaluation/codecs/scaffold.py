@@ -30,7 +30,7 @@ from semcodec.evaluation.codecs.base import Codec, Encoded, Setting, SettingErro
 
 #: Setting keys that choose the decoder, not the stream.
 DECODER_KEYS = ("decoder", "steps", "seed", "weights", "memory_mb", "previous", "matte", "fade",
-                "smooth_s", "sr")
+                "smooth_s", "sr", "person_matte")
 #: The stream of this process's last encode, under its :func:`_stream_key` (one entry).
 _LAST_STREAM: dict[str, Encoded] = {}
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
@@ -113,6 +113,13 @@ class ScaffoldCodec(Codec):
                 if setting.get(key) not in ("0", "1"):
                     raise SettingError(f"scaffold: {key}={setting.get(key)}: expected 0 or 1")
                 options[key] = setting.get(key) == "1"
+        if setting.get("person_matte") is not None:
+            from semcodec.codec.reconstruct.matte import MATTE_MODELS
+
+            if setting.get("person_matte") not in MATTE_MODELS:
+                raise SettingError(f"scaffold: person_matte={setting.get('person_matte')}: "
+                                   f"expected one of {', '.join(MATTE_MODELS)}")  # fmt: skip
+            options["person_matte"] = setting.get("person_matte")
         if setting.get("fade") is not None:
             fade = setting.number("fade")
             if fade is None or not float(fade).is_integer() or fade < 0:
