@@ -12,6 +12,9 @@ import numpy as np
 
 #: Number of BlazePose keypoints sent per person (the standard 33).
 NUM_KEYPOINTS = 33
+#: The body joints of the 33 BlazePose points, without the face and the hands' and feet's
+#: extra points (13): nose, shoulders, elbows, wrists, hips, knees, ankles (left, right).
+BODY_JOINTS = (0, 11, 12, 13, 14, 15, 16, 23, 24, 25, 26, 27, 28)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from semcodec.codec.core.types import NUM_KEYPOINTS, Pose, Tracks
+from semcodec.codec.core.types import BODY_JOINTS, NUM_KEYPOINTS, Pose, Tracks
 from semcodec.codec.scaffold.crops import (
     MODEL_INPUT,
     CropMask,
@@ -47,10 +47,9 @@ from semcodec.codec.scaffold.crops import (
     square_around,
 )
 
+__all__ = ["BODY_JOINTS", "PoseConfig", "PoseEstimator"]
+
 _POSE_MODELS = ("pose_landmark_lite", "pose_landmark_full")
-#: The body joints of the 33 BlazePose points, without the face and the hands' and feet's
-#: extra points (13): nose, shoulders, elbows, wrists, hips, knees, ankles (left, right).
-BODY_JOINTS = (0, 11, 12, 13, 14, 15, 16, 23, 24, 25, 26, 27, 28)
 _LANDMARKS = 39
 _LANDMARK_FIELDS = 5  # x, y, z, visibility logit, presence logit
 
