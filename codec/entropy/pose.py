@@ -55,7 +55,7 @@ from semcodec.codec.entropy.rans import (
     uniform_table,
 )
 
-__all__ = ["LIMBS", "PARENTS", "SCALES", "PoseCoder"]
+__all__ = ["LIMBS", "PARENTS", "SCALES", "PoseCoder", "best_scale"]
 
 #: Laplace scales (in quantisation steps) the encoder picks from, per frame.
 SCALES = tuple(float(s) for s in np.geomspace(0.15, 64.0, 24))
@@ -226,7 +226,7 @@ class PoseCoder:
             [p[2][_LIMB_XY] for p in parts if p[0]],
         ]
         scale_idx = [
-            _best_scale(np.concatenate(g) if g else np.zeros(0, np.int64), tabs["res"])
+            best_scale(np.concatenate(g) if g else np.zeros(0, np.int64), tabs["res"])
             for g in groups
         ]
         w.write(scale_idx, [0, 0, 0, 0], tabs["scale"])
@@ -317,8 +317,10 @@ class PoseCoder:
         return out
 
 
-def _best_scale(values: np.ndarray, table: CdfTable) -> int:
-    """Index of the Laplace scale of ``table`` that codes ``values`` cheapest (ties: smaller)."""
+def best_scale(values: np.ndarray, table: CdfTable) -> int:
+    """Index of the Laplace scale of ``table`` that codes ``values`` (int64) cheapest (ties:
+    smaller); values beyond the table's support cost its escape slot (the poses' and the
+    sparse poses' coders)."""
     if values.size == 0:
         return 0
     clipped = np.clip(values, -_RES_MAX_ABS - 1, _RES_MAX_ABS + 1)

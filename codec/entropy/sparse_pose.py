@@ -47,6 +47,7 @@ from functools import lru_cache
 import numpy as np
 
 from semcodec.codec.core.types import BODY_JOINTS, NUM_KEYPOINTS
+from semcodec.codec.entropy.pose import best_scale
 from semcodec.codec.entropy.rans import (
     CdfTable,
     EntropyCodingError,
@@ -215,7 +216,7 @@ class SparsePoseCoder:
         residuals = [(p.q - pred).reshape(-1) for (pred, _, _), p in parts]
         groups = [[r for r, ((_, _, tr), _) in zip(residuals, parts, strict=True) if tr == want]
                   for want in (True, False)]  # fmt: skip
-        scale_idx = [_best_scale(np.concatenate(g) if g else np.zeros(0, np.int64), tabs["res"])
+        scale_idx = [best_scale(np.concatenate(g) if g else np.zeros(0, np.int64), tabs["res"])
                      for g in groups]  # fmt: skip
         w = RansWriter()
         w.write([1 if t in by_id else 0 for t in ids], [0] * len(ids), tabs["flag"])
@@ -267,12 +268,3 @@ class SparsePoseCoder:
             out.append(SparsePose(t, q, vis.astype(bool), self.steps))
         r.finish()
         return out
-
-
-def _best_scale(values: np.ndarray, table: CdfTable) -> int:
-    """Index of the Laplace scale of ``table`` that codes ``values`` cheapest (ties: smaller)."""
-    if values.size == 0:
-        return 0
-    clipped = np.clip(values, -_RES_MAX_ABS - 1, _RES_MAX_ABS + 1)
-    costs = [table.cost_bits(clipped, np.full(values.size, i)) for i in range(len(table))]
-    return int(np.argmin(costs))
