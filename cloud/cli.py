@@ -84,9 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "as decoded)")  # fmt: skip
     dec.add_argument("--sr", default="bicubic", metavar="NAME",
                      help="the plate's super-resolution when the edge sent it smaller than the "
-                     "frame: bicubic (default), esrgan-slim, esrgan-medium, esrgan-slim-plates "
-                     "(esrgan-slim tuned to level 1's plates); networks are fetched from npm "
-                     "on first use")  # fmt: skip
+                     "frame: bicubic (default), esrgan-slim, esrgan-medium, esrgan-slim-plates, "
+                     "esrgan-medium-plates (the networks tuned to level 1's plates; rising "
+                     "FLOPs and quality); networks are fetched from npm on first use")  # fmt: skip
     dec.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
     dec.add_argument("--bottleneck", type=Path, metavar="FILE",
                      help="detect-mode streams: the edge's bottleneck file when it is not a "

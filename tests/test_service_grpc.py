@@ -238,7 +238,7 @@ def test_bad_input_gets_a_clear_status_and_the_session_stays_usable(server, semc
         return list(stub.StreamUnits(iter([start, *messages]), timeout=10))
 
     def unit_msgs(seq, size=1 << 20):
-        kind = Unit.from_bytes(units[seq]).kind
+        kind = Unit.from_bytes(units[seq], seq=seq).kind
         return list(unit_chunks(SpooledUnit(seq, int(kind), 0, units[seq]), size))
 
     damaged = unit_msgs(0, 512)

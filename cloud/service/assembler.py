@@ -174,7 +174,7 @@ class ChunkAssembler:
             raise ChecksumError(f"unit seq {first.seq}: sha256 mismatch over its "
                                 f"{len(data)} bytes: the unit was damaged")  # fmt: skip
         try:
-            unit = Unit.from_bytes(data, max_unit_size=self.max_unit_bytes)
+            unit = Unit.from_bytes(data, seq=first.seq, max_unit_size=self.max_unit_bytes)
         except BitstreamError as exc:
             raise InvalidRequestError(f"unit seq {first.seq} is not a valid unit: {exc}") from exc
         if unit.kind != first.kind:

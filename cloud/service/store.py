@@ -143,7 +143,7 @@ class SessionLog:
         try:
             for unit in units:
                 count += 1
-                total += unit_overhead_bytes(unit) + unit.payload_bytes
+                total += unit_overhead_bytes(unit, header.version) + unit.payload_bytes
                 ended = unit.kind.name == "END"
         except BitstreamError:
             pass

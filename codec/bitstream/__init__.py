@@ -14,20 +14,47 @@ and :mod:`.stream` (:func:`read_stream`, :class:`StreamWriter`); import from thi
 Format versions
 ===============
 
-Version 3 (written since the compact container) and version 2 (read; written on request
-with ``StreamHeader(..., version=2)``) differ in the header body and the unit framing; a
-stream's units are framed as its header's version says, and a unit's first byte tells its
-framing, so a unit also parses alone (:func:`unit_version`). Version 3 exists because on the
-embedded sample at 0.004 BPP (60 frames, 3,552 bytes) version 2's header (615 bytes: every
-setting as text, 32-byte digests) and framing (12.4 bytes a frame) were 39 % of the stream.
+Version 4 (written today), version 3 and version 2 (read; written on request with
+``StreamHeader(..., version=3)`` or ``2``) differ in the unit framing (and 2 in the header
+body too); a stream's units are framed as its header's version says, and a unit's first byte
+tells its framing (:func:`unit_version`). A version-4 frame unit does not write its index:
+it is the unit's position in the stream, which its CRC covers, so it parses alone only given
+that index (``Unit.from_bytes(data, seq=...)``; the service has it from the transport).
+Version 3 exists because on the embedded sample at 0.004 BPP (60 frames, 3,552 bytes)
+version 2's header (615 bytes: every setting as text, 32-byte digests) and framing (12.4
+bytes a frame) were 39 % of the stream; version 4 because version 3's (70 + 384 bytes of
+3,631) were still 12.5 %: now 56 + 225 of 3,567 (7.9 %).
+
+Byte layout (format version 4)
+==============================
+
+The stream header is version 3's below with the version byte 4. Unit::
+
+    0     1     lead byte 0b01kk_tttt: kk unit kind (1 KEYFRAME, 2 FRAME, 3 END); tttt the
+                type (1..15) of the unit's one sub-stream, or 0: a count follows
+    1     1-10  L = unit length, uvarint: bytes after it through the CRC; L = 128 is refused
+                (a content that short has the 1-byte CRC)
+    .     v     KEYFRAME and END only: sequence number, uvarint (a FRAME unit's is its
+                position in the stream: 0 for the first unit after the header)
+    .     v     tttt = 0 only: S = number of sub-streams (0 or 2..max_substreams), then
+                as version 3: a uvarint (P << 4 | type) for each but the last, whose type is
+                a u8 and whose payload runs to the CRC
+    .     P     tttt != 0: the one payload, to the CRC
+    .     1|2   L < 128: CRC-8/SMBUS (poly 0x07, init 0); else CRC-16/CCITT-FALSE, big-endian;
+                over (a FRAME unit: its sequence number as a uvarint, then) the lead byte,
+                the length varint and the content
+
+Known answer: ``Unit(FRAME, 3, (SubStream(TRACKS, b"ab"),))`` is ``62 03 61 62 ab`` (3 bytes
+of framing; the CRC-8 covers the index 3, which is not written); ``Unit(END, 0)`` is
+``70 03 00 00 8f``.
 
 Byte layout (format version 3)
 ==============================
 
-Conventions as in version 2 below. Stream header::
+Conventions as in version 2 below. Stream header (version 4's too)::
 
     0       4     magic b"SEMC"
-    4       1     format version, u8 = 3
+    4       1     format version, u8 = 3 (4)
     5       1-10  N = header body length, uvarint
     .       N     header body
     .       4     CRC32 over the version byte, the length varint and the body

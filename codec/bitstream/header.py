@@ -113,7 +113,7 @@ class StreamHeader:
             (:data:`~.tables.SETTINGS_DEFAULTS`, 0 for none) whose entries the bytes leave
             out where ``settings`` agree; ``settings`` must hold every key of the set.
         version: the format version the header (and its stream's units) are written in:
-            :data:`FORMAT_VERSION` (3), or 2 to write the older layout.
+            :data:`FORMAT_VERSION` (4), or 3 or 2 to write an older layout.
     """
 
     width: int
@@ -294,7 +294,7 @@ def _read_header(inp: _Input, max_header_size: int) -> StreamHeader:
         )
         raise UnsupportedVersionError(
             f"stream format version {version} is not supported: this reader reads versions "
-            f"{' and '.join(map(str, SUPPORTED_VERSIONS))}{hint}",
+            f"{', '.join(map(str, SUPPORTED_VERSIONS))}{hint}",
             offset=inp.pos - 1,
         )
     length_offset = inp.pos

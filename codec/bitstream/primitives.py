@@ -9,9 +9,10 @@ from enum import Enum, IntEnum
 from typing import Any, BinaryIO
 
 MAGIC = b"SEMC"
-FORMAT_VERSION = 3
-#: Versions this reader reads (2: before the compact header and unit framing).
-SUPPORTED_VERSIONS = (2, 3)
+FORMAT_VERSION = 4
+#: Versions this reader reads (2: before the compact header and unit framing; 3: the compact
+#: header and framing with an explicit frame index and CRC-16 in every unit).
+SUPPORTED_VERSIONS = (2, 3, 4)
 SYNC_MARKER = b"\xa5\x5a"
 MAX_UVARINT_BYTES = 10
 DEFAULT_MAX_UNIT_SIZE = 64 * 1024 * 1024

@@ -171,6 +171,11 @@ class StreamWriter:
                 f"unit #{self.units_written} ({unit.kind.name}, seq {unit.seq}) follows the "
                 "END unit: nothing may follow END"
             )
+        if self._version >= 4 and unit.seq != self.units_written:
+            raise BitstreamError(
+                f"unit #{self.units_written} ({unit.kind.name}) has seq {unit.seq}: in a "
+                "version-4 stream a unit's seq is its position (frame units do not write it)"
+            )
         data = unit.to_bytes(
             max_unit_size=self._limits.max_unit_size, max_substreams=self._limits.max_substreams,
             version=self._version,

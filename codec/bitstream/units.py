@@ -1,10 +1,15 @@
 """Units: :class:`Unit` (kind, frame index, typed :class:`SubStream` payloads), their framing
-and the strict parser of one unit. Format version 3 frames a unit compactly (a lead byte
-that is both the marker and the kind and count, a length, the frame index, a type-and-length
-varint per sub-stream but the last, a CRC-16: 6 bytes for a frame with one small sub-stream);
+and the strict parser of one unit.
+
+Format version 4 frames a unit in 3 bytes when it is a frame with one small sub-stream: a
+lead byte (marker, kind, and the type of a lone sub-stream), a length, and a CRC-8 (CRC-16
+from 128 bytes on). A frame unit's index is not written: it is the unit's position in the
+stream, and the CRC covers it, so a unit out of place fails its check like a damaged one;
+keyframe and END units still write theirs (places to start from). Version 3 (lead byte,
+length, index, a type-and-length varint per sub-stream but the last, CRC-16: 6 bytes) and
 version 2 (sync marker, length, kind, index, count, a type and a length per sub-stream,
-CRC32: 12 bytes) is still read and written on request. A unit's first byte tells its framing,
-so a unit parses alone. The layouts are in :mod:`codec.bitstream`."""
+CRC32: 12 bytes) are still read and written on request. A unit's first byte tells its
+framing. The layouts are in :mod:`codec.bitstream`."""
 
 from __future__ import annotations
 
@@ -71,6 +76,26 @@ _COUNT_ESCAPE = 15
 _TYPE_BITS = 4  # a sub-stream type in a version-3 unit is below 16
 _CRC16 = struct.Struct(">H")
 _MIN_COMPACT_LENGTH = 1 + _CRC16.size  # a 1-byte frame index and the CRC
+#: Version 4: a unit's lead byte is ``0b01kk_tttt``: ``01`` marks it, ``kk`` is its kind,
+#: ``tttt`` the type of its one sub-stream (1..15), or 0: a count of sub-streams follows.
+_LEAD4_MARK = 0x40
+_SHORT_UNIT = 128  # a version-4 unit shorter than this (its length one byte) has a CRC-8
+_CRC8_TABLE = []
+for _byte in range(256):
+    _value = _byte
+    for _ in range(8):
+        _value = (_value << 1 ^ 0x07 if _value & 0x80 else _value << 1) & 0xFF
+    _CRC8_TABLE.append(_value)
+del _byte, _value
+
+
+def crc8(data: bytes | memoryview, value: int = 0) -> int:
+    """CRC-8/SMBUS (poly x^8+x^2+x+1 = 0x07, init 0, no reflection): a multiple of x+1, so it
+    catches every error of an odd number of bits and every burst of up to 8; another
+    corruption passes once in 256. A version-4 unit shorter than 128 bytes carries it."""
+    for byte in bytes(data):
+        value = _CRC8_TABLE[value ^ byte]
+    return value
 
 
 def crc16(data: bytes | memoryview, value: int = 0xFFFF) -> int:
@@ -155,6 +180,8 @@ class Unit:
             raise OversizedError(
                 f"unit has {len(self.substreams)} sub-streams, over the limit of {max_substreams}"
             )
+        if version >= 4:
+            return self._lead4_bytes(max_unit_size)
         if version >= 3:
             return self._compact_bytes(max_unit_size)
         parts = [bytes([self.kind]), encode_uvarint(self.seq), encode_uvarint(len(self.substreams))]
@@ -193,19 +220,61 @@ class Unit:
         covered = lead + encode_uvarint(length) + content
         return covered + _CRC16.pack(crc16(covered))
 
+    def _lead4_bytes(self, max_unit_size: int) -> bytes:
+        count = len(self.substreams)
+        for sub in self.substreams:
+            if sub.type >= 1 << _TYPE_BITS:
+                raise BitstreamError(f"sub-stream type {sub.type} does not fit a version-4 "
+                                     "unit (types below 16)")  # fmt: skip
+        parts = [] if self.kind == UnitKind.FRAME else [encode_uvarint(self.seq)]
+        if count == 1:
+            lead = _LEAD4_MARK | self.kind << 4 | self.substreams[0].type
+        else:
+            lead = _LEAD4_MARK | self.kind << 4
+            parts.append(encode_uvarint(count))
+            for i, sub in enumerate(self.substreams):
+                parts.append(bytes([sub.type]) if i == count - 1 else encode_uvarint(
+                    len(sub.payload) << _TYPE_BITS | sub.type))
+                if i < count - 1:
+                    parts.append(sub.payload)
+        content = b"".join(parts) + (self.substreams[-1].payload if count else b"")
+        length = len(content) + 1
+        if length >= _SHORT_UNIT:
+            length = len(content) + _CRC16.size
+        if length > max_unit_size:
+            raise OversizedError(
+                f"unit is {length} bytes (after its length through CRC), over the limit of "
+                f"{max_unit_size}")
+        covered = bytes([lead]) + encode_uvarint(length) + content
+        implied = encode_uvarint(self.seq) if self.kind == UnitKind.FRAME else b""
+        if length < _SHORT_UNIT:
+            return covered + bytes([crc8(covered, crc8(implied))])
+        return covered + _CRC16.pack(crc16(covered, crc16(implied)))
+
     @classmethod
     def from_bytes(
         cls,
         data: bytes | bytearray | memoryview,
         *,
+        seq: int | None = None,
         max_unit_size: int = DEFAULT_MAX_UNIT_SIZE,
         max_substreams: int = DEFAULT_MAX_SUBSTREAMS,
     ) -> Unit:
-        """Parse exactly one encoded unit (no trailing bytes), in either framing (its first
-        byte tells which: :func:`unit_version`)."""
+        """Parse exactly one encoded unit (no trailing bytes), in any framing (its first
+        byte tells which: :func:`unit_version`). ``seq``: the unit's index in its stream,
+        which a version-4 FRAME unit does not carry (its CRC checks it); other units ignore
+        it, or check it against the index they carry.
+
+        Raises:
+            BitstreamError: a version-4 FRAME unit without ``seq``.
+        """
         limits = _limits(max_unit_size, max_substreams)
+        if data and unit_version(data[0]) == 4 and data[0] >> 4 & 3 == UnitKind.FRAME \
+                and seq is None:
+            raise BitstreamError("a version-4 FRAME unit does not carry its index: pass "
+                                 "seq= (the unit's position in its stream)", offset=0)
         inp = _Input(io.BytesIO(bytes(data)))
-        unit = _read_unit(inp, 0, limits)
+        unit = _read_unit(inp, 0 if seq is None else seq, limits)
         if unit is None:
             raise TruncatedError("expected a unit, found no data", offset=0, unit_index=0)
         if inp.pos != len(data):
@@ -214,6 +283,9 @@ class Unit:
                 "more byte(s)",
                 offset=inp.pos,
             )
+        if seq is not None and unit.seq != seq:
+            raise CorruptError(f"unit carries index {unit.seq}, expected {seq}", offset=0,
+                               unit_index=seq)  # fmt: skip
         return unit
 
 
@@ -223,6 +295,8 @@ def unit_overhead_bytes(unit: Unit, version: int = FORMAT_VERSION) -> int:
 
     ``len(unit.to_bytes(version=v)) == unit_overhead_bytes(unit, v) + unit.payload_bytes``.
     """
+    if version >= 4:
+        return len(unit.to_bytes(version=version)) - unit.payload_bytes
     if version >= 3:
         count = len(unit.substreams)
         content = _uvarint_len(unit.seq) + (_uvarint_len(count - _COUNT_ESCAPE)
@@ -252,30 +326,39 @@ def _limits(max_unit_size: int, max_substreams: int) -> _Limits:
 
 
 def unit_version(first_byte: int) -> int | None:
-    """The format version whose framing a unit starting with ``first_byte`` has (3 for a
-    lead byte ``0b11kk_nnnn``, 2 for a sync marker's 0xA5), or None for neither."""
+    """The format version whose framing a unit starting with ``first_byte`` has (4 for a
+    lead byte ``0b01kk_tttt``, 3 for ``0b11kk_nnnn``, 2 for a sync marker's 0xA5), or None
+    for none of them."""
     if first_byte & _LEAD_MASK == _LEAD_MARK:
         return 3
+    if first_byte & _LEAD_MASK == _LEAD4_MARK:
+        return 4
     return 2 if first_byte == SYNC_MARKER[0] else None
+
+
+#: What each version's units start with, for error messages.
+_UNIT_STARTS = {2: f"the sync marker {SYNC_MARKER.hex()} of a version-2 unit",
+                3: "the lead byte (c0..ff) of a version-3 unit",
+                4: "the lead byte (40..7f) of a version-4 unit"}  # fmt: skip
 
 
 def _read_unit(inp: _Input, index: int, limits: _Limits,
                version: int | None = None) -> Unit | None:  # fmt: skip
     """Read the next unit, or ``None`` at a clean end of the data (no byte left).
-    ``version``: the framing the stream's header declares (None: either)."""
+    ``index``: the unit's position in its stream (a version-4 FRAME unit's index);
+    ``version``: the framing the stream's header declares (None: any)."""
     start = inp.pos
     first = inp.read_upto(1)
     if not first:
         return None
     found = unit_version(first[0])
-    if found is None or (version is not None and found != (3 if version >= 3 else 2)):
-        expected = {None: f"a unit: a lead byte c0..ff (version 3) or the sync marker "
-                          f"{SYNC_MARKER.hex()} (version 2)",
-                    2: f"the sync marker {SYNC_MARKER.hex()} of a version-2 unit",
-                    3: "the lead byte (c0..ff) of a version-3 unit"}  # fmt: skip
-        wanted = None if version is None else (3 if version >= 3 else 2)
-        raise CorruptError(f"expected {expected[wanted]}, found {first.hex()}", offset=start,
+    if found is None or (version is not None and found != version):
+        expected = ("a unit: " + ", ".join(_UNIT_STARTS.values()) if version is None
+                    else _UNIT_STARTS[version])  # fmt: skip
+        raise CorruptError(f"expected {expected}, found {first.hex()}", offset=start,
                            unit_index=index)  # fmt: skip
+    if found == 4:
+        return _read_lead4_unit(inp, first[0], index, limits)
     if found == 3:
         return _read_compact_unit(inp, first[0], index, limits)
     marker = first + inp.read_upto(len(SYNC_MARKER) - 1)
@@ -320,11 +403,7 @@ def _read_compact_unit(inp: _Input, lead: int, index: int, limits: _Limits) -> U
     """A version-3 unit whose lead byte was read."""
     start = inp.pos - 1
     length_offset = inp.pos
-    length, raw_length = inp.read_uvarint("unit length", index)
-    if length > limits.max_unit_size:
-        raise OversizedError(f"unit declares {length} bytes, over the limit of "
-                             f"{limits.max_unit_size} (max_unit_size)", offset=length_offset,
-                             unit_index=index)  # fmt: skip
+    length, raw_length = _read_length(inp, index, limits)
     if length < _MIN_COMPACT_LENGTH:
         raise CorruptError(f"unit length: expected >= {_MIN_COMPACT_LENGTH}, found {length}",
                            offset=length_offset, unit_index=index)  # fmt: skip
@@ -342,6 +421,99 @@ def _read_compact_unit(inp: _Input, lead: int, index: int, limits: _Limits) -> U
                            f"{stored:04x}, computed {computed:04x} (the unit is damaged)",
                            offset=body_offset + len(content), unit_index=index)  # fmt: skip
     return _parse_compact_content(lead, content, body_offset, index, limits)
+
+
+def _read_lead4_unit(inp: _Input, lead: int, index: int, limits: _Limits) -> Unit:
+    """A version-4 unit whose lead byte was read; ``index``: its position in the stream."""
+    start = inp.pos - 1
+    length_offset = inp.pos
+    length, raw_length = _read_length(inp, index, limits)
+    crc_size = 1 if length < _SHORT_UNIT else _CRC16.size
+    if length < crc_size or length == _SHORT_UNIT:  # 128: a 126-byte content has a CRC-8
+        raise CorruptError(f"unit length: expected 1..127 or more than 128, found {length}",
+                           offset=length_offset, unit_index=index)  # fmt: skip
+    body_offset = inp.pos
+    body = inp.read_upto(length)
+    if len(body) < length:
+        raise TruncatedError(f"the data ends inside the unit: expected {length} bytes from "
+                             f"offset {body_offset} through its CRC, found {len(body)}",
+                             offset=inp.pos, unit_index=index)  # fmt: skip
+    content = memoryview(body)[: -crc_size]
+    kind_value = lead >> 4 & 3
+    covered = bytes([lead]) + raw_length + bytes(content)
+    implied = encode_uvarint(index) if kind_value == UnitKind.FRAME else b""
+    if crc_size == 1:
+        stored, computed = body[-1], crc8(covered, crc8(implied))
+    else:
+        stored = _CRC16.unpack_from(body, len(content))[0]
+        computed = crc16(covered, crc16(implied))
+    if stored != computed:
+        where = (f" at index {index} (a frame unit's index is its position in the stream, "
+                 "which its CRC covers: a unit before it may be missing)"
+                 if implied else "")  # fmt: skip
+        raise CorruptError(f"CRC mismatch in the unit starting at byte offset {start}{where}: "
+                           f"stored {stored:0{2 * crc_size}x}, computed "
+                           f"{computed:0{2 * crc_size}x} (the unit is damaged)",
+                           offset=body_offset + len(content), unit_index=index)  # fmt: skip
+    if kind_value not in _UNIT_KINDS:
+        raise CorruptError(f"unit kind (lead byte {lead:02x}): expected 1 KEYFRAME, 2 FRAME "
+                           "or 3 END, found 0", offset=start, unit_index=index)  # fmt: skip
+    cur = _Cursor(content, body_offset, index, "unit")
+    seq = index if implied else cur.uvarint("sequence number")
+    lone = lead & (1 << _TYPE_BITS) - 1
+    if lone:
+        _check_type(cur, lone, 0, start)
+        subs = [SubStream(SubStreamType(lone), cur.take(cur.remaining, "sub-stream payload"))]
+        return Unit(UnitKind(kind_value), seq, tuple(subs))
+    offset = cur.offset
+    count = cur.uvarint("sub-stream count")
+    if count > limits.max_substreams:
+        raise OversizedError(f"unit declares {count} sub-streams, over the limit of "
+                             f"{limits.max_substreams} (max_substreams)", offset=offset,
+                             unit_index=index)  # fmt: skip
+    if count == 1:
+        raise cur.corrupt("sub-stream count 1 (a lone sub-stream's type is in the lead byte)",
+                          offset=offset)
+    return Unit(UnitKind(kind_value), seq, _read_packed_substreams(cur, count))
+
+
+def _read_length(inp: _Input, index: int, limits: _Limits) -> tuple[int, bytes]:
+    """A compact unit's length varint (and its bytes), refused over ``max_unit_size``."""
+    offset = inp.pos
+    length, raw_length = inp.read_uvarint("unit length", index)
+    if length > limits.max_unit_size:
+        raise OversizedError(f"unit declares {length} bytes, over the limit of "
+                             f"{limits.max_unit_size} (max_unit_size)", offset=offset,
+                             unit_index=index)  # fmt: skip
+    return length, raw_length
+
+
+def _read_packed_substreams(cur: _Cursor, count: int) -> tuple[SubStream, ...]:
+    """``count`` sub-streams as versions 3 and 4 pack them (a type-and-length varint each
+    but the last, whose type is a byte and whose payload runs to the CRC), filling ``cur``."""
+    subs = []
+    for i in range(count):
+        offset = cur.offset
+        if i < count - 1:
+            head = cur.uvarint(f"sub-stream #{i} type and length")
+            type_value, size = head & (1 << _TYPE_BITS) - 1, head >> _TYPE_BITS
+        else:
+            type_value, size = cur.u8(f"sub-stream #{i} type"), None
+        _check_type(cur, type_value, i, offset)
+        payload = cur.take(cur.remaining if size is None else size, f"sub-stream #{i} payload")
+        subs.append(SubStream(SubStreamType(type_value), payload))
+    if cur.remaining:
+        raise cur.corrupt(
+            f"expected the unit's CRC after its last sub-stream, found {cur.remaining} more byte(s)"
+        )
+    return tuple(subs)
+
+
+def _check_type(cur: _Cursor, type_value: int, i: int, offset: int) -> None:
+    if type_value not in _SUBSTREAM_TYPES:
+        known = ", ".join(f"{m.value} {m.name}" for m in SubStreamType)
+        raise cur.corrupt(f"sub-stream #{i} type: expected one of {known}, found {type_value}",
+                          offset=offset)  # fmt: skip
 
 
 def _parse_compact_content(lead: int, content: memoryview, base: int, index: int,
@@ -367,25 +539,7 @@ def _parse_compact_content(lead: int, content: memoryview, base: int, index: int
         raise OversizedError(f"unit declares {count} sub-streams, over the limit of "
                              f"{limits.max_substreams} (max_substreams)", offset=base - 1,
                              unit_index=index)  # fmt: skip
-    subs: list[SubStream] = []
-    for i in range(count):
-        offset = cur.offset
-        if i < count - 1:
-            head = cur.uvarint(f"sub-stream #{i} type and length")
-            type_value, size = head & (1 << _TYPE_BITS) - 1, head >> _TYPE_BITS
-        else:
-            type_value, size = cur.u8(f"sub-stream #{i} type"), None
-        if type_value not in _SUBSTREAM_TYPES:
-            known = ", ".join(f"{m.value} {m.name}" for m in SubStreamType)
-            raise cur.corrupt(f"sub-stream #{i} type: expected one of {known}, found "
-                              f"{type_value}", offset=offset)  # fmt: skip
-        payload = cur.take(cur.remaining if size is None else size, f"sub-stream #{i} payload")
-        subs.append(SubStream(SubStreamType(type_value), payload))
-    if cur.remaining:
-        raise cur.corrupt(
-            f"expected the unit's CRC after its last sub-stream, found {cur.remaining} more byte(s)"
-        )
-    return Unit(UnitKind(kind_value), seq, tuple(subs))
+    return Unit(UnitKind(kind_value), seq, _read_packed_substreams(cur, count))
 
 
 def _parse_unit_body(
@@ -443,13 +597,15 @@ def iter_units(
     data: bytes | bytearray | memoryview,
     offset: int = 0,
     *,
+    first_seq: int = 0,
     max_unit_size: int = DEFAULT_MAX_UNIT_SIZE,
     max_substreams: int = DEFAULT_MAX_SUBSTREAMS,
 ) -> Iterator[tuple[Unit, int]]:
     """Parse consecutive units in ``data[offset:]``; yield ``(unit, offset just past it)``.
 
     Stops at the end of the data. Error offsets are indices into ``data``; ``unit_index``
-    counts from 0 at ``offset``. A partial unit at the end raises :class:`TruncatedError`
+    counts from ``first_seq`` (the first unit's position in its stream, which version-4 frame
+    units need) at ``offset``. A partial unit at the end raises :class:`TruncatedError`
     (after the complete units before it were yielded): a caller buffering a network stream
     can keep the bytes from the last yielded offset on and retry when more arrive.
     """
@@ -459,7 +615,7 @@ def iter_units(
     fh = io.BytesIO(bytes(data))
     fh.seek(offset)
     inp = _Input(fh, offset)
-    index = 0
+    index = first_seq
     while (unit := _read_unit(inp, index, limits)) is not None:
         yield unit, inp.pos
         index += 1

@@ -478,6 +478,9 @@ REF_RESTORER_V2_SHA256 = "f5821412bf0701a162ec9b7181a46032b748c6a530748cc50b3da1
 REF_RESTORER_W8_SHA256 = "fac7c40fe211eeee7899e9f9079a9fc0fab8b3d9ca25f8073adde4a26bd79046"
 #: sha256 of the shipped fine-tuned plate upscaler (``codec/weights/sr/esrgan_slim_x2_plates.pt``).
 ESRGAN_SLIM_PLATES_SHA256 = "d5ed36e2a67baee8098f3a812f8ff9a658d4306593ae31c23f97e2d51e06818e"
+#: sha256 of the shipped fine-tuned medium plate upscaler
+#: (``codec/weights/sr/esrgan_medium_x2_plates.pt``).
+ESRGAN_MEDIUM_PLATES_SHA256 = "e0b4cb2a09210fcfa607cd0f6a04afd1a833a6a135e39407698b2caacdc63925"
 #: sha256 of the shipped denoiser (``codec/weights/denoiser_pets.pt``).
 DENOISER_PETS_SHA256 = "596f0d7e3b2a6f0570c30a65f1b4ce07e31b461c5beb53d80e345bc9916aa9ff"
 
@@ -655,19 +658,21 @@ def _register_defaults() -> None:
             ),
             bundled=f"codec/weights/taef2_{half}.pth",
         ))  # fmt: skip
-    register_model(ModelSpec(
-        name="esrgan_slim_x2_plates",
-        relpath="semcodec/esrgan_slim_x2_plates.pt",
-        sha256=ESRGAN_SLIM_PLATES_SHA256,
-        url=None,
-        licence="MIT",
-        description=(
-            "esrgan_slim_x2 fine-tuned here to level 1's plates sent at half size "
-            "(semcodec-bench train-sr on PETS09-S2L1-full 1-450 and TUD-Stadtmitte 1-80); "
-            "ships with semcodec: codec/weights/MODEL_CARD.md"
-        ),
-        bundled="codec/weights/sr/esrgan_slim_x2_plates.pt",
-    ))  # fmt: skip
+    for size, sha256 in (("slim", ESRGAN_SLIM_PLATES_SHA256),
+                         ("medium", ESRGAN_MEDIUM_PLATES_SHA256)):  # fmt: skip
+        register_model(ModelSpec(
+            name=f"esrgan_{size}_x2_plates",
+            relpath=f"semcodec/esrgan_{size}_x2_plates.pt",
+            sha256=sha256,
+            url=None,
+            licence="MIT",
+            description=(
+                f"esrgan_{size}_x2 fine-tuned here to level 1's plates sent at half size "
+                "(semcodec-bench train-sr on PETS09-S2L1-full 1-450 and TUD-Stadtmitte "
+                "1-80); ships with semcodec: codec/weights/MODEL_CARD.md"
+            ),
+            bundled=f"codec/weights/sr/esrgan_{size}_x2_plates.pt",
+        ))  # fmt: skip
     register_model(ModelSpec(
         name="denoiser_pets",
         relpath="semcodec/denoiser_pets.pt",

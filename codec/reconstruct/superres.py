@@ -57,6 +57,9 @@ NETWORKS = {
     # esrgan-slim fine-tuned to level 1's plates (semcodec-bench train-sr, shipped)
     "esrgan-slim-plates": NetworkSpec("esrgan_slim_x2", "esrgan_slim_x2_weights", 2,
                                       tuned="esrgan_slim_x2_plates"),
+    # esrgan-medium fine-tuned the same way (3.1x slim's FLOPs)
+    "esrgan-medium-plates": NetworkSpec("esrgan_medium_x2", "esrgan_medium_x2_weights", 2,
+                                        tuned="esrgan_medium_x2_plates"),
 }
 
 

@@ -809,18 +809,15 @@ class ScaffoldEncoder:
         """``picture`` coded within ``cap`` bytes at the size (one of the stream's
         :attr:`LevelConfig.keyframe_scales`) and quality that leave the least mean squared
         error against it: ``(error, bytes)``. When no size fits, the smallest coding."""
-        from semcodec.codec.scaffold.rate import fit_quality
+        from semcodec.codec.scaffold.rate import choose_coding, fit_quality
 
-        best: tuple[tuple[bool, float], float, bytes, np.ndarray] | None = None
+        options = []
         for coder in self._plate_coders:
             _, data = fit_quality(lambda q, c=coder: c.encode(picture, q), cap)
             decoded = coder.decode(data, self.frame_size).astype(np.float32)
-            error = float(np.mean((decoded - picture) ** 2))
-            key = (len(data) > cap, error if len(data) <= cap else len(data))
-            if best is None or key < best[0]:
-                best = (key, error, data, decoded)
-        assert best is not None  # at least one coder
-        return best[1], best[2], best[3]
+            options.append((float(np.mean((decoded - picture) ** 2)), data, decoded))
+        best = choose_coding([len(o[1]) for o in options], [o[0] for o in options], cap)
+        return options[best]
 
     def _hold_plate(self, error: float, data: bytes, decoded: np.ndarray) -> bytes:
         """Records ``data`` as the plate the decoder holds (a refresh must beat its mean

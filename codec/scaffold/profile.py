@@ -107,8 +107,19 @@ class CameraProfile:
         settings)."""
         height = "nan" if not np.isfinite(self.person_height) else f"{self.person_height:.4f}"
         return {"profile_person_height": height, "profile_people": str(self.people),
-                "profile_frames": " ".join(map(str, self.frames)),
+                "profile_frames": frames_text(self.frames),
                 "profile_confirmed": str(self.confirmed)}  # fmt: skip
+
+
+def frames_text(frames: Sequence[int]) -> str:
+    """``frames`` as a header writes them: ``"A-B/K"`` when they are the ``K`` frames
+    :func:`profile_frame_indices` spreads over ``A..B`` (``A`` = 0), else the indices
+    separated by spaces."""
+    frames = list(frames)
+    if frames and frames[0] == 0 and frames == profile_frame_indices(frames[-1] + 1,
+                                                                     len(frames)):
+        return f"0-{frames[-1]}/{len(frames)}"
+    return " ".join(map(str, frames))
 
 
 def profile_frame_indices(count: int, limit: int = PROFILE_FRAMES) -> list[int]:

@@ -53,7 +53,7 @@ later window: it repays the whole first frame and lands on the target.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -300,6 +300,19 @@ def fit_quality(encode: Callable[[int], bytes], cap: int, low: int = 1,
         else:
             hi = mid - 1
     return best if best is not None else (low, encode(low))
+
+
+def choose_coding(sizes: Sequence[int], errors: Sequence[float], cap: int) -> int:
+    """Which of several codings of one picture to send (e.g. the plate at each size a
+    stream may code it at, each fitted to ``cap``): the index of the least ``errors`` (its
+    distortion as the cloud will decode it) among those of at most ``cap`` bytes, or, when
+    none fits, of the smallest (ties: the first). ``sizes``: bytes of each coding."""
+    if len(sizes) != len(errors) or not sizes:
+        raise ValueError(f"choose_coding needs one error per size, got {len(sizes)} sizes "
+                         f"and {len(errors)} errors")  # fmt: skip
+    keys = [(size > cap, error if size <= cap else size)
+            for size, error in zip(sizes, errors, strict=True)]
+    return min(range(len(keys)), key=keys.__getitem__)
 
 
 def window_rates(unit_bytes, fps: float, frame_bytes: float,

@@ -123,6 +123,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     sr.add_argument("--batch", type=positive_int, default=8, help="crops per step")
     sr.add_argument("--seed", type=non_negative_int, default=0, help="seed")
     sr.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
+    sr.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda)")
+    examples = sr.add_mutually_exclusive_group()
+    examples.add_argument("--pairs", type=Path, metavar="FILE",
+                          help="train from examples written by --write-pairs (no sequences "
+                          "or intra coders needed)")  # fmt: skip
+    examples.add_argument("--write-pairs", type=Path, metavar="FILE",
+                          help="only make the examples and write them to FILE (.npz)")
     sr.set_defaults(handler=cmd_train_sr)
     score = sub.add_parser(
         "score-decoder",
@@ -256,10 +263,15 @@ def cmd_train_restorer(args: argparse.Namespace) -> int:
 
 
 def cmd_train_sr(args: argparse.Namespace) -> int:
-    from semcodec.evaluation.training.superres import train
+    from semcodec.evaluation.training.superres import examples, save_pairs, train
 
+    if args.write_pairs is not None:
+        path = save_pairs(args.write_pairs, *examples(args.data_dir, args.seed))
+        log.info("wrote %s (%.1f MB)", path, path.stat().st_size / 1e6)
+        return 0
     weights = train(args.out, base=args.base, steps=args.steps, batch=args.batch,
-                    seed=args.seed, data_dir=args.data_dir, log=log.info)  # fmt: skip
+                    seed=args.seed, data_dir=args.data_dir, log=log.info, device=args.device,
+                    pairs_file=args.pairs)  # fmt: skip
     log.info("wrote %s (validation scores: %s)", weights, args.out / "scores.json")
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import pickle
 import struct
@@ -165,25 +166,72 @@ def test_unit_known_bytes():
     assert Unit.from_bytes(expected) == unit
     assert unit_overhead_bytes(unit, 2) == len(expected) - 2 == 12
     compact = bytes.fromhex("e1 06 03 02 6162 8c4e")  # lead FRAME|1, length, seq, type, CRC-16
-    assert unit.to_bytes() == compact and Unit.from_bytes(compact) == unit
-    assert unit_overhead_bytes(unit) == 6
-    assert (unit_version(compact[0]), unit_version(expected[0]), unit_version(0)) == (3, 2, None)
+    assert unit.to_bytes(version=3) == compact and Unit.from_bytes(compact) == unit
+    assert unit_overhead_bytes(unit, 3) == 6
+    lead4 = bytes.fromhex("62 03 6162 ab")  # lead FRAME|TRACKS, length, CRC-8 over index 3 too
+    assert unit.to_bytes() == lead4 and Unit.from_bytes(lead4, seq=3) == unit
+    assert unit_overhead_bytes(unit) == 3
+    assert [unit_version(b) for b in (lead4[0], compact[0], expected[0], 0)] == [4, 3, 2, None]
+
+
+def test_lead4_frame_unit_index_is_its_position():
+    """A version-4 frame unit does not write its index; its CRC checks the one the reader
+    expects, so a unit out of place (one before it lost) is refused, never misread."""
+    from semcodec.codec.bitstream.units import crc8
+
+    assert crc8(b"123456789") == 0xF4  # CRC-8/SMBUS check value
+    unit = Unit(UnitKind.FRAME, 3, (SubStream(SubStreamType.TRACKS, b"ab"),))
+    raw = unit.to_bytes()
+    with pytest.raises(BitstreamError, match="pass seq="):
+        Unit.from_bytes(raw)
+    with pytest.raises(CorruptError, match="index 4 .*missing"):
+        Unit.from_bytes(raw, seq=4)
+    key = Unit(UnitKind.KEYFRAME, 3, (SubStream(SubStreamType.KEYFRAME_IMAGE, b"k"),))
+    assert Unit.from_bytes(key.to_bytes()) == key  # a keyframe carries its index
+    with pytest.raises(CorruptError, match="carries index 3, expected 5"):
+        Unit.from_bytes(key.to_bytes(), seq=5)
+    units = [key.__class__(UnitKind.KEYFRAME, 0, key.substreams),
+             Unit(UnitKind.FRAME, 1, unit.substreams), Unit(UnitKind.FRAME, 2, unit.substreams)]
+    data = _header().to_bytes() + b"".join(u.to_bytes() for u in units)
+    assert _read_all(data)[1] == units
+    gap = _header().to_bytes() + units[0].to_bytes() + units[2].to_bytes()  # unit 1 lost
+    header, got, error = _read_all(gap)
+    assert got == units[:1] and isinstance(error, CorruptError) and error.unit_index == 1
+    with pytest.raises(BitstreamError, match="seq 2: in a version-4 stream"):
+        write_stream(io.BytesIO(), _header(), [units[0], units[2]])
+
+
+@pytest.mark.parametrize("payload, crc", [(0, 1), (125, 1), (126, 1), (127, 2), (5000, 2)])
+def test_lead4_crc_width_follows_the_length(payload, crc):
+    """A unit whose length is one byte (under 128) has a CRC-8, a longer one a CRC-16."""
+    unit = Unit(UnitKind.FRAME, 9, (SubStream(SubStreamType.FEATURES, b"x" * payload),))
+    raw = unit.to_bytes()
+    assert len(raw) == 1 + (1 if crc == 1 else 2 + (payload > 16000)) + payload + crc
+    assert Unit.from_bytes(raw, seq=9) == unit
+    if crc == 2 and payload < 200:  # 128 would be a 126-byte content with a CRC-16: refused
+        bad = bytes([raw[0]]) + encode_uvarint(128) + b"x" * 126 + b"\x00\x00"
+        with pytest.raises(CorruptError, match="1..127 or more than 128"):
+            Unit.from_bytes(bad, seq=9)
 
 
 def test_compact_unit_with_many_sub_streams_and_sizes():
     subs = tuple(SubStream(SubStreamType.PLATE_TILE, bytes([i]) * i) for i in range(20))
     unit = Unit(UnitKind.KEYFRAME, 300, subs)
-    raw = unit.to_bytes()
-    assert raw[0] == 0xC0 | 1 << 4 | 15  # the count escapes: 20 = 15 + 5
-    assert Unit.from_bytes(raw) == unit and len(raw) == unit_overhead_bytes(unit) + sum(
-        range(20))
-    with pytest.raises(OversizedError, match="sub-streams"):
-        Unit.from_bytes(raw, max_substreams=19)
+    for version in (3, 4):
+        raw = unit.to_bytes(version=version)
+        lead = {3: 0xC0 | 1 << 4 | 15,  # the count escapes: 20 = 15 + 5
+                4: 0x40 | 1 << 4}  # a count follows
+        assert raw[0] == lead[version]
+        assert Unit.from_bytes(raw) == unit and len(raw) == unit_overhead_bytes(
+            unit, version) + sum(range(20))
+        with pytest.raises(OversizedError, match="sub-streams"):
+            Unit.from_bytes(raw, max_substreams=19)
 
 
 def test_end_unit_known_bytes():
     assert Unit(UnitKind.END, 0).to_bytes(version=2) == bytes.fromhex("a55a 07 03 00 00 bed559fc")
-    assert Unit(UnitKind.END, 0).to_bytes() == bytes.fromhex("f0 03 00 7a9d")
+    assert Unit(UnitKind.END, 0).to_bytes(version=3) == bytes.fromhex("f0 03 00 7a9d")
+    assert Unit(UnitKind.END, 0).to_bytes() == bytes.fromhex("70 03 00 00 8f")  # seq, count
 
 
 def test_header_known_bytes():
@@ -209,7 +257,7 @@ def test_compact_header_known_bytes():
     header = StreamHeader(
         384, 288, 7, 1, level=1, num_frames=60,
         models=(ModelEntry("ssdlite_person", "ab" * 32), ModelEntry("n")),
-        settings={**level1, "target_bpp": "0.002", "zz": "1"}, defaults=2,
+        settings={**level1, "target_bpp": "0.002", "zz": "1"}, defaults=2, version=3,
     )  # fmt: skip
     expected = bytes.fromhex(
         "53454d43 03 22"  # magic, version 3, body length 34
@@ -223,7 +271,9 @@ def test_compact_header_known_bytes():
     parsed = StreamHeader.from_bytes(raw)
     assert parsed == header and dict(parsed.settings) == dict(header.settings)
     assert parsed.models[0].sha256 == "abababab" and parsed.models[0].matches("ab" * 32)
-    assert not parsed.models[0].matches("ac" * 32) and parsed.version == FORMAT_VERSION == 3
+    assert not parsed.models[0].matches("ac" * 32) and parsed.version == 3
+    v4 = dataclasses.replace(header, version=4).to_bytes()  # version 4: the same body
+    assert v4[4] == FORMAT_VERSION == 4 and v4[5:-4] == raw[5:-4]
 
 
 _F3 = b"\x04\x02\x1e\x01\x00\x00\x00"  # 4x2, 30/1 fps, level 0, 0 frames, no defaults
@@ -288,8 +338,8 @@ def test_minimal_header_round_trip():
 def test_units_round_trip_and_sizes():
     for unit in _units():
         raw = unit.to_bytes()
-        assert Unit.from_bytes(raw) == unit
-        assert Unit.from_bytes(bytearray(raw)) == unit
+        assert Unit.from_bytes(raw, seq=unit.seq) == unit
+        assert Unit.from_bytes(bytearray(raw), seq=unit.seq) == unit
         assert len(raw) == unit_overhead_bytes(unit) + unit.payload_bytes
     first = _units()[0]
     assert first.payload_sizes() == {
@@ -302,11 +352,12 @@ def test_units_round_trip_and_sizes():
 def test_large_payload_round_trip(tmp_path):
     big = bytes(range(256)) * (3 * 4096 + 7)  # ~3 MiB, more than one read chunk
     unit = Unit(UnitKind.FRAME, 2**40, (SubStream(SubStreamType.FEATURES, big),) * 2)
-    assert Unit.from_bytes(unit.to_bytes()) == unit
+    assert Unit.from_bytes(unit.to_bytes(), seq=2**40) == unit
     path = tmp_path / "big.semc"
-    write_stream(path, _header(), [unit, unit])
-    header, units, error = _read_all(path)
-    assert error is None and units == [unit, unit] and header == _header()
+    units = [dataclasses.replace(unit, seq=0), dataclasses.replace(unit, seq=1)]
+    write_stream(path, _header(), units)
+    header, got, error = _read_all(path)
+    assert error is None and got == units and header == _header()
 
 
 def test_coercion_of_ints_to_enums():
@@ -482,7 +533,7 @@ def _small_stream(version: int = FORMAT_VERSION) -> tuple[bytes, list[int]]:
     return data, ends
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_truncation_at_every_offset(tmp_path, version):
     data, ends = _small_stream(version)
     header_len = header_bytes(_small_stream_header(version))
@@ -507,7 +558,7 @@ def test_truncation_at_every_offset(tmp_path, version):
     assert units == full[:1] and isinstance(error, TruncatedError) and error.unit_index == 1
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_every_bit_flip_in_a_unit_is_caught(version):
     unit = Unit(UnitKind.FRAME, 300, (SubStream(SubStreamType.FLOW, b"flow!"), SubStream(7, b"")))
     raw = unit.to_bytes(version=version)
@@ -515,13 +566,13 @@ def test_every_bit_flip_in_a_unit_is_caught(version):
         bad = bytearray(raw)
         bad[i // 8] ^= 1 << (i % 8)
         with pytest.raises(BitstreamError) as info:
-            Unit.from_bytes(bytes(bad))
-        if i // 8 >= 3:  # past the marker and the 1-byte length: the CRC covers it
+            Unit.from_bytes(bytes(bad), seq=300)
+        if i // 8 >= (2 if version == 4 else 3):  # past the marker and the length: the CRC
             assert isinstance(info.value, CorruptError), (i, info.value)
         assert info.value.offset is not None
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_every_bit_flip_in_a_stream_is_caught(version):
     data, _ = _small_stream(version)
     full = _read_all(data)[1]
@@ -538,23 +589,25 @@ def test_bad_magic_and_marker_messages():
         read_stream(b"RIFF....")
     with pytest.raises(TruncatedError, match="magic"):
         read_stream(b"SEM")
-    with pytest.raises(CorruptError, match="lead byte c0..ff.*a55a.*found 00") as info:
+    with pytest.raises(CorruptError, match="a55a.*c0..ff.*40..7f.*found 00") as info:
         Unit.from_bytes(b"\x00\x00\x07")
     assert info.value.offset == 0 and info.value.unit_index == 0
     with pytest.raises(TruncatedError):
         Unit.from_bytes(b"")
     with pytest.raises(TruncatedError):
         Unit.from_bytes(b"\xa5")
-    with pytest.raises(CorruptError, match="version-3 unit, found a5"):  # framings never mix
+    with pytest.raises(CorruptError, match="version-4 unit, found a5"):  # framings never mix
         list(read_stream(_header().to_bytes() + _units()[1].to_bytes(version=2))[1])
     with pytest.raises(CorruptError, match="version-2 unit, found e1"):
-        list(read_stream(_header(version=2).to_bytes() + _units()[1].to_bytes())[1])
+        list(read_stream(_header(version=2).to_bytes() + _units()[1].to_bytes(version=3))[1])
+    with pytest.raises(CorruptError, match="version-3 unit, found 50"):
+        list(read_stream(_header(version=3).to_bytes() + _units()[0].to_bytes())[1])
 
 
 def test_trailing_bytes_refused():
     raw = _units()[1].to_bytes()
     with pytest.raises(CorruptError, match="1 more byte"):
-        Unit.from_bytes(raw + b"\x00")
+        Unit.from_bytes(raw + b"\x00", seq=1)
     with pytest.raises(CorruptError, match="more byte"):
         StreamHeader.from_bytes(_header().to_bytes() + b"\xa5")
     data = _header().to_bytes() + Unit(UnitKind.END, 0).to_bytes() + raw
@@ -627,10 +680,10 @@ def test_header_crc_and_truncation():
             StreamHeader.from_bytes(_header().to_bytes()[:cut])
 
 
-@pytest.mark.parametrize("version", [0, 1, 4, 255])
+@pytest.mark.parametrize("version", [0, 1, 5, 255])
 def test_other_versions_refused(version):
     data = _frame_header(_fixed() + b"\x00\x00", version=version)
-    message = f"version {version} .*versions 2 and 3"
+    message = f"version {version} .*versions 2, 3, 4"
     with pytest.raises(UnsupportedVersionError, match=message) as info:
         read_stream(data)
     assert info.value.offset == 4
@@ -648,8 +701,8 @@ def test_oversized_unit_refused_before_reading():
         Unit.from_bytes(huge)
     assert info.value.offset == 2
     with pytest.raises(OversizedError):
-        Unit.from_bytes(_units()[1].to_bytes(), max_unit_size=50)
-    assert Unit.from_bytes(_units()[1].to_bytes(), max_unit_size=250) == _units()[1]
+        Unit.from_bytes(_units()[1].to_bytes(), seq=1, max_unit_size=50)
+    assert Unit.from_bytes(_units()[1].to_bytes(), seq=1, max_unit_size=250) == _units()[1]
 
 
 def test_declared_length_never_allocated():
@@ -745,6 +798,7 @@ def test_fuzz_random_bytes(data):
     _parse_everything(SYNC_MARKER + data)
     _parse_everything(MAGIC + bytes([2]) + data)
     _parse_everything(bytes([0xE1]) + data)
+    _parse_everything(bytes([0x62]) + data)
 
 
 @given(st.binary(max_size=120))
@@ -769,7 +823,25 @@ def test_fuzz_compact_unit_contents_behind_valid_crc(content, lead):
         unit = Unit.from_bytes(raw)
     except BitstreamError:
         return
-    assert unit.to_bytes() == raw
+    assert unit.to_bytes(version=3) == raw
+
+
+@given(st.binary(max_size=200), st.integers(0, 255), st.integers(0, 300))
+@FUZZ
+def test_fuzz_lead4_unit_contents_behind_valid_crc(content, lead, seq):
+    from semcodec.codec.bitstream.units import crc8, crc16
+
+    lead = lead & 0x3F | 0x40
+    implied = encode_uvarint(seq) if lead >> 4 & 3 == UnitKind.FRAME else b""
+    short = len(content) + 1 < 128
+    covered = bytes([lead]) + encode_uvarint(len(content) + (1 if short else 2)) + content
+    raw = covered + (bytes([crc8(covered, crc8(implied))]) if short else
+                     struct.pack(">H", crc16(covered, crc16(implied))))  # fmt: skip
+    try:
+        unit = Unit.from_bytes(raw, seq=seq)
+    except BitstreamError:
+        return
+    assert unit.to_bytes() == raw and unit.seq == seq
 
 
 @given(st.binary(max_size=120))
@@ -794,7 +866,7 @@ def test_fuzz_header_bodies_behind_valid_crc(body):
     assert header.to_bytes() == raw
 
 
-@given(st.data(), st.sampled_from([2, 3]))
+@given(st.data(), st.sampled_from([2, 3, 4]))
 @FUZZ
 def test_fuzz_mutated_streams(data, version):
     stream, _ = _small_stream(version)
@@ -838,7 +910,7 @@ _headers = st.builds(
     num_frames=st.integers(0, 2**32 - 1),
     models=_models,
     settings=st.dictionaries(st.text(min_size=1, max_size=12), _text, max_size=4),
-    version=st.sampled_from([2, 3]),
+    version=st.sampled_from([2, 3, 4]),
 )
 _substreams = st.builds(SubStream, st.sampled_from(SubStreamType), st.binary(max_size=64))
 _unit_strategy = st.builds(
@@ -854,11 +926,12 @@ _unit_strategy = st.builds(
 def test_round_trip_property(header, units):
     assert StreamHeader.from_bytes(header.to_bytes()) == header
     for unit in units:
-        for version in (2, 3):
+        for version in (2, 3, 4):
             raw = unit.to_bytes(version=version)
-            assert Unit.from_bytes(raw) == unit
+            assert Unit.from_bytes(raw, seq=unit.seq) == unit
             assert len(raw) == unit_overhead_bytes(unit, version) + unit.payload_bytes
-    units = [u for u in units if u.kind != UnitKind.END]
+    units = [dataclasses.replace(u, seq=i) for i, u in enumerate(
+        u for u in units if u.kind != UnitKind.END)]  # in a stream, a unit's seq is its place
     buf = io.BytesIO()
     write_stream(buf, header, units)
     got_header, got_units, error = _read_all(buf.getvalue())

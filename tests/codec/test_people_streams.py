@@ -699,7 +699,7 @@ def test_plate_refinement_converges_tile_by_tile_on_a_static_scene():
     decoder = ScaffoldDecoder(header)
     quality = []
     for unit in units[:-1]:
-        frame = decoder.decode_unit(Unit.from_bytes(unit.to_bytes()))
+        frame = decoder.decode_unit(Unit.from_bytes(unit.to_bytes(), seq=unit.seq))
         if frame.keyframe_image is not None:
             quality.append(psnr(scene[None], frame.keyframe_image[None]))
     assert len(quality) == 1 + stats.plate_tiles + stats.plate_refreshes
@@ -726,7 +726,7 @@ def test_a_periodic_plate_does_not_replace_a_better_refined_plate():
     decoder = ScaffoldDecoder(header)
     quality = {}
     for unit in units[:-1]:
-        frame = decoder.decode_unit(Unit.from_bytes(unit.to_bytes()))
+        frame = decoder.decode_unit(Unit.from_bytes(unit.to_bytes(), seq=unit.seq))
         quality[unit.seq] = psnr(scene[None], frame.keyframe_image[None]) \
             if frame.keyframe_image is not None else quality.get(unit.seq - 1)
     plates = [u.seq for u in units
@@ -750,3 +750,19 @@ def test_a_plate_tile_without_a_plate_or_outside_the_grid_is_refused():
         decoder._refine_plate(b"\x10abc", 1)
     with pytest.raises(PayloadError, match="plate tile 3"):
         decoder._refine_plate(b"\x03not a picture", 1)
+
+
+def test_plate_coding_choice_on_a_synthetic_rate_distortion_table():
+    """The plate-size chooser takes the least distortion within the cap, else the smallest:
+    a table where the half-size plate (with the cloud's upscaler) beats the full-size one
+    at the same cap, one where only the smallest fits, one where none does."""
+    from semcodec.codec.scaffold.rate import choose_coding
+
+    # sizes 0.5 / 0.75 / 1 of the frame, each fitted to a 1000-byte cap
+    assert choose_coding([900, 980, 1000], [40.0, 55.0, 70.0], 1000) == 0
+    assert choose_coding([900, 980, 1000], [80.0, 55.0, 50.0], 1000) == 2
+    assert choose_coding([900, 1200, 1500], [80.0, 10.0, 5.0], 1000) == 0  # only one fits
+    assert choose_coding([1300, 1100, 1900], [1.0, 2.0, 3.0], 1000) == 1  # none: smallest
+    assert choose_coding([500, 500], [7.0, 7.0], 1000) == 0  # ties: the first
+    with pytest.raises(ValueError, match="one error per size"):
+        choose_coding([1, 2], [1.0], 10)

@@ -42,6 +42,14 @@ def test_profile_frames_are_spread_and_bounded():
     assert len(picked) == 8 and picked[0] == 0 and picked[-1] == 99
 
 
+def test_frames_text_is_short_for_the_even_spread_only():
+    from semcodec.codec.scaffold.profile import frames_text
+
+    assert frames_text(profile_frame_indices(28)) == "0-27/8"  # 0 4 8 12 15 19 23 27
+    assert frames_text([0, 5, 9]) == "0 5 9" and frames_text([]) == ""
+    assert frames_text([2, 3]) == "2 3"
+
+
 def test_small_people_choose_tiles(sample_frames, person_detector):
     """The sample (PETS09-S2L1 at 384x288: people about 0.16 of the frame tall) -> 2x2."""
     profile = choose_profile(sample_frames, person_detector)
@@ -87,7 +95,7 @@ def test_level1_header_records_the_chosen_layout(sample_frames):
     frames = sample_frames[:6]
     header, units, stats = encode_frames(iter(frames), level_config(1), 7.0, (384, 288), 6)
     assert header.settings["detector_tiles"] == "2"
-    assert header.settings["profile_frames"] == "0 1 2 3 4 5"
+    assert header.settings["profile_frames"] == "0-5/6"  # 6 frames spread over 0..5
     assert float(header.settings["profile_person_height"]) > 0
     assert "2x2 tiles" in stats.profile
     # a clip of known length: no plate refinement (it ends before tiles pay back)
@@ -197,7 +205,7 @@ def test_a_live_stream_of_small_people_refines_its_plate_after_the_first_window(
     assert tiled and min(tiled) >= 70 and stats.plate_tiles == len(tiled)
     decoder = ScaffoldDecoder(header)
     for unit in units:
-        decoder.decode_unit(Unit.from_bytes(unit.to_bytes()))
+        decoder.decode_unit(Unit.from_bytes(unit.to_bytes(), seq=unit.seq))
     decoder.finish()
 
 

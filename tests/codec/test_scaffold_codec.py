@@ -60,7 +60,7 @@ def test_decoded_scaffolds_equal_the_edge_quantized_ones(level, sample_frames, m
     else:
         assert kinds[4] == UnitKind.KEYFRAME  # keyframe_interval=4
     for unit, edge in zip(units, sent, strict=False):
-        unit = Unit.from_bytes(unit.to_bytes())  # across the "link"
+        unit = Unit.from_bytes(unit.to_bytes(), seq=unit.seq)  # across the "link"
         got = decoder.decode_unit(unit)
         cloud = got.scaffold
         assert cloud.number == edge.number and cloud.keyframe == edge.keyframe

@@ -178,13 +178,13 @@ def parse_all(data: bytes) -> None:
     with contextlib.suppress(BitstreamError):
         StreamHeader.from_bytes(data)
     start = _header_end(data) or 0
-    offset = start
+    offset, seq = start, 0
     with contextlib.suppress(BitstreamError):
         for _, end in iter_units(data, start):
-            Unit.from_bytes(data[offset:end])
-            offset = end
+            Unit.from_bytes(data[offset:end], seq=seq)
+            offset, seq = end, seq + 1
     with contextlib.suppress(BitstreamError):
-        Unit.from_bytes(data[offset:])
+        Unit.from_bytes(data[offset:], seq=seq)
 
 
 def _header_end(data: bytes) -> int | None:

@@ -38,7 +38,7 @@ def encode(header: StreamHeader, units: list[Unit]) -> bytes:
     parts = [header.to_bytes()]
     for unit in units:
         try:
-            parts.append(unit.to_bytes())
+            parts.append(unit.to_bytes(version=header.version))
         except ValueError:
             continue
     return b"".join(parts)
