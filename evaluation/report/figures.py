@@ -28,7 +28,8 @@ FIGURE_COLUMNS = ("codec", "setting", "bpp", "st_lpips", "person_st_lpips", "mod
 #: Columns kept in ``NAME.json`` beside :data:`FIGURE_COLUMNS`: where and how a row was made.
 CONTEXT_COLUMNS = ("sequence", "start", "frames", "protocol", "warmup_frames", "width",
                    "height", "fps", "bytes", "st_lpips_frames", "moda_frames", "semcodec_version",
-                   "machine", "camera_profile", "bytes_header", "dec_flops_per_frame")  # fmt: skip
+                   "machine", "camera_profile", "bytes_header", "dec_flops_per_frame", "psnr",
+                   "dec_fps", "enc_fps")  # fmt: skip
 _BLOCK = re.compile(r"(<!-- figures:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)"
                     r"(<!-- /figures:(?P=name) -->)", re.S)  # fmt: skip
 _NAME = re.compile(r"[\w.-]+")
