@@ -88,9 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "esrgan-medium-plates (the networks tuned to level 1's plates; rising "
                      "FLOPs and quality); networks are fetched from npm on first use")  # fmt: skip
     dec.add_argument("--models-dir", metavar="DIR", help=MODELS_DIR_HELP)
-    dec.add_argument("--bottleneck", type=Path, metavar="FILE",
+    dec.add_argument("--bottleneck", type=Path, metavar="FILE", action="append",
                      help="detect-mode streams: the edge's bottleneck file when it is not a "
-                     "shipped one")  # fmt: skip
+                     "shipped one (again for each file of a set the edge's rate control chose "
+                     "among: a stream may change bottleneck)")  # fmt: skip
     dec.add_argument("--score-threshold", type=float, metavar="T",
                      help="detect-mode streams: keep detections scoring at least T (default: "
                      "the bottleneck's, 0.3)")  # fmt: skip
@@ -373,10 +374,27 @@ def _decode_detections(args: argparse.Namespace, header, units) -> int:
     start = time.perf_counter()
     decoder = open_detect_decoder(header, args.bottleneck, args.models_dir,
                                   args.score_threshold)  # fmt: skip
-    count = write_detections(out, decode_detect(units, decoder), header)
+    switches = []
+    frames = decode_detect(units, decoder)
+    if decoder.alternatives:  # a stream that may change bottleneck: say when it did
+        frames = _noting_switches(frames, decoder, switches)
+    count = write_detections(out, frames, header)
+    for frame, beta in switches:
+        log.info("frame %d: the stream changes to the bottleneck of beta %s", frame, beta)
     log.info("%s: detections of %d frames (%.1f fps)", out, count,
              count / max(time.perf_counter() - start, 1e-9))  # fmt: skip
     return 0
+
+
+def _noting_switches(frames, decoder, switches: list):
+    """``frames`` as they are, noting ``(frame, β)`` in ``switches`` where the decoder
+    changed bottleneck."""
+    index = decoder.index
+    for frame, detections in frames:
+        if decoder.index != index:
+            index = decoder.index
+            switches.append((frame, decoder.betas[index] if decoder.betas else str(index)))
+        yield frame, detections
 
 
 _SERVE_FLAGS = ("listen", "out", "tls_cert", "tls_key", "client_ca", "tokens",

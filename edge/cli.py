@@ -435,13 +435,16 @@ def _log_rate(stats) -> None:
     """What detect mode's rate control did (with a target): its moves and the self-check."""
     if not stats.rate:
         return
-    moves = ", ".join(f"frame {s.frame + 1}: skip {s.setting.skip_threshold}, intra every "
-                      f"{s.setting.intra_period} ({s.reason})" for s in stats.switches[1:])
+    moves = ", ".join(f"frame {s.frame + 1}: beta {s.setting.beta:g}, skip "
+                      f"{s.setting.skip_threshold}, intra every {s.setting.intra_period} "
+                      f"({s.reason})" for s in stats.switches[1:])  # fmt: skip
     checks = [a for _, a in stats.agreements]
     log.info("rate: %d move(s)%s; self-check agreement %s", len(stats.switches) - 1,
              f" ({moves})" if moves else "",
              f"{min(checks):.2f}..{max(checks):.2f} over {len(checks)} checks" if checks
              else "not checked")  # fmt: skip
+    if stats.status and stats.status != "ok":
+        log.warning("warning: rate status at the end: %s", stats.status)
 
 
 def _detect_units(args: argparse.Namespace, source, total: int | None, bar=None,
@@ -473,7 +476,8 @@ def _detect_units(args: argparse.Namespace, source, total: int | None, bar=None,
         candidates = ({float(i): load_bottleneck(path) for i, path in enumerate(args.bottleneck)}
                       if args.bottleneck else shipped_candidates())  # fmt: skip
         floor = DEFAULT_MIN_AGREEMENT if args.min_agreement is None else args.min_agreement
-        rate = DetectRateRequest(target, _by_beta(candidates), floor, target_of=target_of)
+        rate = DetectRateRequest(target, _by_beta(candidates), floor, target_of=target_of,
+                                 report=lambda line: log.warning("warning: %s", line))
         bottleneck = next(iter(rate.bottlenecks.values()))
     detector = SplitDetector(load_split_model(args.models_dir), bottleneck.split)
     person = PersonDetector(models_dir=args.models_dir, threads=args.threads)
@@ -488,8 +492,6 @@ def _detect_units(args: argparse.Namespace, source, total: int | None, bar=None,
     log.info("camera profile: %s", stats.profile)
     if stats.rate:
         log.info("rate: %.1f kbit/s: %s", target / 1000, stats.rate)
-    for line in stats.warnings:
-        log.warning("warning: %s", line)
     return header, units, stats
 
 

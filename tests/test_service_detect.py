@@ -146,6 +146,56 @@ def test_agent_streams_detect_mode_at_a_target(bottleneck_file, sample_dir, tmp_
     assert {int(line.split(",")[0]) for line in lines} <= set(range(1, FRAMES + 1))
 
 
+def test_a_budget_that_cannot_reach_the_floor_shows_in_the_service_metrics(
+        bottleneck_file, sample_dir, tmp_path, capsys):  # fmt: skip
+    """At 0.1 kbit/s no setting reaching the floor fits (issue 40): the edge says so in its
+    log and in every unit's status bits, and the server counts those frames
+    (``semcodec_detect_frames_total{status="over_budget"}``), logs the session's status, and
+    counts the session among the unheld while it streams (0 again once it is decoded). A
+    stream within its budget counts its frames as ok."""
+    from semcodec.codec.task.coder import RATE_STATUSES, STATUS_MASK, STATUS_SHIFT
+
+    srv = start_server(tmp_path, bottleneck_dir=bottleneck_file.parent)
+    registry = srv.metrics.registry
+    base = ["--mode", "detect", "--frames", str(FRAMES), "--bottleneck", str(bottleneck_file),
+            "--min-agreement", "0", "--server", f"127.0.0.1:{srv.port}"]  # fmt: skip
+    try:
+        assert edge_main(["stream", str(sample_dir), *base, "--target-kbps", "0.1",
+                          "--spool", str(tmp_path / "spool-low")]) == 0  # fmt: skip
+        deadline = time.monotonic() + 30
+        sample = 'semcodec_detect_frames_total'
+        while (registry.get_sample_value(sample, {"status": "over_budget"}) or 0) < FRAMES:
+            assert time.monotonic() < deadline, "the server never counted the frames"
+            time.sleep(0.1)
+        err = capsys.readouterr().err  # the edge's warning, then the server's log line
+        assert "warning: beta 0, skip 24" in err and "cannot reach the agreement floor" in err
+        assert "frame 1: the edge's rate status is over_budget" in err
+        while registry.get_sample_value("semcodec_detect_streams_unheld") != 0:
+            assert time.monotonic() < deadline, "the session stayed counted as unheld"
+            time.sleep(0.1)
+        # this bottleneck keeps the features as they are: 1.2 Mbit/s at its cheapest
+        assert edge_main(["-q", "stream", str(sample_dir), *base, "--target-kbps", "5000",
+                          "--spool", str(tmp_path / "spool-ok")]) == 0  # fmt: skip
+        deadline = time.monotonic() + 30
+        while (registry.get_sample_value(sample, {"status": "ok"}) or 0) < FRAMES:
+            assert time.monotonic() < deadline, "the server never counted the ok frames"
+            time.sleep(0.1)
+    finally:
+        srv.stop(0)
+    assert registry.get_sample_value(sample, {"status": "over_budget"}) == FRAMES
+    assert registry.get_sample_value("semcodec_detect_streams_unheld") == 0
+    sessions = sorted((srv.settings.out / ".sessions" / "default").iterdir(),
+                      key=lambda p: read_stream(session_paths(srv.settings.out, "default",
+                                                              p.name)[0])[0].settings[
+                          "rate_target_bps"])  # fmt: skip
+    header, units = read_stream(session_paths(srv.settings.out, "default",
+                                              sessions[0].name)[0])  # fmt: skip
+    assert header.settings["rate_status"] == "over_budget"  # "100" sorts before "5e+06"
+    flags = [u.substreams[0].payload[0] for u in units if u.substreams]
+    assert [RATE_STATUSES[(f & STATUS_MASK) >> STATUS_SHIFT] for f in flags] == \
+        ["over_budget"] * FRAMES
+
+
 def test_agent_streams_detect_mode_with_auto(bottleneck_file, sample_dir, tmp_path, capsys):
     """``stream --mode detect --auto``: the target starts at --max-kbps (the header says
     so) and follows the link; the stream completes (issue 40)."""

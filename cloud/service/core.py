@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import logging
 import math
 import re
 import secrets
@@ -48,6 +49,7 @@ from semcodec.cloud.service.detect import (
     check_unit_shape,
     committed_frames,
     find_bottleneck,
+    is_bottleneck_entry,
     is_detect,
 )
 from semcodec.cloud.service.errors import (
@@ -80,6 +82,8 @@ from semcodec.cloud.service.store import (
     write_json_atomic,
 )
 from semcodec.codec.bitstream import BitstreamError, StreamHeader, UnitKind
+
+_logger = logging.getLogger("semcodec.cloud.service")
 
 PROTOCOL_VERSION = 1
 SESSIONS_DIR = ".sessions"
@@ -273,6 +277,10 @@ class Metrics:
 
     def throttled(self, seconds: float) -> None: ...
 
+    def detect_frame(self, status: str) -> None: ...
+
+    def detect_unheld(self, delta: int) -> None: ...
+
 
 class RateLimiter:
     """A token bucket of bytes per second that lets a chunk of any size through and makes
@@ -378,7 +386,7 @@ def missing_models(header: StreamHeader, decode: DecodeSettings) -> list[str]:
     detect = is_detect(header)
     for entry in header.models:
         known, have = True, None
-        if detect and entry.name == BOTTLENECK_MODEL:
+        if detect and is_bottleneck_entry(entry.name):
             if find_bottleneck(entry.sha256, decode.bottleneck_dir) is None:
                 missing.append(f"{entry.name} (sha256 {entry.sha256 or 'unknown'}; looked for "
                                "among the shipped bottlenecks and --bottleneck-dir)")  # fmt: skip
@@ -449,6 +457,8 @@ class Session:
         self.abandoned = False
         self.gap = False  # the decoder reached a unit the edge dropped: it decodes no more
         self.decode_state: dict | None = None  # frames, complete, error once the worker ends
+        #: detect mode: the rate status the edge's last decoded unit carried (None before)
+        self.edge_rate_status: str | None = None
         self._cond = threading.Condition()
         self._window: collections.deque[tuple[float, int]] = collections.deque()
         self._decoded_at: collections.deque[float] = collections.deque()
@@ -729,10 +739,32 @@ class Session:
         with self._cond:
             return tuple(d for d in self._detections if d.frame >= frame)
 
+    def rate_status(self, frame: int, status: str) -> None:
+        """The rate status a detect-mode unit carries (``codec.task.coder.RATE_STATUSES``:
+        ``ok``; ``over_budget``, the edge's budget cannot reach its agreement floor;
+        ``below_floor``, no setting reaches it): each frame is counted by status, a change is
+        logged, and the session counts among those the edge cannot hold while it says so."""
+        self.metrics.detect_frame(status)
+        previous, self.edge_rate_status = self.edge_rate_status, status
+        if status == previous:
+            return
+        unheld, was = status != "ok", previous not in (None, "ok")
+        if unheld != was:
+            self.metrics.detect_unheld(1 if unheld else -1)
+        if unheld or was:
+            _logger.warning("session %s: frame %d: the edge's rate status is %s%s",
+                            brief_id(self.session_id), frame, status, {
+                                "over_budget": " (its budget cannot reach the agreement floor)",
+                                "below_floor": " (no setting reaches the agreement floor)",
+                            }.get(status, ""))  # fmt: skip
+
     def decode_done(self, frames: int, complete: bool, error: str | None) -> None:
         with self._cond:
             self.decode_state = {"frames": frames, "complete": complete, "error": error}
             self._changed()
+        if self.edge_rate_status not in (None, "ok"):
+            self.metrics.detect_unheld(-1)
+        self.edge_rate_status = None
         if error:
             self.metrics.error("DECODE")
 

@@ -81,6 +81,8 @@ class WorkSource(Protocol):
 
     def frame_decoded(self, decoded: int, seconds: float, detections=None) -> None: ...
 
+    def rate_status(self, frame: int, status: str) -> None: ...
+
     def frame_shown(self, frame, picture) -> None: ...
 
     def decode_done(self, frames: int, complete: bool, error: str | None) -> None: ...
@@ -206,6 +208,7 @@ class DecodeWorker(threading.Thread):
         from semcodec.cloud.service.detect import (
             DetectionFiles,
             FrameDetections,
+            bottleneck_candidates,
             find_bottleneck,
             header_bottleneck,
         )
@@ -214,12 +217,14 @@ class DecodeWorker(threading.Thread):
         path = find_bottleneck(header_bottleneck(header), self.settings.bottleneck_dir)
         if path is None:  # OpenSession checked it: the file went away since
             raise TaskStreamError(f"no bottleneck with sha256 {header_bottleneck(header)}")
-        decoder = open_detect_decoder(header, path)
+        decoder = open_detect_decoder(header, path,
+                                      search=bottleneck_candidates(self.settings.bottleneck_dir))
         files = DetectionFiles(self.out_dir, header)
         state = {"decoded": 0, "ended": False, "gap": False, "start": 0.0}
         try:
             for frame, detections in decode_detect(self._units(units, state), decoder):
                 files.add(frame, detections)
+                self.source.rate_status(frame, decoder.status)
                 self.source.frame_decoded(frame, time.perf_counter() - state["start"],
                                           FrameDetections.of(frame, detections))  # fmt: skip
             if state["ended"]:  # END counts as a decoded unit, as in the scaffold loop

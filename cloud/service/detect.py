@@ -122,6 +122,14 @@ def find_bottleneck(sha256: str | None, extra_dir: Path | None = None) -> Path |
     return None
 
 
+def is_bottleneck_entry(name: str) -> bool:
+    """Whether a detect-mode header's model entry ``name`` is a bottleneck: the first
+    (``task_bottleneck``) or one a unit may switch to (``task_bottleneck_<k>``:
+    ``codec.task.stream.switch_model_name``)."""
+    rest = name.removeprefix(BOTTLENECK_MODEL)
+    return rest == "" or (rest.startswith("_") and rest[1:].isdigit())
+
+
 def header_bottleneck(header: StreamHeader) -> str | None:
     """The sha256 of the bottleneck the header names."""
     return {m.name: m.sha256 for m in header.models}.get(BOTTLENECK_MODEL)

@@ -48,6 +48,15 @@ class PrometheusMetrics(Metrics):
                              "the HTTP front door", registry=reg)  # fmt: skip
         self.viewers_dropped = Counter("semcodec_viewers_dropped", "Live viewers dropped for "
                                        "not reading (--viewer-stall-s)", registry=reg)
+        self.detect_frames = Counter("semcodec_detect_frames", "Detect-mode frames decoded, by "
+                                     "the rate status the edge's unit carried (ok; "
+                                     "over_budget: its budget cannot reach the agreement floor; "
+                                     "below_floor: no setting reaches it)", ["status"],
+                                     registry=reg)  # fmt: skip
+        self.detect_unheld_streams = Gauge("semcodec_detect_streams_unheld", "Detect-mode "
+                                           "sessions whose edge says, at its last decoded unit, "
+                                           "that its budget cannot reach the agreement floor",
+                                           registry=reg)  # fmt: skip
         self._http = None
 
     def bind_viewers(self, viewers) -> None:
@@ -79,6 +88,12 @@ class PrometheusMetrics(Metrics):
 
     def throttled(self, seconds: float) -> None:
         self.throttled_s.inc(seconds)
+
+    def detect_frame(self, status: str) -> None:
+        self.detect_frames.labels(status=status).inc()
+
+    def detect_unheld(self, delta: int) -> None:
+        self.detect_unheld_streams.inc(delta)
 
     def serve(self, host: str, port: int) -> int:
         """Serves ``/metrics`` over HTTP; returns the port (``port`` 0: a free one)."""

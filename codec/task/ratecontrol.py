@@ -19,17 +19,23 @@ what each setting costs and how well it keeps the detections:
   moves along that β's rungs (its skip thresholds and intra periods at or above the floor,
   by bytes). When no setting within the budget reaches the floor, the cheapest one that
   does is chosen and the stream says so (``rate_status=over_budget`` in the header, a log
-  line) instead of sending detections below the floor.
+  line, and bits of every unit's flags: :data:`codec.task.coder.RATE_STATUSES`) instead of
+  sending detections below the floor.
 * **Holding the target** (:class:`DetectRateController`). A byte account over the whole
   stream (header included): every :data:`STEP_SECONDS` the controller takes the rung that
   repays what the account is over (or spends what it is under) within
   :data:`HORIZON_SECONDS`, corrected by how much the scene costs against the start-up
   table. Skip threshold and intra period are the encoder's alone (the cloud needs
-  neither), so a move costs nothing; the bottleneck stays the chosen one for the stream.
+  neither), so a move among a bottleneck's rungs costs nothing. The rungs are every
+  bottleneck's points at or above the floor: when none of the current bottleneck's fits, or
+  another agrees better or spends what it leaves unspent, the stream changes β at an intra
+  unit (the header lists the bottlenecks it may use, with the cloud's threshold of each).
 * **The periodic self-check.** Every :data:`CHECK_SECONDS` the edge runs both cloud halves
   on the frame it just coded and pools the agreement over the last :data:`CHECK_WINDOW`
-  checks; below the floor, the rungs below the current one are barred and the stream moves
-  one up, whatever the account says (the floor wins over the budget, and a log line says so).
+  checks; below the floor, the current bottleneck's rungs up to the current one are barred
+  and the stream moves to the next richer rung (a finer β's when the current has none),
+  whatever the account says. When the floor keeps the stream over its target, the stream
+  says the budget cannot reach the floor (a log line, the units' status bits).
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ from semcodec.codec.task.split import SplitDetector
 #: Skip thresholds the rate table measures (L1 change of a position's latents kept back).
 SKIP_LADDER = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24)
 #: Intra periods (frames) the rate table prices.
-INTRA_PERIODS = (16, 32, 64, 128, 256)
+INTRA_PERIODS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: IoU at which a decoded detection agrees with an uncompressed one.
 AGREEMENT_IOU = 0.5
 #: Agreements this close count as equal (the start-up frames are few): more bytes win.
@@ -70,6 +76,16 @@ NEW_ACCOUNT = 0.1
 #: Seconds between the periodic self-checks, and how many checks are pooled.
 CHECK_SECONDS = 2.0
 CHECK_WINDOW = 8
+#: A change of bottleneck (an intra unit at once) comes after the controller asked for it at
+#: this many looks in a row, and at most once in this many seconds.
+BETA_PATIENCE = 3
+BETA_HOLD_SECONDS = 8.0
+#: A bottleneck that leaves this share of the wanted rate unspent at its richest rung gives
+#: way to one that spends it (at no worse agreement).
+UNSPENT = 0.2
+#: The account over the target by more than this share, with no rung the floor allows
+#: within the budget: the stream says the budget cannot reach the floor.
+OVER_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -102,8 +118,8 @@ class RatePoint:
 
 @dataclass(frozen=True)
 class RateChoice:
-    """The rate controller's start: the chosen point, the rungs it may move along (the
-    chosen β's points at or above the floor, cheapest first) and the status: ``ok``,
+    """The rate controller's start: the chosen point, the rungs it may move along (every
+    β's points at or above the floor, cheapest first) and the status: ``ok``,
     ``over_budget`` (no point within the budget reaches the floor: the cheapest that does)
     or ``below_floor`` (no point reaches it: the best agreement)."""
 
@@ -118,7 +134,8 @@ class RateChoice:
                 f"for a target of {self.target_bytes_per_frame:.0f}, agreement "
                 f"{self.point.agreement:.2f} (floor {self.min_agreement:.2f})")  # fmt: skip
         if self.status == "over_budget":
-            text += "; the budget cannot reach the floor: sending the cheapest setting that does"
+            text += ("; the budget cannot reach the agreement floor: sending the cheapest "
+                     "setting that does")  # fmt: skip
         elif self.status == "below_floor":
             text += "; no setting reaches the floor on these frames: sending the best one"
         return text
@@ -154,8 +171,8 @@ def choose_setting(points: Sequence[RatePoint], target_bytes_per_frame: float,
         chosen = max(points, key=lambda p: (p.agreement, -p.bytes_per_frame))
         status = "below_floor"
     floor = min(min_agreement, chosen.agreement)
-    rungs = sorted((p for p in points if p.setting.beta == chosen.setting.beta
-                    and p.agreement >= floor), key=lambda p: (p.bytes_per_frame, -p.agreement))
+    rungs = sorted((p for p in points if p.agreement >= floor),
+                   key=lambda p: (p.bytes_per_frame, -p.agreement))  # fmt: skip
     return RateChoice(chosen, tuple(rungs), status, float(target_bytes_per_frame),
                       float(min_agreement))  # fmt: skip
 
@@ -295,13 +312,18 @@ class RateSwitch:
 
 
 class DetectRateController:
-    """Holds a detect-mode stream to its target along the chosen β's rungs (module docstring).
+    """Holds a detect-mode stream to its target along the rungs of the rate table (module
+    docstring).
 
     Every :data:`STEP_SECONDS` it asks for the rate that repays the account's debt (or
     spends its savings) over the next :data:`HORIZON_SECONDS` (or the frames left, when
     known), divides it by how much the scene costs against the start-up table (actual over
-    predicted bytes, forgotten over :data:`MEMORY_SECONDS`), and takes the richest rung whose
-    table rate fits (never a rung the self-check barred).
+    predicted bytes, forgotten over :data:`MEMORY_SECONDS`), and takes the richest rung of
+    the current bottleneck whose table rate fits (never a rung the self-check barred). It
+    changes bottleneck (β, at an intra unit: :meth:`TaskEncoder.switch`) when another one's
+    rung fits where none of the current one's does, or agrees better within the budget, or
+    spends a budget the current one leaves a fifth unspent -- after asking for it at
+    :data:`BETA_PATIENCE` looks in a row and at most once every :data:`BETA_HOLD_SECONDS`.
 
     Args:
         choice: :func:`choose_setting`'s result.
@@ -316,24 +338,36 @@ class DetectRateController:
         self.target = choice.target_bytes_per_frame
         self.rungs = list(choice.rungs)
         self.rung = self.rungs.index(choice.point)
-        self.lowest = 0  # rungs below are barred by the self-check
+        self.barred: set[int] = set()  # rungs the self-check barred
         self.step = max(1, round(STEP_SECONDS * fps))
         self.horizon = max(self.step, round(HORIZON_SECONDS * fps))
         self.forget = 1.0 - 1.0 / max(2.0, MEMORY_SECONDS * fps)
         self.check_every = max(1, round(CHECK_SECONDS * fps))
+        self.beta_hold = max(self.step, round(BETA_HOLD_SECONDS * fps))
         self.expected_frames = int(expected_frames)
         self.fps = float(fps)
         self.spent, self.frames, self.account_frames = float(header_bytes), 0, 0
         self._actual = self._predicted = 0.0
+        self._beta_at, self._asked = -self.beta_hold, 0
         self.switches = [RateSwitch(0, choice.point.setting, "start")]
         self.checks: deque[tuple[int, int, int]] = deque(maxlen=CHECK_WINDOW)
         self.warnings: list[str] = []
+        #: the rate status now (:data:`RATE_STATUSES`): the start's, then ``over_budget``
+        #: while the floor keeps the stream over its target, ``ok`` when it fits again
+        self.status = choice.status
         self._floor_warned = False
 
     @property
     def setting(self) -> DetectSetting:
         """The setting of the next frame."""
         return self.rungs[self.rung].setting
+
+    @property
+    def betas(self) -> tuple[float, ...]:
+        """The bottlenecks the stream may use: the chosen one first, then the others of the
+        rungs (finest first)."""
+        start = self.choice.point.setting.beta
+        return (start, *sorted({r.setting.beta for r in self.rungs} - {start}))
 
     def wants_check(self) -> bool:
         """Whether the frame just coded is one to self-check."""
@@ -355,6 +389,18 @@ class DetectRateController:
             self.spent, self.account_frames = 0.0, 0
         self.target = target
 
+    def _allowed(self, beta: float | None = None) -> list[int]:
+        """Rungs not barred (of ``beta`` only when given), cheapest first."""
+        return [i for i, r in enumerate(self.rungs) if i not in self.barred
+                and (beta is None or r.setting.beta == beta)]  # fmt: skip
+
+    def _best(self, indices: Sequence[int]) -> int:
+        """:func:`choose_setting`'s rule among ``indices``: the best agreement (ties within
+        :data:`AGREEMENT_TIE`: the most bytes)."""
+        top = max(self.rungs[i].agreement for i in indices)
+        return max((i for i in indices if self.rungs[i].agreement >= top - AGREEMENT_TIE),
+                   key=lambda i: (self.rungs[i].bytes_per_frame, self.rungs[i].agreement))
+
     def add_frame(self, unit_bytes: int) -> None:
         """Accounts one coded frame's unit (payload and framing, bytes); moves when due."""
         self.spent += unit_bytes
@@ -368,20 +414,78 @@ class DetectRateController:
         horizon = max(self.step, min(self.horizon, left))
         debt = self.target * self.account_frames - self.spent  # > 0: bytes not yet spent
         wanted = max(0.05 * self.target, self.target + debt / horizon) / self.cost_ratio
-        fitting = [i for i in range(self.lowest, len(self.rungs))
-                   if self.rungs[i].bytes_per_frame <= wanted]  # fmt: skip
-        rung = fitting[-1] if fitting else self.lowest
-        self._move(rung, "under" if rung > self.rung else "over")
+        beta = self.setting.beta
+        here = self._allowed(beta)
+        fitting = [i for i in here if self.rungs[i].bytes_per_frame <= wanted]
+        rung = fitting[-1] if fitting else (here[0] if here else self.rung)
+        anywhere = [i for i in self._allowed() if self.rungs[i].bytes_per_frame <= wanted]
+        other = self._other_beta(anywhere, rung if fitting else None, wanted)
+        wants_other = other is not None
+        self._asked = self._asked + 1 if wants_other else 0
+        if (wants_other and self._asked >= BETA_PATIENCE
+                and self.frames - self._beta_at >= self.beta_hold):  # fmt: skip
+            rung, self._beta_at, self._asked = other, self.frames, 0
+        self._move(rung, "under" if self.rungs[rung].bytes_per_frame
+                   > self.rungs[self.rung].bytes_per_frame else "over")  # fmt: skip
+        self._update_status(bool(anywhere))
+
+    def _other_beta(self, fitting: Sequence[int], rung: int | None,
+                    wanted: float) -> int | None:  # fmt: skip
+        """The rung of another bottleneck the stream should change to, if any, among the
+        rungs that fit the budget (``fitting``), ``rung`` being the current bottleneck's
+        richest that fits (None: none does)."""
+        if not fitting:
+            return None
+        beta, best = self.setting.beta, self._best(fitting)
+        if self.rungs[best].setting.beta != beta and (
+                rung is None
+                or self.rungs[best].agreement > self.rungs[rung].agreement + AGREEMENT_TIE):
+            return best  # none of the current one's fits, or another agrees better
+        if rung is None or self.rungs[rung].bytes_per_frame >= (1 - UNSPENT) * wanted:
+            return None
+        here = self.rungs[rung]
+        richer = [i for i in fitting if self.rungs[i].setting.beta != beta
+                  and self.rungs[i].bytes_per_frame > here.bytes_per_frame
+                  and self.rungs[i].agreement >= here.agreement - AGREEMENT_TIE]  # fmt: skip
+        return self._best(richer) if richer else None  # spends what the current leaves
+
+    def _update_status(self, fits: bool) -> None:
+        """``over_budget`` while no rung the floor allows fits and the account is over the
+        target by more than :data:`OVER_SHARE` (a log line when it starts); ``ok`` again when
+        one fits and the account is back within it."""
+        over = self.spent > (1 + OVER_SHARE) * self.target * max(self.account_frames, 1)
+        if self.status == "ok" and not fits and over:
+            self.status = "over_budget"
+            cheapest = min(self.rungs[i].bytes_per_frame for i in self._allowed())
+            self.warnings.append(
+                f"frame {self.frames}: the budget cannot reach the agreement floor "
+                f"{self.choice.min_agreement:.2f}: the cheapest setting the self-check allows "
+                f"costs {cheapest * 8 * self.fps / 1000 * self.cost_ratio:.1f} kbit/s on this "
+                f"scene against a target of {self.target * 8 * self.fps / 1000:.1f}")
+        elif self.status == "over_budget" and fits and not over:
+            self.status = "ok"
 
     def add_check(self, counts: tuple[int, int, int]) -> float:
         """Pools one self-check (:func:`agreement_counts` of the frame just coded); below the
-        floor, bars the rungs up to the current one and moves up. Returns the pooled F1."""
+        floor, bars the current bottleneck's rungs up to the current one and moves to its next
+        richer rung, or to a finer bottleneck's rung when it has none. Returns the pooled F1."""
         self.checks.append(counts)
         agreement = f1(self.checks)
         if agreement < self.choice.min_agreement and len(self.checks) >= 2:
-            if self.rung < len(self.rungs) - 1:
-                self.lowest = self.rung + 1
-                self._move(self.rung + 1, "floor")
+            current = self.rungs[self.rung]
+            beta, cost = current.setting.beta, current.bytes_per_frame
+            up = [i for i in self._allowed(beta) if self.rungs[i].bytes_per_frame > cost]
+            finer = [i for i in self._allowed() if self.rungs[i].setting.beta < beta]
+            if not up and finer:
+                finest = max(self.rungs[i].setting.beta for i in finer)  # the next finer
+                finer = [i for i in finer if self.rungs[i].setting.beta == finest]
+                up = [next((i for i in finer if self.rungs[i].bytes_per_frame >= cost),
+                           finer[-1])]  # fmt: skip
+                self._beta_at = self.frames
+            if up:
+                self.barred.update(i for i in self._allowed(beta)
+                                   if self.rungs[i].bytes_per_frame <= cost)  # fmt: skip
+                self._move(up[0], "floor")
                 self.checks.clear()
             elif not self._floor_warned:
                 self._floor_warned = True

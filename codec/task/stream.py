@@ -15,7 +15,7 @@ import dataclasses
 import itertools
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,9 +40,11 @@ from semcodec.codec.task.calibrate import (
     split_from_settings,
 )
 from semcodec.codec.task.coder import (
+    RATE_STATUSES,
     TaskDecoder,
     TaskEncoder,
     UnitShape,
+    is_intra,
     stack_latents,
     unstack_latents,
 )
@@ -57,6 +59,16 @@ from semcodec.codec.task.split import WEIGHTS_NAME, SplitConfig, SplitDetector, 
 
 MODE_KEY, DETECT_MODE = "mode", "detect"
 BOTTLENECK_MODEL = "task_bottleneck"
+#: Header settings of a stream whose rate control may change bottleneck: the β of each
+#: bottleneck a unit may switch to (index 0: the first, ``task_bottleneck``; index k >= 1:
+#: the model entry ``task_bottleneck_<k>``) and the cloud's score threshold for each.
+SWITCH_BETAS, SWITCH_THRESHOLDS = "switch_betas", "switch_thresholds"
+
+
+def switch_model_name(index: int) -> str:
+    """The header's model entry of the ``index``-th bottleneck a stream may use (0: the
+    first, :data:`BOTTLENECK_MODEL`)."""
+    return BOTTLENECK_MODEL if index == 0 else f"{BOTTLENECK_MODEL}_{index}"
 #: Where the shipped bottlenecks are (package data), ``bottleneck-beta<β>.pt``.
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "weights" / "task"
 #: The β of the bottleneck used when none is named.
@@ -142,6 +154,10 @@ class DetectEncodeStats:
     unit_bytes: int = 0
     agreements: list = dataclasses.field(default_factory=list)
     warnings: list = dataclasses.field(default_factory=list)
+    #: with a target: (frame index from 0, β) of each change of bottleneck, and the rate
+    #: status at the end (``ok``, ``over_budget``, ``below_floor``)
+    beta_switches: list = dataclasses.field(default_factory=list)
+    status: str = ""
 
 
 @dataclass(frozen=True)
@@ -157,6 +173,9 @@ class DetectRateRequest:
         target_of: with a target that follows the link (``--auto``): frame index (from 0)
             -> the target of that frame, bits per second, asked before each frame is coded;
             ``target_bps`` is then the start, which chooses the bottleneck.
+        report: called with each warning of the rate control as it is made (the start's,
+            and mid-stream: the floor under the finest setting, the budget that cannot reach
+            the floor); they are in the stats' ``warnings`` too.
     """
 
     target_bps: float
@@ -164,6 +183,7 @@ class DetectRateRequest:
     min_agreement: float = DEFAULT_MIN_AGREEMENT
     table: RateTable | None = None
     target_of: Callable[[int], float] | None = None
+    report: Callable[[str], None] | None = None
 
 
 def rate_table(ahead: list[np.ndarray], bottlenecks: dict, model,
@@ -288,19 +308,49 @@ def _encode_detect_at_rate(frames: Iterable[np.ndarray], rate: DetectRateRequest
     checker = SplitDetector(detector.model, dataclasses.replace(detector.config,
                                                                 score_threshold=0.0))
     encoder = TaskEncoder(bottleneck, detector, setting.intra_period, setting.skip_threshold)
+    control = DetectRateController(choice, fps, 0, num_frames)
+    betas = control.betas
     settings = {"rate_target_bps": f"{rate.target_bps:g}", "rate_status": choice.status,
                 "min_agreement": f"{rate.min_agreement:g}",
                 "profile_agreement": f"{choice.point.agreement:.3f}",
                 "rate_table_frames": str(table.frames)}  # fmt: skip
+    extra = ()
+    if len(betas) > 1:  # the bottlenecks a unit may switch to, with the cloud's threshold
+        settings[SWITCH_BETAS] = ",".join(f"{b:g}" for b in betas)
+        settings[SWITCH_THRESHOLDS] = ",".join(f"{table.profiles[b].score_threshold:g}"
+                                               for b in betas)  # fmt: skip
+        extra = tuple(ModelEntry(switch_model_name(k), rate.bottlenecks[b].sha256())
+                      for k, b in enumerate(betas) if k)  # fmt: skip
     header = detect_header(bottleneck, encoder.shape(height, width), width, height, fps,
                            num_frames, setting.intra_period, setting.skip_threshold,
                            detector.config, profile, settings)  # fmt: skip
+    header = dataclasses.replace(header, models=header.models + extra)
     stats = DetectEncodeStats(header_bytes=len(header.to_bytes()), profile=profile.describe(),
                               rate=choice.describe())  # fmt: skip
-    control = DetectRateController(choice, fps, stats.header_bytes, num_frames)
+    control.spent = float(stats.header_bytes)
     if choice.status != "ok":
         control.warnings.append(choice.describe())
     stats.switches, stats.warnings = control.switches, control.warnings
+    state = {"beta": setting.beta, "profile": profile, "told": 0}
+
+    def tell() -> None:
+        if rate.report is not None:
+            for line in control.warnings[state["told"]:]:
+                rate.report(line)
+        state["told"] = len(control.warnings)
+
+    tell()
+
+    def follow(index: int) -> None:
+        """The encoder follows the controller: skip threshold, intra period, status and,
+        when it moved to another bottleneck, a switch (an intra unit) to it."""
+        wanted = control.setting
+        encoder.skip_threshold, encoder.intra_period = wanted.skip_threshold, wanted.intra_period
+        encoder.status = control.status if control.status in RATE_STATUSES else "ok"
+        if wanted.beta != state["beta"]:
+            encoder.switch(rate.bottlenecks[wanted.beta], betas.index(wanted.beta))
+            state["beta"], state["profile"] = wanted.beta, table.profiles[wanted.beta]
+            stats.beta_switches.append((index, wanted.beta))
 
     def units() -> Iterator[Unit]:
         shape = encoder.shape(height, width)
@@ -308,21 +358,23 @@ def _encode_detect_at_rate(frames: Iterable[np.ndarray], rate: DetectRateRequest
             _check_size(frame, index, width, height)
             if rate.target_of is not None:
                 control.set_target_bps(rate.target_of(index))
-            encoder.skip_threshold = control.setting.skip_threshold
-            encoder.intra_period = control.setting.intra_period
+            follow(index)
             features = detector.edge_features(frame)
-            payload = encoder.encode_latents(stack_latents(bottleneck.model.quantize(features)))
-            kind = UnitKind.FRAME if payload[0] else UnitKind.KEYFRAME
+            coder = encoder.bottleneck
+            payload = encoder.encode_latents(stack_latents(coder.model.quantize(features)))
+            kind = UnitKind.KEYFRAME if is_intra(payload) else UnitKind.FRAME
             unit = Unit(kind, index, (SubStream(SubStreamType.FEATURES, payload),))
             size = len(unit.to_bytes())
             control.add_frame(size)
-            stats.frames, stats.intra_units = index + 1, stats.intra_units + (not payload[0])
+            stats.frames, stats.intra_units = index + 1, stats.intra_units + is_intra(payload)
             stats.feature_bytes, stats.unit_bytes = stats.feature_bytes + len(payload), \
                 stats.unit_bytes + size
             if control.wants_check():
-                counts = _self_check(checker, bottleneck, features, encoder.decoded, shape,
-                                     profile, (height, width))  # fmt: skip
+                counts = _self_check(checker, coder, features, encoder.decoded, shape,
+                                     state["profile"], (height, width))  # fmt: skip
                 stats.agreements.append((index, control.add_check(counts)))
+            stats.status = control.status
+            tell()
             yield unit
         yield Unit(UnitKind.END, stats.frames)
 
@@ -359,12 +411,17 @@ def is_detect_stream(header: StreamHeader) -> bool:
     return header.settings.get(MODE_KEY) == DETECT_MODE
 
 
-def open_detect_decoder(header: StreamHeader, bottleneck: str | os.PathLike | None = None,
+def open_detect_decoder(header: StreamHeader,
+                        bottleneck: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
                         models_dir: str | os.PathLike | None = None,
-                        score_threshold: float | None = None) -> TaskDecoder:  # fmt: skip
+                        score_threshold: float | None = None,
+                        search: Iterable[str | os.PathLike] = ()) -> TaskDecoder:  # fmt: skip
     """The cloud's decoder for a detect-mode stream: the bottleneck named in the header is
-    ``bottleneck`` (a file) or one of the shipped ones; ``score_threshold`` replaces the
-    bottleneck's (0.3) for the detections (a cloud-side choice, per camera).
+    ``bottleneck`` (a file, or one of several files) or one of the shipped ones;
+    ``score_threshold`` replaces the bottleneck's (0.3) for the detections (a cloud-side
+    choice, per camera). A stream whose rate control may change bottleneck (header
+    ``switch_betas``) gets each of the others from ``bottleneck``, ``search`` (more files)
+    or the shipped ones, with the cloud threshold the header gives it.
 
     Raises:
         TaskStreamError: not a detect-mode stream, no bottleneck with the header's sha256, or
@@ -372,18 +429,18 @@ def open_detect_decoder(header: StreamHeader, bottleneck: str | os.PathLike | No
     """
     if not is_detect_stream(header):
         raise TaskStreamError("not a detect-mode stream (its header has no mode=detect)")
-    entry = {m.name: m for m in header.models}.get(BOTTLENECK_MODEL)
+    entries = {m.name: m for m in header.models}
+    entry = entries.get(BOTTLENECK_MODEL)
     wanted = None if entry is None else entry.sha256
-    candidates = ([Path(bottleneck)] if bottleneck
+    if isinstance(bottleneck, (str, os.PathLike)):
+        bottleneck = [bottleneck]
+    given = [Path(p) for p in bottleneck or ()]
+    candidates = (given if given
                   else [verify_shipped(p) for p in shipped_bottlenecks().values()])  # fmt: skip
-    found = None
-    for path in candidates:
-        candidate = load_bottleneck(path)
-        if entry is not None and wanted and entry.matches(candidate.sha256()):
-            found = candidate
-            break
+    found = _find(entry, candidates)
     if found is None:
-        which = f"not {bottleneck}" if bottleneck else "none of the shipped ones"
+        which = (f"not {', '.join(map(str, given))}" if given
+                 else "none of the shipped ones")  # fmt: skip
         raise TaskStreamError(f"the stream was coded with bottleneck sha256 {wanted}, which is "
                               f"{which}; pass the edge's file with --bottleneck")
     shape = unit_shape(header, found)
@@ -392,8 +449,62 @@ def open_detect_decoder(header: StreamHeader, bottleneck: str | os.PathLike | No
         if not 0.0 <= score_threshold <= 1.0:
             raise TaskStreamError(f"score threshold must be in [0, 1], got {score_threshold}")
         split = dataclasses.replace(split, score_threshold=float(score_threshold))
+    alternatives = ()
+    thresholds = switch_thresholds(header)
+    if thresholds:
+        pool = [*given, *[Path(p) for p in search],
+                *[verify_shipped(p) for p in shipped_bottlenecks().values()]]  # fmt: skip
+        alternatives = [(found, None if score_threshold is not None else thresholds[0])]
+        for k, threshold in enumerate(thresholds[1:], start=1):
+            other = _find(entries.get(switch_model_name(k)), pool)
+            if other is None:
+                raise TaskStreamError(f"the stream may switch to bottleneck {k} (model entry "
+                                      f"{switch_model_name(k)}), which none of the shipped "
+                                      "bottlenecks or files given is")  # fmt: skip
+            if other.model.config.latent != found.model.config.latent:
+                raise TaskStreamError(f"bottleneck {k} has {other.model.config.latent} latent "
+                                      f"channels, the stream {found.model.config.latent}")
+            alternatives.append((other, None if score_threshold is not None else threshold))
     detector = SplitDetector(load_split_model(models_dir), split)
-    return TaskDecoder(found, detector, shape, header.height, header.width)
+    decoder = TaskDecoder(found, detector, shape, header.height, header.width,
+                          tuple(alternatives))  # fmt: skip
+    if alternatives:
+        decoder.betas = tuple(header.settings[SWITCH_BETAS].split(","))
+    return decoder
+
+
+def _find(entry: ModelEntry | None, paths: Iterable[Path]) -> TaskBottleneck | None:
+    """The bottleneck among ``paths`` whose sha256 the header's ``entry`` names."""
+    if entry is None or not entry.sha256:
+        return None
+    for path in paths:
+        candidate = load_bottleneck(path)
+        if entry.matches(candidate.sha256()):
+            return candidate
+    return None
+
+
+def switch_thresholds(header: StreamHeader) -> tuple[float, ...]:
+    """The cloud's score threshold of each bottleneck a stream may switch to (empty: a
+    stream that never switches).
+
+    Raises:
+        TaskStreamError: ``switch_betas`` and ``switch_thresholds`` that are not lists of
+            numbers of one length, or a threshold outside [0, 1].
+    """
+    betas, thresholds = header.settings.get(SWITCH_BETAS), header.settings.get(SWITCH_THRESHOLDS)
+    if betas is None and thresholds is None:
+        return ()
+    try:
+        b = [float(v) for v in (betas or "").split(",")]
+        t = tuple(float(v) for v in (thresholds or "").split(","))
+    except ValueError:
+        raise TaskStreamError(f"detect-mode header with bad switch entries ({betas!r}, "
+                              f"{thresholds!r})") from None  # fmt: skip
+    if len(b) != len(t) or len(t) > 256 or not all(0.0 <= v <= 1.0 for v in t):
+        raise TaskStreamError(f"detect-mode header with {len(b)} switch betas and {len(t)} "
+                              "thresholds (one each, in [0, 1], at most 256)")  # fmt: skip
+    return t
 
 
 def unit_shape(header: StreamHeader, bottleneck: TaskBottleneck) -> UnitShape:

@@ -210,8 +210,10 @@ def target_row(target_kbps: float, pixels: np.ndarray, gt, frames: list[int], mo
 
     Returns the row: bytes (header and unit framing included), the rate reached against the
     target (``rate_ratio``), MODA, what was chosen (``rate_choice``), how often it moved
-    (``rate_moves``, and each move in ``rate_switches``: frame from 1, skip threshold, intra
-    period, why), what the self-check measured, and the status (``rate_status``)."""
+    (``rate_moves``, and each move in ``rate_switches``: frame from 1, β, skip threshold,
+    intra period, why; ``beta_switches``: how many changed bottleneck, ``betas_used``), what
+    the self-check measured, and the status at the start (``rate_status``) and the end
+    (``rate_status_end``)."""
     from semcodec.codec.task import DEFAULT_MIN_AGREEMENT
     from semcodec.codec.task.split import SplitDetector
     from semcodec.codec.task.stream import (
@@ -247,9 +249,12 @@ def target_row(target_kbps: float, pixels: np.ndarray, gt, frames: list[int], mo
         "check_agreement_min": min(checks) if checks else None,
         "check_agreement_mean": float(np.mean(checks)) if checks else None,
         "rate_moves": len(stats.switches) - 1,
-        "rate_switches": json.dumps([[s.frame + 1, s.setting.skip_threshold,
+        "rate_switches": json.dumps([[s.frame + 1, s.setting.beta, s.setting.skip_threshold,
                                       s.setting.intra_period, s.reason]
                                      for s in stats.switches]),
+        "beta_switches": len(stats.beta_switches),
+        "betas_used": ",".join(dict.fromkeys(f"{s.setting.beta:g}" for s in stats.switches)),
+        "rate_status_end": stats.status,
         "score_threshold": float(settings["score_threshold"]), "profile": stats.profile,
         "intra_units": stats.intra_units,
         "bytes_per_frame": size / t, "bpp": 8.0 * size / (t * h * w),
