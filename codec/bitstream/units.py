@@ -79,7 +79,7 @@ _MIN_COMPACT_LENGTH = 1 + _CRC16.size  # a 1-byte frame index and the CRC
 #: Version 4: a unit's lead byte is ``0b01kk_tttt``: ``01`` marks it, ``kk`` is its kind,
 #: ``tttt`` the type of its one sub-stream (1..15), or 0: a count of sub-streams follows.
 _LEAD4_MARK = 0x40
-_SHORT_UNIT = 128  # a version-4 unit shorter than this (its length one byte) has a CRC-8
+SHORT_UNIT_BYTES = 128  # a version-4 unit shorter than this (its length one byte) has a CRC-8
 _CRC8_TABLE = []
 for _byte in range(256):
     _value = _byte
@@ -239,7 +239,7 @@ class Unit:
                     parts.append(sub.payload)
         content = b"".join(parts) + (self.substreams[-1].payload if count else b"")
         length = len(content) + 1
-        if length >= _SHORT_UNIT:
+        if length >= SHORT_UNIT_BYTES:
             length = len(content) + _CRC16.size
         if length > max_unit_size:
             raise OversizedError(
@@ -247,7 +247,7 @@ class Unit:
                 f"{max_unit_size}")
         covered = bytes([lead]) + encode_uvarint(length) + content
         implied = encode_uvarint(self.seq) if self.kind == UnitKind.FRAME else b""
-        if length < _SHORT_UNIT:
+        if length < SHORT_UNIT_BYTES:
             return covered + bytes([crc8(covered, crc8(implied))])
         return covered + _CRC16.pack(crc16(covered, crc16(implied)))
 
@@ -428,8 +428,8 @@ def _read_lead4_unit(inp: _Input, lead: int, index: int, limits: _Limits) -> Uni
     start = inp.pos - 1
     length_offset = inp.pos
     length, raw_length = _read_length(inp, index, limits)
-    crc_size = 1 if length < _SHORT_UNIT else _CRC16.size
-    if length < crc_size or length == _SHORT_UNIT:  # 128: a 126-byte content has a CRC-8
+    crc_size = 1 if length < SHORT_UNIT_BYTES else _CRC16.size
+    if length < crc_size or length == SHORT_UNIT_BYTES:  # 128: a 126-byte content has a CRC-8
         raise CorruptError(f"unit length: expected 1..127 or more than 128, found {length}",
                            offset=length_offset, unit_index=index)  # fmt: skip
     body_offset = inp.pos

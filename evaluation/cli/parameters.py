@@ -91,9 +91,11 @@ def _rate() -> dict[str, object]:
 def _container() -> dict[str, object]:
     from semcodec.codec.bitstream import FORMAT_VERSION, SUPPORTED_VERSIONS
     from semcodec.codec.bitstream.tables import DIGEST_PREFIX_BYTES
+    from semcodec.codec.bitstream.units import SHORT_UNIT_BYTES
 
     return {"format_version": FORMAT_VERSION, "versions_read": list(SUPPORTED_VERSIONS),
-            "digest_prefix_bytes": DIGEST_PREFIX_BYTES}  # fmt: skip
+            "digest_prefix_bytes": DIGEST_PREFIX_BYTES,
+            "crc8_below_unit_bytes": SHORT_UNIT_BYTES}  # fmt: skip
 
 
 def _stream_limits() -> dict[str, object]:
