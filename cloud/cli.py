@@ -199,6 +199,9 @@ def _add_serve_parser(sub) -> None:
     srv.add_argument("--decode-threads", type=int, metavar="N",
                      help="frames decoded at once over all sessions (0: the cores)")  # fmt: skip
     srv.add_argument("--decoder", metavar="NAME", help="reconstructor (warp)")
+    srv.add_argument("--sr", metavar="NAME",
+                     help="the plate's upscaler where an edge sent it smaller than the frame "
+                     "(bicubic; as cloud-decoder decode --sr)")  # fmt: skip
     srv.add_argument("--no-overview", dest="overview", action="store_const", const=False,
                      help="no overview.mp4 per session")  # fmt: skip
     srv.add_argument("--flow-prior", type=Path, metavar="FILE",
@@ -402,7 +405,7 @@ _SERVE_FLAGS = ("listen", "out", "tls_cert", "tls_key", "client_ca", "tokens",
                 "tenant_max_viewers", "max_viewers", "viewer_stall_s",
                 "max_sessions", "max_backlog_units", "max_chunk_kib", "max_unit_mib",
                 "max_session_kbps", "session_burst_kib",
-                "grace_s", "notice_s", "workers", "decoder", "overview", "flow_prior",
+                "grace_s", "notice_s", "workers", "decoder", "sr", "overview", "flow_prior",
                 "bottleneck_dir", "tenant_max_sessions", "tenant_max_streams",
                 "tenant_max_kbps", "tenant_max_stored_mib", "session_idle_s", "retain_s",
                 "stream_start_s", "stream_idle_s", "progress_window_s", "min_progress_bytes",

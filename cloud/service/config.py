@@ -88,6 +88,8 @@ class ServeSettings:
             balancer all calls come from its address).
         decode_threads: frames decoded at once over all sessions (0: the machine's cores).
         decoder: reconstructor name.
+        sr: the plate's upscaler where an edge sent it smaller than the frame (``bicubic``,
+            or a network of ``codec.reconstruct.superres``: ``cloud-decoder decode --sr``).
         overview: write overview.mp4 per session.
         flow_prior: the flow prior file the edges use, when not the shipped one.
         bottleneck_dir: a folder of bottleneck files (``*.pt``, from ``semcodec-bench
@@ -116,6 +118,7 @@ class ServeSettings:
     notice_s: float = 1.0
     workers: int = 0  # 0: 16
     decoder: str = "warp"
+    sr: str = "bicubic"
     overview: bool = True
     flow_prior: Path | None = None
     bottleneck_dir: Path | None = None

@@ -37,6 +37,7 @@ class DecodeSettings:
     overview: bool = True
     flow_prior: Path | None = None
     bottleneck_dir: Path | None = None
+    sr: str = "bicubic"  # the plate's upscaler (codec.reconstruct.superres)
 
 
 class FairSlots:
@@ -159,6 +160,7 @@ class DecodeWorker(threading.Thread):
         from semcodec.cloud.service.detect import is_detect
         from semcodec.codec.bitstream import read_stream
         from semcodec.codec.reconstruct import create_reconstructor
+        from semcodec.codec.reconstruct.superres import DEFAULT_SR, create_upscaler
         from semcodec.codec.scaffold.codec import ScaffoldDecoder
 
         remove_own_partials(self.out_dir)
@@ -167,9 +169,12 @@ class DecodeWorker(threading.Thread):
             if is_detect(header):
                 return self._decode_detect(header, units)
             reconstructor = create_reconstructor(self.settings.decoder)
-            decoder = ScaffoldDecoder(header, flow_prior=load_flow_prior(self.settings.flow_prior))
+            sr = self.settings.sr
+            decoder = ScaffoldDecoder(header, flow_prior=load_flow_prior(self.settings.flow_prior),
+                                      upscale=create_upscaler(sr))  # fmt: skip
             # what `cloud-decoder decode` records about its reconstructor, recorded alike
-            described = ({"decoder": reconstructor.describe()}
+            described = ({"decoder": {**reconstructor.describe(),
+                                      **({"sr": sr} if sr != DEFAULT_SR else {})}}
                          if hasattr(reconstructor, "describe") else {})  # fmt: skip
             with DecodeOutputs(self.out_dir, header, overview=self.settings.overview,
                                **described) as outputs:  # fmt: skip

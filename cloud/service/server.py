@@ -167,10 +167,11 @@ class DecoderServer:
         if settings.decoder not in available_reconstructors():
             raise ConfigError(f"decoder {settings.decoder!r}: expected one of "
                               f"{', '.join(available_reconstructors())}")  # fmt: skip
+        check_upscaler(settings.sr)
         cap_logs("semcodec.cloud.service", "grpc", "asyncio")
         self.metrics = PrometheusMetrics()
         decode = DecodeSettings(settings.decoder, settings.overview, settings.flow_prior,
-                                settings.bottleneck_dir)  # fmt: skip
+                                settings.bottleneck_dir, settings.sr)  # fmt: skip
         self._tokens, quotas = self._load_tokens()
         self.manager = SessionManager(settings.out, limits_of(settings), decode, self.metrics,
                                       quotas)  # fmt: skip
@@ -363,3 +364,25 @@ class DecoderServer:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return 0
+
+
+def check_upscaler(name: str) -> None:
+    """Refuses an unknown plate upscaler, and fetches (checks) a network's files now rather
+    than in the first session.
+
+    Raises:
+        ConfigError: an unknown name, or a network whose files cannot be had.
+    """
+    from semcodec.codec.core.models import ModelError
+    from semcodec.codec.reconstruct.superres import (
+        SuperResolutionError,
+        create_upscaler,
+        upscaler_names,
+    )
+
+    if name not in upscaler_names():
+        raise ConfigError(f"sr {name!r}: expected one of {', '.join(upscaler_names())}")
+    try:
+        create_upscaler(name)
+    except (ModelError, SuperResolutionError) as exc:
+        raise ConfigError(f"sr {name!r}: its network cannot be had: {exc}") from None

@@ -147,3 +147,57 @@ def test_sr_says_so_when_no_plate_was_sent_small(semc_file, tmp_path, capsys):
         pytest.skip(f"esrgan-slim cannot be had here: {exc}")
     assert code == 0
     assert "nothing was upscaled" in capsys.readouterr().err
+
+
+def test_the_service_upscales_the_plate_as_decode_does(sample_frames, tmp_path):
+    """``cloud-decoder serve --sr NAME`` (DecodeSettings.sr) decodes a session as
+    ``cloud-decoder decode --sr NAME`` decodes the file: the same frames and stream.json's
+    decoder record; an unknown name is refused when the service starts."""
+    import cv2
+
+    from semcodec.cloud.service import decode
+    from semcodec.cloud.service.config import ConfigError
+    from semcodec.cloud.service.server import check_upscaler
+    from semcodec.codec.bitstream import write_stream
+    from semcodec.codec.scaffold.codec import encode_frames
+    from semcodec.codec.scaffold.levels import level_config
+
+    with pytest.raises(ConfigError, match="sr 'magic'"):
+        check_upscaler("magic")
+    config = level_config(1, plate_scales="0.5", target_bpp=0.2)  # the plate at half size
+    header, units, _ = encode_frames(iter(sample_frames[:3]), config, 7.0, (384, 288), 3)
+    semc_file = tmp_path / "half.semc"
+    write_stream(semc_file, header, units)
+    try:
+        check_upscaler("esrgan-slim-plates")
+    except ConfigError as exc:  # pragma: no cover - the npm package cannot be had
+        pytest.skip(f"esrgan-slim cannot be had here: {exc}")
+    assert cloud_main(["decode", str(semc_file), "-o", str(tmp_path / "offline"), "--sr",
+                       "esrgan-slim-plates", "--no-overview"]) == 0  # fmt: skip
+
+    class Source:
+        def next_work(self, decoded):
+            return "unit" if decoded < 4 else "finish"  # 3 frames and the END unit
+
+        def frame_decoded(self, decoded, seconds, detections=None):
+            pass
+
+        def frame_shown(self, frame, picture):
+            pass
+
+        def rate_status(self, frame, status):
+            pass
+
+        def decode_done(self, frames, complete, error):
+            assert (frames, complete, error) == (3, True, None)
+
+    out = tmp_path / "served"
+    decode.DecodeWorker(semc_file, out, decode.DecodeSettings(overview=False,
+                        sr="esrgan-slim-plates"), Source()).run()  # fmt: skip
+    served, offline = (json.loads((tmp_path / d / "stream.json").read_text())
+                       for d in ("served", "offline"))  # fmt: skip
+    assert served["decoder"] == offline["decoder"] and served["decoder"]["sr"] == \
+        "esrgan-slim-plates"
+    for name in ("000001.png", "000003.png"):
+        a, b = (cv2.imread(str(tmp_path / d / "frames" / name)) for d in ("served", "offline"))
+        assert np.array_equal(a, b)
