@@ -99,7 +99,7 @@ def test_help_lists_accepted_names_without_none_defaults(capsys):
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert ", ".join(available_codecs()) in text
-    assert "psnr, ms_ssim, st_lpips, person, temporal, moda, fvd" in text
+    assert "psnr, ms_ssim, st_lpips, person, temporal, pose, moda, fvd" in text
     assert "local, process, ray" in text
     assert "(default: None)" not in text and "(default: False)" not in text
     assert "(default: )" not in text  # --settings
