@@ -121,7 +121,10 @@ def test_task_command_at_targets_on_the_sample(tmp_path, sample_dir) -> None:
     assert row["curve"] == "features-target" and row["setting"] == "target=8kbps"
     assert row["beta"] in shipped_bottlenecks() and row["rate_status"] in ("ok", "over_budget")
     assert row["kbps"] == pytest.approx(row["rate_ratio"] * 8)
-    assert json.loads(row["rate_switches"])[0][3] == "start" and row["frames"] == 6
+    frame, beta, _, _, reason = json.loads(row["rate_switches"])[0]  # from frame 1, with β
+    assert (frame, beta, reason) == (1, row["beta"], "start") and row["frames"] == 6
+    assert row["betas_used"].split(",")[0] == f"{row['beta']:g}" and row["beta_switches"] >= 0
+    assert row["rate_status_end"] in ("ok", "over_budget", "below_floor")
     assert -1 <= row["moda"] <= 1
     assert main(["task", "--data", str(sample_dir), "--frames", "6", "--min-agreement", "0.5",
                  "--out", str(tmp_path / "o2"), "-q"]) == 2  # the floor goes with a target
