@@ -296,7 +296,15 @@ def unit_overhead_bytes(unit: Unit, version: int = FORMAT_VERSION) -> int:
     ``len(unit.to_bytes(version=v)) == unit_overhead_bytes(unit, v) + unit.payload_bytes``.
     """
     if version >= 4:
-        return len(unit.to_bytes(version=version)) - unit.payload_bytes
+        count = len(unit.substreams)
+        head = 0 if unit.kind == UnitKind.FRAME else _uvarint_len(unit.seq)
+        if count != 1:
+            head += _uvarint_len(count) + sum(
+                _uvarint_len(len(s.payload) << _TYPE_BITS | s.type) for s in unit.substreams[:-1]
+            ) + (1 if count else 0)
+        content = head + unit.payload_bytes
+        length = content + 1 if content + 1 < SHORT_UNIT_BYTES else content + _CRC16.size
+        return 1 + _uvarint_len(length) + length - unit.payload_bytes
     if version >= 3:
         count = len(unit.substreams)
         content = _uvarint_len(unit.seq) + (_uvarint_len(count - _COUNT_ESCAPE)
