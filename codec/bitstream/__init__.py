@@ -134,8 +134,8 @@ Unit::
     .       v     S = number of sub-streams, uvarint (<= max_substreams, default 64)
                   then S times:
     .       1       sub-stream type, u8: 1 KEYFRAME_IMAGE, 2 TRACKS, 3 SEGMENTATION,
-                    4 POSE, 5 FLOW, 6 FEATURES, 7 METADATA, 8 APPEARANCE, 9 PLATE_TILE
-                    (0 and 10..255 reserved)
+                    4 POSE, 5 FLOW, 6 FEATURES, 7 METADATA, 8 APPEARANCE, 9 PLATE_TILE,
+                    10 SPARSE_POSE (0 and 11..255 reserved)
     .       v       P = payload length, uvarint
     .       P       payload
     .       4     CRC32 over the unit length varint and everything from the kind byte

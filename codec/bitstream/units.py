@@ -52,7 +52,7 @@ class UnitKind(IntEnum):
 
 
 class SubStreamType(IntEnum):
-    """What a sub-stream's payload holds. 0 and 10..255 are reserved."""
+    """What a sub-stream's payload holds. 0 and 11..255 are reserved."""
 
     KEYFRAME_IMAGE = 1
     TRACKS = 2
@@ -63,6 +63,7 @@ class SubStreamType(IntEnum):
     METADATA = 7
     APPEARANCE = 8
     PLATE_TILE = 9
+    SPARSE_POSE = 10  #: level 1's body joints per person (codec.entropy.sparse_pose)
 
 
 _UNIT_KINDS = frozenset(m.value for m in UnitKind)

@@ -70,6 +70,29 @@ class Pose:
 
 
 @dataclass(frozen=True)
+class BodyPose:
+    """One person's sparse body pose as the cloud decodes it (level 1's sparse pose).
+
+    Attributes:
+        track_id: the person's track id.
+        uv: ``(13, 2)`` float32 joint positions of :data:`BODY_JOINTS` relative to the
+            person's box, in box heights: ``u`` from the box's horizontal centre (right
+            positive), ``v`` from its top (down positive).
+        visible: ``(13,)`` bool: the joint is visible (not occluded or out of the crop).
+        joints: ``(13, 2)`` float32 ``x, y`` frame pixels: ``uv`` placed on the person's
+            decoded box of this frame.
+        age: frames since the pose was sent (0: sent with this frame; a pose held from an
+            earlier frame is drawn on this frame's box).
+    """
+
+    track_id: int
+    uv: np.ndarray
+    visible: np.ndarray
+    joints: np.ndarray
+    age: int = 0
+
+
+@dataclass(frozen=True)
 class Flow:
     """Dense optical flow between the previous frame and this one, backward convention.
 
@@ -97,6 +120,9 @@ class FrameScaffold:
     flow: Flow | None = None
     keyframe: bytes | None = None  # the intra-coded picture, when this frame is a keyframe
     appearances: dict[int, bytes] = field(default_factory=dict)  # track id -> WebP reference
+    #: track id -> the person's sparse body pose (level 1 with ``pose_every``): sent with
+    #: this frame or held from the last frame that sent it
+    body_poses: dict[int, BodyPose] = field(default_factory=dict)
 
 
 @dataclass

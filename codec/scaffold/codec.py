@@ -45,7 +45,14 @@ from semcodec.codec.bitstream import (
     write_stream,
 )
 from semcodec.codec.bitstream.tables import level_defaults_id
-from semcodec.codec.core.types import DecodedFrame, Flow, FrameScaffold, Segmentation, Tracks
+from semcodec.codec.core.types import (
+    BodyPose,
+    DecodedFrame,
+    Flow,
+    FrameScaffold,
+    Segmentation,
+    Tracks,
+)
 from semcodec.codec.scaffold.levels import LevelConfig
 
 #: Byte-count names of the sub-streams (the benchmark's ``bytes_<name>`` columns).
@@ -57,7 +64,10 @@ STREAM_NAMES = {
     SubStreamType.TRACKS: "boxes",
     SubStreamType.APPEARANCE: "appearance",
     SubStreamType.PLATE_TILE: "plate_tiles",
+    SubStreamType.SPARSE_POSE: "pose",  # level 1's sparse pose; levels 2-3 send POSE
 }
+#: The pose model the edge runs for level 1's sparse pose (``LevelConfig.pose_every``).
+SPARSE_POSE_MODEL = "pose_landmark_lite"
 
 
 #: A plate refresh is tried when the rate has saved up this many times the bytes of the
@@ -325,8 +335,10 @@ class _Coders:
         from semcodec.codec.entropy.flow import FlowCoder
         from semcodec.codec.entropy.pose import PoseCoder
         from semcodec.codec.entropy.segmentation import SegmentationCoder
+        from semcodec.codec.entropy.sparse_pose import SparsePoseCoder
 
         self.seg = SegmentationCoder()
+        self.sparse = SparsePoseCoder(config.pose_steps) if config.sends_sparse_pose else None
         self.pose = PoseCoder(step_px=config.pose_step_px)
         self.flow = FlowCoder(flow_prior, step=config.flow_step_px) if config.sends_flow else None
         self.boxes = BoxCoder(config.box_step_px, frame_size) if config.sends_boxes else None
@@ -337,6 +349,32 @@ class _Coders:
         self.previous_labels: np.ndarray | None = None
         self.previous_poses: dict[int, np.ndarray] = {}
         self.previous_boxes: dict[int, np.ndarray] = {}
+        #: track id -> (the person's last decoded sparse pose, the frame number it came with)
+        self.previous_sparse: dict[int, tuple] = {}
+
+    def sparse_previous(self) -> dict:
+        """The sparse poses the next frame's are predicted from (track id -> SparsePose)."""
+        return {tid: pose for tid, (pose, _) in self.previous_sparse.items()}
+
+    def advance_sparse(self, tracks: Tracks, sent, number: int) -> dict[int, BodyPose]:
+        """Takes frame ``number``'s decoded sparse poses ``sent`` (a list of
+        :class:`~codec.entropy.sparse_pose.SparsePose`) into the state, which keeps only the
+        people of ``tracks`` (the frame's decoded boxes), and returns every person's pose on
+        this frame's box: sent now, or held from the last frame that sent it. Encoder and
+        decoder call it alike."""
+        state = {int(p.track_id): (p, number) for p in sent}
+        for tid in tracks.ids.tolist():
+            if tid not in state and tid in self.previous_sparse:
+                state[tid] = self.previous_sparse[tid]
+        self.previous_sparse = state
+        out = {}
+        for tid, box in zip(tracks.ids.tolist(), np.asarray(tracks.boxes), strict=True):
+            if tid in state:
+                pose, when = state[tid]
+                uv = (pose.q.astype(np.float64) / pose.steps).astype(np.float32)
+                out[tid] = BodyPose(tid, uv, np.asarray(pose.visible, bool), pose.joints(box),
+                                    age=number - when)  # fmt: skip
+        return out
 
 
 def default_flow_prior(config: LevelConfig):
@@ -394,7 +432,12 @@ class ScaffoldEncoder:
         tracking = TrackerConfig(min_score=config.detector_threshold,
                                  output_predicted=config.sends_boxes, max_coast=3)  # fmt: skip
         self._people = ScaffoldDetector(detector, tracking, detect_every=config.detect_every)
-        self._segmenter = self._pose = self._flow = None
+        self._segmenter = self._pose = self._flow = self._body = None
+        if config.sends_sparse_pose:
+            from semcodec.codec.scaffold.pose import PoseConfig, PoseEstimator
+
+            self._body = PoseEstimator(PoseConfig(model=SPARSE_POSE_MODEL, threads=threads),
+                                       models_dir)  # fmt: skip
         if config.sends_pose:
             from semcodec.codec.scaffold.pose import PoseConfig, PoseEstimator
 
@@ -475,6 +518,8 @@ class ScaffoldEncoder:
             names.append("selfie_segmentation")
         if self.config.sends_pose:
             names.append(self.config.pose_model)
+        if self.config.sends_sparse_pose and SPARSE_POSE_MODEL not in names:
+            names.append(SPARSE_POSE_MODEL)
         # the models actually used: a fallback that stood in is named as itself
         specs = [resolve_model_spec(name, models_dir)[0] for name in names]
         entries = [ModelEntry(spec.name, spec.sha256) for spec in specs]
@@ -541,6 +586,10 @@ class ScaffoldEncoder:
         if self._coders.boxes is not None:
             with _Timer(stats, "code_boxes"):
                 substreams.append(self._code_boxes(scaffold))
+        if self._body is not None:
+            sub = self._sparse_pose(frame, scaffold)
+            if sub is not None:
+                substreams.append(sub)
         masks = None
         if self._pose is not None:
             with _Timer(stats, "pose"):
@@ -911,6 +960,29 @@ class ScaffoldEncoder:
                                                          scaffold.tracks)  # fmt: skip
         return SubStream(SubStreamType.TRACKS, data)
 
+    def _sparse_pose(self, frame: np.ndarray, scaffold: FrameScaffold) -> SubStream | None:
+        """The sparse poses of this frame's people on their decoded boxes: everyone's on
+        every ``pose_every``-th frame, else those of the people without one yet; the pose
+        model's people of presence under 0.5 are not sent (the cloud holds their last).
+        Sets ``scaffold.body_poses`` as the decoder will; None: no pose sent."""
+        coders, tracks = self._coders, scaffold.tracks
+        ids = tracks.ids.tolist()
+        due = self._index % self.config.pose_every == 0
+        wanted = np.array([due or tid not in coders.previous_sparse for tid in ids], bool)
+        sent, data = [], b""
+        if wanted.any():
+            subset = Tracks(tracks.boxes[wanted], tracks.scores[wanted], tracks.ids[wanted])
+            with _Timer(self.stats, "pose"):
+                poses = self._body.estimate(frame, subset)
+            with _Timer(self.stats, "code_pose"):
+                box = dict(zip(ids, np.asarray(tracks.boxes), strict=True))
+                sent = [coders.sparse.quantize(p.track_id, p.keypoints, p.visibility,
+                                               box[p.track_id]) for p in poses]  # fmt: skip
+                if sent:
+                    data = coders.sparse.encode(sent, ids, coders.sparse_previous())
+        scaffold.body_poses = coders.advance_sparse(tracks, sent, scaffold.number)
+        return SubStream(SubStreamType.SPARSE_POSE, data) if sent else None
+
     def _select_refs(self, frame: np.ndarray, number: int, scaffold: FrameScaffold) -> bytes:
         from semcodec.codec.scaffold.appearance import pack_refs
 
@@ -938,6 +1010,7 @@ _SCAFFOLD_NAMES = {
     SubStreamType.POSE: "pose",
     SubStreamType.FLOW: "flow",
     SubStreamType.TRACKS: "box",
+    SubStreamType.SPARSE_POSE: "sparse pose",
 }
 
 
@@ -1159,6 +1232,8 @@ class ScaffoldDecoder:
         wanted = self._expected(unit.kind)
         if self.config.sends_appearance and SubStreamType.APPEARANCE in parts:
             wanted.add(SubStreamType.APPEARANCE)  # optional: only when a reference is sent
+        if self.config.sends_sparse_pose and SubStreamType.SPARSE_POSE in parts:
+            wanted.add(SubStreamType.SPARSE_POSE)  # optional: only when a pose is sent
         if self.config.plate != "frame" and SubStreamType.KEYFRAME_IMAGE in parts:
             wanted.add(SubStreamType.KEYFRAME_IMAGE)  # optional in a frame: a plate refresh
         if (self.config.plate_refine > 0 and unit.kind == UnitKind.FRAME
@@ -1191,6 +1266,9 @@ class ScaffoldDecoder:
                 scaffold.tracks = boxes.decode(parts[kind], self._coders.previous_boxes)
                 self._coders.previous_boxes = boxes.update_state(self._coders.previous_boxes,
                                                                  scaffold.tracks)  # fmt: skip
+            if self._coders.sparse is not None:
+                kind = SubStreamType.SPARSE_POSE
+                self._decode_sparse_pose(parts.get(kind), scaffold)
             if SubStreamType.POSE in parts:
                 kind = SubStreamType.POSE
                 self._decode_pose(parts[kind], scaffold)
@@ -1207,6 +1285,18 @@ class ScaffoldDecoder:
                 f"frame {scaffold.number}: the {_SCAFFOLD_NAMES[kind]} payload does not "
                 f"decode ({exc}); the stream is damaged or was not made by a matching encoder"
             ) from exc
+
+    def _decode_sparse_pose(self, payload: bytes | None, scaffold: FrameScaffold) -> None:
+        """The frame's sparse poses (``payload`` None: none sent) into the held state and
+        ``scaffold.body_poses``."""
+        coders, ids = self._coders, scaffold.tracks.ids.tolist()
+        sent = []
+        if payload is not None:
+            sent = coders.sparse.decode(payload, ids, coders.sparse_previous())
+            if not sent:
+                raise PayloadError(f"frame {scaffold.number}: a sparse pose sub-stream that "
+                                   "carries no pose (the edge leaves it out)")  # fmt: skip
+        scaffold.body_poses = coders.advance_sparse(scaffold.tracks, sent, scaffold.number)
 
     def _decode_pose(self, payload: bytes, scaffold: FrameScaffold) -> None:
         poses = self._coders.pose.decode(payload, self._coders.previous_poses)

@@ -93,6 +93,16 @@ class LevelConfig:
             person-free background plate the edge builds from many frames
             (:mod:`codec.scaffold.background`).
         target_bpp: the rate controller's target in bits per pixel (0: no rate control).
+        pose_every: with the box stream, send each tracked person's sparse body pose (13
+            joints relative to the decoded box, :mod:`codec.entropy.sparse_pose`; the pose
+            model ``pose_landmark_lite`` on the decoded boxes) every ``pose_every``-th frame,
+            and on the first frame a person is seen (0: no sparse pose). The cloud holds a
+            person's last pose on the frames between.
+        pose_steps: the sparse pose's quantization steps per box height (4..256).
+
+    ``pose_every`` and ``pose_steps`` are left out of :meth:`to_dict` (and so of a stream
+    header) at their defaults: streams written before they existed read as without a pose,
+    so their defaults never change.
     """
 
     level: int
@@ -119,6 +129,8 @@ class LevelConfig:
     check_refs: bool = False
     plate: str = "frame"
     target_bpp: float = 0.0
+    pose_every: int = 0
+    pose_steps: int = 16
 
     def __post_init__(self) -> None:
         if self.level not in LEVEL_NUMBERS:
@@ -160,6 +172,12 @@ class LevelConfig:
             raise ValueError("appearance_refresh_s must be > 0 and target_bpp >= 0")
         if self.plate not in PLATES:
             raise ValueError(f"plate must be one of {PLATES}, got {self.plate!r}")
+        if not 0 <= self.pose_every <= MAX_POSE_EVERY or not 4 <= self.pose_steps <= 256:
+            raise ValueError(f"pose_every must be 0..{MAX_POSE_EVERY} frames and pose_steps "
+                             f"4..256, got {self.pose_every}, {self.pose_steps}")  # fmt: skip
+        if self.pose_every and not self.box_step_px:
+            raise ValueError("the sparse pose (pose_every > 0) needs the box stream "
+                             "(box_step_px > 0): its joints are relative to the boxes")
 
     @property
     def keyframe_scales(self) -> tuple[float, ...]:
@@ -171,6 +189,10 @@ class LevelConfig:
     @property
     def sends_pose(self) -> bool:
         return bool(self.pose_model)
+
+    @property
+    def sends_sparse_pose(self) -> bool:
+        return self.pose_every > 0
 
     @property
     def sends_flow(self) -> bool:
@@ -189,8 +211,10 @@ class LevelConfig:
         return self.appearance_quality > 0
 
     def to_dict(self) -> dict[str, str]:
-        """String form for the stream header's key/value dict."""
-        return {f.name: str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """String form for the stream header's key/value dict (the fields of
+        :data:`OMITTED_AT_DEFAULT` only when they differ from their default)."""
+        return {f.name: str(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.name not in OMITTED_AT_DEFAULT or getattr(self, f.name) != f.default}
 
     @classmethod
     def from_dict(cls, values: dict[str, str]) -> LevelConfig:
@@ -214,6 +238,11 @@ class LevelConfig:
 
 
 LEVEL_NUMBERS = (0, 1, 2, 3)
+#: Fields added after streams were written without them: a header holds them only when they
+#: differ from their default (which therefore never changes).
+OMITTED_AT_DEFAULT = ("pose_every", "pose_steps")
+#: Most frames between two sparse poses of a person.
+MAX_POSE_EVERY = 64
 #: ``plate_refine`` value that leaves the share to the camera's layout (resolved by the edge).
 PLATE_REFINE_PER_CAMERA = -1.0
 #: The share a tiled layout (small people) refines with: measured in steady state on PETS

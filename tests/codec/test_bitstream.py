@@ -622,7 +622,7 @@ def test_trailing_bytes_refused():
         (b"\x00\x00\x00", "unit kind"),
         (b"\x09\x00\x00", "unit kind"),
         (b"\x02\x00\x01\x00\x00", "type"),
-        (b"\x02\x00\x01\x0a\x00", "type"),
+        (b"\x02\x00\x01\x0b\x00", "type"),
         (b"\x02\x00\x01\x02\x05ab", "payload"),  # payload runs past the unit
         (b"\x02\x00\x00\x00", "more byte"),  # trailing byte before the CRC
         (b"\x02\x80\x00\x00", "non-canonical"),  # overlong seq
