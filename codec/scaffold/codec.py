@@ -586,10 +586,6 @@ class ScaffoldEncoder:
         if self._coders.boxes is not None:
             with _Timer(stats, "code_boxes"):
                 substreams.append(self._code_boxes(scaffold))
-        if self._body is not None:
-            sub = self._sparse_pose(frame, scaffold)
-            if sub is not None:
-                substreams.append(sub)
         masks = None
         if self._pose is not None:
             with _Timer(stats, "pose"):
@@ -619,6 +615,10 @@ class ScaffoldEncoder:
                 refs = self._select_refs(frame, number, scaffold)
             if refs:
                 substreams.append(SubStream(SubStreamType.APPEARANCE, refs))
+        if self._body is not None:  # after the references: each is sent with its pose
+            sub = self._sparse_pose(frame, scaffold)
+            if sub is not None:
+                substreams.append(sub)
         if scheduled_plate or (not is_key and self._background is not None
                                and self._rate is not None):  # fmt: skip
             pending = sum(len(sub.payload) for sub in substreams)
@@ -962,13 +962,15 @@ class ScaffoldEncoder:
 
     def _sparse_pose(self, frame: np.ndarray, scaffold: FrameScaffold) -> SubStream | None:
         """The sparse poses of this frame's people on their decoded boxes: everyone's on
-        every ``pose_every``-th frame, else those of the people without one yet; the pose
+        every ``pose_every``-th frame, else those of the people without one yet or with a
+        reference in this frame (the cloud keeps a reference with its pose); the pose
         model's people of presence under 0.5 are not sent (the cloud holds their last).
         Sets ``scaffold.body_poses`` as the decoder will; None: no pose sent."""
         coders, tracks = self._coders, scaffold.tracks
         ids = tracks.ids.tolist()
         due = self._index % self.config.pose_every == 0
-        wanted = np.array([due or tid not in coders.previous_sparse for tid in ids], bool)
+        wanted = np.array([due or tid not in coders.previous_sparse or tid in scaffold.appearances
+                           for tid in ids], bool)  # fmt: skip
         sent, data = [], b""
         if wanted.any():
             subset = Tracks(tracks.boxes[wanted], tracks.scores[wanted], tracks.ids[wanted])
