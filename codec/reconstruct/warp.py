@@ -157,7 +157,7 @@ class WarpReconstructor(Reconstructor):
         boxes = self._smoother.update(tracks.ids, tracks.boxes, frame.fps)
         for k in np.argsort(boxes[:, 3], kind="stable"):
             box, track_id = boxes[k], int(tracks.ids[k])
-            ref = self._refs.get(track_id)
+            ref, ref_matte = self._person(track_id, frame)
             if ref is None:
                 draw_silhouette(canvas, box, UNKNOWN_PERSON_RGB)
                 continue
@@ -170,11 +170,17 @@ class WarpReconstructor(Reconstructor):
                 opacity = (done + 1) / (self.fade + 1)
             box = with_aspect(box, ref.shape[1] / ref.shape[0])
             draw_ref(canvas, ref, ref_region(box), inner=box, plate=plate, opacity=opacity,
-                     ref_alpha=self._mattes.get(track_id))  # fmt: skip
+                     ref_alpha=ref_matte)  # fmt: skip
         self._advance_fades()
         out = np.clip(canvas + 0.5, 0, 255).astype(np.uint8)
         self._previous = out
         return out
+
+    def _person(self, track_id: int, frame: DecodedFrame):
+        """``(reference (h, w, C) uint8, its matte (h, w) float32 or None)`` to draw person
+        ``track_id`` with on ``frame``, ``(None, None)``: none yet (a silhouette). Here the
+        newest reference as it came; ``animate`` chooses and moves it."""
+        return self._refs.get(track_id), self._mattes.get(track_id)
 
     def describe(self) -> dict:
         """The name, and each drawing option that is not its default."""

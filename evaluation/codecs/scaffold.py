@@ -30,7 +30,7 @@ from semcodec.evaluation.codecs.base import Codec, Encoded, Setting, SettingErro
 
 #: Setting keys that choose the decoder, not the stream.
 DECODER_KEYS = ("decoder", "steps", "seed", "weights", "memory_mb", "previous", "matte", "fade",
-                "smooth_s", "sr", "person_matte")
+                "smooth_s", "sr", "person_matte", "limbs")
 #: The stream of this process's last encode, under its :func:`_stream_key` (one entry).
 _LAST_STREAM: dict[str, Encoded] = {}
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
@@ -108,7 +108,7 @@ class ScaffoldCodec(Codec):
                 raise SettingError(f"scaffold: memory_mb={setting.get('memory_mb')}: expected "
                                    "MB >= 0")  # fmt: skip
             options["memory_mb"] = float(budget)
-        for key in ("previous", "matte"):
+        for key in ("previous", "matte", "limbs"):
             if setting.get(key) is not None:
                 if setting.get(key) not in ("0", "1"):
                     raise SettingError(f"scaffold: {key}={setting.get(key)}: expected 0 or 1")

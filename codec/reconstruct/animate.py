@@ -1,0 +1,353 @@
+"""``animate``: people drawn from the remembered reference nearest their pose, moved limb by
+limb to the pose they have now (issue 39 items 2-3; training-free).
+
+Level 1 with a sparse pose (``pose_every``) tells the cloud each person's 13 body joints
+(:class:`~codec.core.types.BodyPose`, relative to the person's box) on the frames that send
+it, and with every appearance reference the pose it was taken in. This decoder:
+
+* **remembers** every reference of every person with the pose it was taken in
+  (:class:`PersonMemory`), within ``memory_mb`` megabytes per stream (a reference's RGBA
+  pixels and its matte counted), forgetting the least recently drawn reference first (a
+  person's newest reference is kept whatever the budget: the memory never has fewer than
+  one per person on screen); a keyframe that starts over forgets everything;
+* **chooses**, per person and frame, the remembered reference whose pose is nearest the
+  person's pose now (:func:`pose_distance`: mean joint distance in box heights over the joints
+  visible in both; the newest on a tie, and the newest when the person has no pose yet);
+* **animates** it to the pose now (:func:`animate_ref`): each limb bone (upper and lower arms
+  and legs) moved by the similarity that takes its two joints in the reference's pose to
+  their place now, the torso and head by the least-squares affine of shoulders, hips and
+  nose; every output pixel samples the reference through a blend of the parts' inverse maps
+  weighted by how near it is to each part now (a soft-min of the distances, so the joints
+  bend smoothly); a pixel that would show a limb bone where that bone no longer is (the
+  limb moved away: a self-occlusion uncovered) is left transparent, so the plate shows
+  there;
+* draws it like ``warp`` (box smoothing, farther people first), cut out by the cloud's own
+  matte with ``person_matte=MODEL`` (:mod:`~codec.reconstruct.matte`, computed once per
+  reference and animated with it).
+
+A stream without a sparse pose is drawn as ``warp`` draws it (the newest reference, no
+animation). Everything is a fixed function of the decoded scaffolds (OpenCV and numpy in
+float32/float64 on the CPU), so two runs give the same frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from semcodec.codec.core.types import BodyPose, DecodedFrame
+from semcodec.codec.reconstruct import register_reconstructor
+from semcodec.codec.reconstruct.warp import SMOOTH_S, WarpReconstructor
+
+#: Limb bones as pairs of indexes into the 13 body joints (:data:`~codec.core.types.BODY_JOINTS`:
+#: 0 nose, 1/2 shoulders, 3/4 elbows, 5/6 wrists, 7/8 hips, 9/10 knees, 11/12 ankles).
+BONES = ((1, 3), (3, 5), (2, 4), (4, 6), (7, 9), (9, 11), (8, 10), (10, 12))
+#: Joints that move with the torso and head.
+TORSO_JOINTS = (0, 1, 2, 7, 8)
+#: Half-width of the torso around its centre line, in box heights.
+TORSO_HALF_WIDTH = 0.09
+#: A pixel nearer a limb bone than this (box heights) belongs to the bone.
+LIMB_RADIUS = 0.06
+#: Soft-min temperature of the parts' weights, in box heights: within about this distance
+#: of a joint two parts' maps blend.
+BLEND = 0.025
+#: A bone may stretch or shrink this much at most (a pose model's error on a short limb
+#: would otherwise blow it up).
+MAX_BONE_SCALE = 1.6
+#: Default memory per stream, megabytes.
+DEFAULT_MEMORY_MB = 16.0
+
+
+def pose_distance(a_uv: np.ndarray, a_visible: np.ndarray, b_uv: np.ndarray,
+                  b_visible: np.ndarray, min_joints: int = 4) -> float:  # fmt: skip
+    """Mean distance (box heights) between the joints of two ``(13, 2)`` box-relative poses
+    that both show (``(13,)`` bool each); ``inf`` with fewer than ``min_joints`` in common."""
+    both = np.asarray(a_visible, bool) & np.asarray(b_visible, bool)
+    if int(both.sum()) < min_joints:
+        return float("inf")
+    diff = np.asarray(a_uv, np.float64)[both] - np.asarray(b_uv, np.float64)[both]
+    return float(np.mean(np.hypot(diff[:, 0], diff[:, 1])))
+
+
+@dataclass
+class Remembered:
+    """One remembered reference of a person.
+
+    Attributes:
+        ref: ``(h, w, C)`` uint8 the reference as decoded (C = 3 or 4).
+        matte: ``(h, w)`` float32 0..1, the cloud's person matte of it, or None.
+        uv: ``(13, 2)`` float32 the pose it was taken in (box heights, relative to the box
+            it was taken in), or None when the stream sent none with it.
+        visible: ``(13,)`` bool, or None.
+        added: the frame number it came with.
+        used: the last frame number it was drawn on (its age for eviction).
+    """
+
+    ref: np.ndarray
+    matte: np.ndarray | None
+    uv: np.ndarray | None
+    visible: np.ndarray | None
+    added: int
+    used: int
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.ref.nbytes + (0 if self.matte is None else self.matte.nbytes))
+
+
+class PersonMemory:
+    """Every reference of every person with the pose it was taken in, within a byte budget.
+
+    Args:
+        budget_bytes: most bytes of pixels (references and mattes) kept (>= 0); past it the
+            least recently used reference is forgotten, never a person's newest.
+
+    Raises:
+        ValueError: a negative budget.
+    """
+
+    def __init__(self, budget_bytes: float) -> None:
+        if not budget_bytes >= 0:
+            raise ValueError(f"the memory budget must be >= 0 bytes, got {budget_bytes!r}")
+        self.budget_bytes = float(budget_bytes)
+        self.clear()
+
+    def clear(self) -> None:
+        #: track id -> its references, oldest first
+        self.people: dict[int, list[Remembered]] = {}
+        self.evicted = 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(r.nbytes for refs in self.people.values() for r in refs)
+
+    def add(self, track_id: int, ref: np.ndarray, matte: np.ndarray | None,
+            pose: BodyPose | None, frame: int) -> None:  # fmt: skip
+        """Remembers ``ref`` (with ``matte``) of ``track_id``, taken in ``pose`` (None or a
+        pose not sent with this frame: unknown), on frame number ``frame``; then evicts."""
+        uv = visible = None
+        if pose is not None and pose.age == 0:
+            uv, visible = np.asarray(pose.uv, np.float32), np.asarray(pose.visible, bool)
+        self.people.setdefault(int(track_id), []).append(
+            Remembered(ref, matte, uv, visible, frame, frame))  # fmt: skip
+        self._evict()
+
+    def _evict(self) -> None:
+        total = self.nbytes
+        while total > self.budget_bytes:
+            candidates = [(r.used, r.added, tid, k) for tid, refs in self.people.items()
+                          for k, r in enumerate(refs[:-1])]  # fmt: skip
+            if not candidates:
+                return
+            _, _, tid, k = min(candidates)
+            total -= self.people[tid].pop(k).nbytes
+            self.evicted += 1
+
+    def newest(self, track_id: int) -> Remembered | None:
+        refs = self.people.get(int(track_id))
+        return refs[-1] if refs else None
+
+    def nearest(self, track_id: int, pose: BodyPose | None, frame: int) -> Remembered | None:
+        """The reference of ``track_id`` taken in the pose nearest ``pose`` (the newest
+        on a tie, or when no pose is known), marked as used on ``frame``; None: none."""
+        refs = self.people.get(int(track_id))
+        if not refs:
+            return None
+        best = refs[-1]
+        if pose is not None:
+            dist = [pose_distance(r.uv, r.visible, pose.uv, pose.visible)
+                    if r.uv is not None else float("inf") for r in refs]  # fmt: skip
+            k = min(range(len(refs)), key=lambda i: (dist[i], -i))
+            if np.isfinite(dist[k]):
+                best = refs[k]
+        best.used = frame
+        return best
+
+
+def _segment_distance(px: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(N,)`` distance of points ``(N, 2)`` to the segment ``a``-``b``."""
+    ab = b - a
+    t = np.clip(((px - a) @ ab) / max(float(ab @ ab), 1e-12), 0.0, 1.0)
+    return np.hypot(*(px - (a + t[:, None] * ab)).T)
+
+
+def _part_distances(px: np.ndarray, joints: np.ndarray, bones_on: np.ndarray,
+                    height: float) -> np.ndarray:  # fmt: skip
+    """``(N, 1 + len(BONES))`` distances of points to the torso (its centre line from the
+    nose through the shoulders' middle to the hips' middle, less its half-width) and to each
+    limb bone (``inf`` for a bone not in ``bones_on``)."""
+    neck = 0.5 * (joints[1] + joints[2])
+    pelvis = 0.5 * (joints[7] + joints[8])
+    torso = np.minimum(_segment_distance(px, joints[0], neck), _segment_distance(px, neck, pelvis))
+    out = [np.maximum(torso - TORSO_HALF_WIDTH * height, 0.0)]
+    for on, (i, j) in zip(bones_on, BONES, strict=True):
+        out.append(_segment_distance(px, joints[i], joints[j]) if on else np.full(len(px), np.inf))
+    return np.stack(out, 1)
+
+
+def _part_labels(distances: np.ndarray, height: float) -> np.ndarray:
+    """``(N,)`` the limb bone (1..8, :data:`BONES` + 1) each point lies on (the nearest bone
+    within :data:`LIMB_RADIUS`, even over the torso: limbs are in front), 0: none."""
+    bones = distances[:, 1:]
+    nearest = np.argmin(bones, 1)
+    near = bones[np.arange(len(bones)), nearest] < LIMB_RADIUS * height
+    return np.where(near, nearest + 1, 0)
+
+
+def _similarity(a: np.ndarray, b: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> np.ndarray:
+    """``(2, 3)`` the rotation, scale (clipped to :data:`MAX_BONE_SCALE`) and translation
+    that takes segment ``a``-``b`` to ``a2``-``b2`` (``a`` onto ``a2``)."""
+    v, v2 = b - a, b2 - a2
+    n = float(np.hypot(*v))
+    if n < 1e-6:
+        return np.array([[1.0, 0, a2[0] - a[0]], [0, 1.0, a2[1] - a[1]]])
+    scale = np.clip(float(np.hypot(*v2)) / n, 1 / MAX_BONE_SCALE, MAX_BONE_SCALE)
+    angle = np.arctan2(v2[1], v2[0]) - np.arctan2(v[1], v[0])
+    c, s = scale * np.cos(angle), scale * np.sin(angle)
+    rot = np.array([[c, -s], [s, c]])
+    return np.concatenate([rot, (a2 - rot @ a)[:, None]], 1)
+
+
+def _torso_affine(src: np.ndarray, dst: np.ndarray, both: np.ndarray) -> np.ndarray:
+    """``(2, 3)`` least-squares similarity (rotation, one scale clipped to
+    :data:`MAX_BONE_SCALE`, translation) of the torso joints shown in both poses; a
+    translation of their mean with fewer than 2, identity with none."""
+    idx = [j for j in TORSO_JOINTS if both[j]]
+    if len(idx) < 2:
+        shift = (dst[idx] - src[idx]).mean(0) if idx else np.zeros(2)
+        return np.array([[1.0, 0, shift[0]], [0, 1.0, shift[1]]])
+    a, b = src[idx], dst[idx]
+    ma, mb = a.mean(0), b.mean(0)
+    a0, b0 = a - ma, b - mb
+    norm = float((a0**2).sum())
+    if norm < 1e-9:
+        return np.array([[1.0, 0, mb[0] - ma[0]], [0, 1.0, mb[1] - ma[1]]])
+    c = float((a0 * b0).sum()) / norm  # scale * cos
+    s = float((a0[:, 0] * b0[:, 1] - a0[:, 1] * b0[:, 0]).sum()) / norm  # scale * sin
+    scale = np.hypot(c, s)
+    if scale > 0:
+        k = np.clip(scale, 1 / MAX_BONE_SCALE, MAX_BONE_SCALE) / scale
+        c, s = c * k, s * k
+    rot = np.array([[c, -s], [s, c]])
+    return np.concatenate([rot, (mb - rot @ ma)[:, None]], 1)
+
+
+def _invert(m: np.ndarray) -> np.ndarray:
+    return cv2.invertAffineTransform(m.astype(np.float64))
+
+
+def ref_joints(uv: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``(13, 2)`` float64 pixel positions in a reference of ``size = (width, height)`` of
+    box-relative joints ``uv`` (the reference covers the box: its height is one box height,
+    ``u`` is from its horizontal centre)."""
+    width, height = size
+    uv = np.asarray(uv, np.float64)
+    return np.stack([0.5 * width + uv[:, 0] * height, uv[:, 1] * height], 1)
+
+
+def animate_ref(ref: np.ndarray, src_uv: np.ndarray, src_visible: np.ndarray,
+                dst_uv: np.ndarray, dst_visible: np.ndarray,
+                matte: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """A reference moved limb by limb from the pose it was taken in to another.
+
+    Args:
+        ref: ``(h, w, C)`` uint8 reference (covering the person's box).
+        src_uv, dst_uv: ``(13, 2)`` box-relative joints (box heights: ``u`` from the box's
+            centre, ``v`` from its top) of the pose taken and the pose wanted.
+        src_visible, dst_visible: ``(13,)`` bool.
+        matte: ``(h, w)`` float32 0..1 person matte of ``ref`` (None: all ones).
+
+    Returns:
+        ``(animated (h, w, C) uint8, alpha (h, w) float32 0..1)``: the reference in the
+        wanted pose and where to draw it (the matte moved with it, 0 where an uncovered
+        limb or the outside of the reference would show). Identical poses give ``ref`` and
+        ``matte`` unchanged.
+    """
+    h, w = ref.shape[:2]
+    alpha0 = np.ones((h, w), np.float32) if matte is None else np.asarray(matte, np.float32)
+    src_uv, dst_uv = np.asarray(src_uv, np.float64), np.asarray(dst_uv, np.float64)
+    src_vis, dst_vis = np.asarray(src_visible, bool), np.asarray(dst_visible, bool)
+    if np.array_equal(src_uv, dst_uv) and np.array_equal(src_vis, dst_vis):
+        return ref, alpha0
+    src, dst = ref_joints(src_uv, (w, h)), ref_joints(dst_uv, (w, h))
+    both = src_vis & dst_vis
+    torso = _torso_affine(src, dst, both)
+    bones_on = np.array([both[i] and both[j] for i, j in BONES])
+    maps = [_invert(torso)]  # output -> reference, per part
+    for on, (i, j) in zip(bones_on, BONES, strict=True):
+        maps.append(_invert(_similarity(src[i], src[j], dst[i], dst[j]) if on else torso))
+    ys, xs = np.mgrid[0:h, 0:w]
+    px = np.stack([xs.ravel() + 0.5, ys.ravel() + 0.5], 1).astype(np.float64)
+    dist = _part_distances(px, dst, bones_on, h)
+    weights = np.exp(-(dist - dist.min(1, keepdims=True)) / (BLEND * h))
+    weights /= weights.sum(1, keepdims=True)
+    homog = np.concatenate([px, np.ones((len(px), 1))], 1)
+    sample = sum(weights[:, k, None] * (homog @ m.T) for k, m in enumerate(maps))
+    # a pixel that would show a limb bone where that bone is not now: uncovered, transparent
+    bone_now = _part_labels(dist, h)
+    bone_then = _part_labels(_part_distances(sample, src, bones_on, h), h)
+    keep = (bone_then == 0) | (bone_then == bone_now)
+    map_x = (sample[:, 0] - 0.5).reshape(h, w).astype(np.float32)
+    map_y = (sample[:, 1] - 0.5).reshape(h, w).astype(np.float32)
+    out = cv2.remap(ref, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    alpha = cv2.remap(alpha0, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
+                      borderValue=0.0)  # fmt: skip
+    alpha = alpha * keep.reshape(h, w)
+    return out.reshape(ref.shape), alpha.astype(np.float32)
+
+
+@register_reconstructor("animate")
+class AnimateReconstructor(WarpReconstructor):
+    """``warp``'s drawing of level-1 people, each from the remembered reference nearest
+    their pose, animated to it (module docstring).
+
+    Args:
+        memory_mb: the memory of references per stream, megabytes (>= 0; 0 keeps only each
+            person's newest).
+        limbs: move the chosen reference limb by limb to the pose now (False: draw it as it
+            is: the memory's nearest-pose choice alone).
+        smooth_s, person_matte: as for ``warp``.
+    """
+
+    def __init__(self, memory_mb: float = DEFAULT_MEMORY_MB, limbs: bool = True,
+                 smooth_s: float = SMOOTH_S, person_matte: str = "") -> None:  # fmt: skip
+        if not float(memory_mb) >= 0:
+            raise ValueError(f"memory_mb must be >= 0, got {memory_mb!r}")
+        self.memory_mb = float(memory_mb)
+        self.limbs = bool(limbs)
+        self.memory = PersonMemory(self.memory_mb * 1e6)
+        self._frame: DecodedFrame | None = None
+        super().__init__(smooth_s=smooth_s, person_matte=person_matte)
+
+    def reset(self) -> None:
+        super().reset()
+        self.memory.clear()
+
+    def describe(self) -> dict:
+        return {**super().describe(), "memory_mb": self.memory_mb, "limbs": self.limbs}
+
+    def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
+        if frame.keyframe_image is not None and not frame.plate_refresh:
+            self.memory.clear()
+        self._frame = frame
+        return super().reconstruct(frame)
+
+    def _start_fades(self, appearances, tracks) -> None:
+        super()._start_fades(appearances, tracks)
+        frame = self._frame
+        for track_id in appearances:
+            self.memory.add(track_id, self._refs[track_id], self._mattes.get(track_id),
+                            frame.scaffold.body_poses.get(int(track_id)),
+                            frame.scaffold.number)  # fmt: skip
+
+    def _person(self, track_id: int, frame: DecodedFrame):
+        pose = frame.scaffold.body_poses.get(int(track_id))
+        chosen = self.memory.nearest(track_id, pose, frame.scaffold.number)
+        if chosen is None:
+            return super()._person(track_id, frame)
+        if not self.limbs or pose is None or chosen.uv is None:
+            return chosen.ref, chosen.matte
+        return animate_ref(chosen.ref, chosen.uv, chosen.visible, pose.uv, pose.visible,
+                           chosen.matte)  # fmt: skip

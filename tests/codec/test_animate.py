@@ -1,0 +1,163 @@
+"""``animate`` (issue 39 items 2-3): the memory of each person (evicts at its budget, picks
+the nearest pose) and the limb-wise warp of a synthetic figure (its own pose: the identity;
+a known pose: the limb moves by the expected amount)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from semcodec.codec.core.types import BodyPose
+from semcodec.codec.entropy.sparse_pose import TEMPLATE
+from semcodec.codec.reconstruct.animate import (
+    PersonMemory,
+    animate_ref,
+    pose_distance,
+    ref_joints,
+)
+
+H, W = 96, 64  # a reference of a person 96 px tall (wide: a limb may swing out)
+LIMB_RGB = {(3, 5): (255, 0, 0), (9, 11): (0, 0, 255)}  # left forearm red, left shin blue
+
+
+def figure(uv: np.ndarray) -> np.ndarray:
+    """``(H, W, 3)`` uint8: a grey stick figure in pose ``uv`` on a green background, its
+    left forearm red and left shin blue."""
+    img = np.zeros((H, W, 3), np.uint8)
+    img[:] = (40, 160, 40)
+    j = np.rint(ref_joints(uv, (W, H))).astype(int)
+    cv2.line(img, tuple(j[1]), tuple(j[7]), (128, 128, 128), 9)
+    cv2.line(img, tuple(j[2]), tuple(j[8]), (128, 128, 128), 9)
+    cv2.circle(img, tuple(j[0]), 6, (128, 128, 128), -1)
+    for a, b in ((1, 3), (2, 4), (4, 6), (7, 9), (8, 10), (10, 12), (3, 5), (9, 11)):
+        cv2.line(img, tuple(j[a]), tuple(j[b]), LIMB_RGB.get((a, b), (128, 128, 128)), 5)
+    return img
+
+
+def centroid(img: np.ndarray, rgb, alpha: np.ndarray) -> np.ndarray:
+    mask = np.all(np.abs(img.astype(int) - rgb) < 60, -1) & (alpha > 0.5)
+    ys, xs = np.nonzero(mask)
+    return np.array([xs.mean(), ys.mean()])
+
+
+def pose(uv, age=0, visible=None, tid=1) -> BodyPose:
+    uv = np.asarray(uv, np.float32)
+    vis = np.ones(13, bool) if visible is None else np.asarray(visible, bool)
+    return BodyPose(tid, uv, vis, uv.copy(), age)
+
+
+def test_pose_distance_known_answers():
+    a = TEMPLATE.astype(np.float32)
+    vis = np.ones(13, bool)
+    assert pose_distance(a, vis, a, vis) == 0.0
+    assert pose_distance(a, vis, a + [0.03, -0.04], vis) == pytest.approx(0.05)
+    few = np.zeros(13, bool)
+    few[:3] = True
+    assert pose_distance(a, few, a, vis) == float("inf")  # under 4 joints in common
+
+
+def test_a_figure_animated_to_its_own_pose_is_the_identity():
+    uv = TEMPLATE.astype(np.float32)
+    ref = figure(uv)
+    out, alpha = animate_ref(ref, uv, np.ones(13, bool), uv, np.ones(13, bool))
+    assert np.array_equal(out, ref) and np.all(alpha == 1)
+    # the same pose through the warp's arithmetic (one hidden joint in the wanted pose: every
+    # part's map is computed): every pixel samples itself
+    vis = np.ones(13, bool)
+    vis[12] = False
+    out, alpha = animate_ref(ref, uv, np.ones(13, bool), uv, vis)
+    assert np.abs(out.astype(int) - ref).max() <= 1 and alpha.min() > 0.99
+
+
+def test_a_limb_moves_by_the_expected_amount():
+    uv = TEMPLATE.astype(np.float64)
+    ref = figure(uv)
+    # the left forearm swung 90 degrees about the elbow, outwards (the wrist 0.12 box
+    # heights below the elbow -> 0.12 to its side): its middle moves by 0.06 * sqrt(2) * H
+    moved = uv.copy()
+    elbow = uv[3]
+    length = np.hypot(*(uv[5] - elbow))
+    moved[5] = elbow + [length, 0.0]
+    out, alpha = animate_ref(ref, uv, np.ones(13, bool), moved, np.ones(13, bool))
+    red = LIMB_RGB[(3, 5)]
+    before, after = centroid(ref, red, np.ones((H, W))), centroid(out, red, alpha)
+    expect = ref_joints(0.5 * (moved[[3]] + moved[[5]]), (W, H))[0]
+    assert np.hypot(*(after - expect)) < 2.0  # where the forearm is now, within 2 px
+    assert np.hypot(*(after - before)) > 0.8 * 0.5 * np.sqrt(2) * length * H
+    # where the forearm was is not drawn (the plate shows through), the torso did not move
+    j = np.rint(ref_joints(uv, (W, H))).astype(int)
+    mid = (j[3] + j[5]) // 2
+    assert alpha[mid[1], mid[0]] == 0 or not np.all(np.abs(out[mid[1], mid[0]].astype(int)
+                                                           - red) < 60)  # fmt: skip
+    assert np.array_equal(out[j[0][1] - 3: j[0][1] + 3, j[0][0] - 3: j[0][0] + 3],
+                          ref[j[0][1] - 3: j[0][1] + 3, j[0][0] - 3: j[0][0] + 3])  # fmt: skip
+    # the left shin, untouched, stays
+    blue = LIMB_RGB[(9, 11)]
+    assert np.hypot(*(centroid(out, blue, alpha) - centroid(ref, blue, np.ones((H, W))))) < 0.5
+
+
+def test_the_memory_picks_the_nearest_pose_and_evicts_the_least_used_at_its_budget():
+    one = np.zeros((H, W, 4), np.uint8).nbytes  # 18,432 bytes a reference
+    memory = PersonMemory(3.5 * one)
+    standing = TEMPLATE.astype(np.float32)
+    stride = standing.copy()
+    stride[[9, 11], 0] += 0.1
+    stride[[10, 12], 0] -= 0.1
+    refs = [np.full((H, W, 4), k, np.uint8) for k in range(5)]
+    memory.add(1, refs[0], None, pose(standing), 1)
+    memory.add(1, refs[1], None, pose(stride), 2)
+    memory.add(1, refs[2], None, pose(standing, age=3), 3)  # its pose was not sent with it
+    assert memory.nearest(1, pose(stride + 0.01), 4).ref is refs[1]
+    assert memory.nearest(1, pose(standing), 5).ref is refs[0]
+    assert memory.nearest(1, None, 6).ref is refs[2]  # no pose: the newest
+    assert memory.nearest(7, pose(standing), 6) is None
+    # a 4th reference is over the budget: the least recently drawn goes (refs[1], drawn on
+    # frame 4; refs[0] on 5, refs[2] on 6)
+    memory.add(2, refs[3], None, pose(standing), 7)
+    assert memory.evicted == 1 and memory.nbytes <= 3.5 * one
+    assert [r.ref for r in memory.people[1]] == [refs[0], refs[2]]
+    # a budget of 0 keeps each person's newest only
+    small = PersonMemory(0)
+    for k in range(3):
+        small.add(5, refs[k], None, pose(standing), k)
+    assert [r.ref for r in small.people[5]] == [refs[2]]
+    with pytest.raises(ValueError, match="budget"):
+        PersonMemory(-1)
+
+
+@pytest.mark.shared
+def test_animate_decodes_level_1_with_and_without_poses(sample_frames):
+    from semcodec.codec.core.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.reconstruct import create_reconstructor
+    from semcodec.codec.scaffold.codec import decode_stream, encode_frames
+    from semcodec.codec.scaffold.levels import level_config
+
+    try:
+        resolve_model("pose_landmark_lite")
+    except ModelNotFoundError as exc:
+        pytest.skip(f"models are not beside the repository: {exc}")
+    frames = sample_frames[:8]
+    size = frames.shape[2], frames.shape[1]
+
+    def decode(config, name, **options):
+        header, units, _ = encode_frames(frames, config, 7, size, len(frames))
+        import io
+
+        from semcodec.codec.bitstream import write_stream
+
+        buffer = io.BytesIO()
+        write_stream(buffer, header, units)
+        out = create_reconstructor(name, **options)
+        return [image for _, image in decode_stream(buffer.getvalue(), out)], out
+
+    plain = level_config(1)
+    warp, _ = decode(plain, "warp")
+    same, _ = decode(plain, "animate")
+    assert all(np.array_equal(a, b) for a, b in zip(warp, same, strict=True))  # no pose: warp
+    posed = level_config(1, pose_every=1)
+    first, animator = decode(posed, "animate", memory_mb=1.0)
+    again, _ = decode(posed, "animate", memory_mb=1.0)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+    assert first[0].shape == frames[0].shape and animator.memory.nbytes <= 1e6
+    assert animator.describe()["memory_mb"] == 1.0
