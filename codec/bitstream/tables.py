@@ -37,8 +37,8 @@ SETTING_KEYS: tuple[str, ...] = (
     # detect mode (codec.task.stream, codec.task.calibrate)
     "mode", "split_after", "windows", "latent", "side", "intra_period", "skip_threshold",
     "beta", "tiles", "tile_overlap", "full_frame", "score_threshold",
-    # level 1's sparse pose (codec.scaffold.levels: pose_every, pose_steps)
-    "pose_every", "pose_steps",
+    # level 1's sparse pose (codec.scaffold.levels: pose_every, pose_steps, pose_refresh)
+    "pose_every", "pose_steps", "pose_refresh",
 )  # fmt: skip
 
 MODEL_NAMES: tuple[str, ...] = (

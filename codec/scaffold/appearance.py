@@ -292,6 +292,33 @@ class _Ref:
     aspect: float = 0.4  # width / height of the box it was taken in
 
 
+#: With a pose mirror: a stale reference is not refreshed while the cloud remembers one of
+#: the person taken in a pose this near the pose now (every joint shown in both within this
+#: many box heights: the pose metric's PCK threshold; chosen a priori, not fitted to a
+#: camera).
+POSE_NEAR = 0.10
+#: ... and a reference is sent before it is stale (after a quarter of the refresh period)
+#: when every remembered pose has a joint further than this from the pose now (a pose the
+#: cloud has not seen: twice the PCK threshold).
+POSE_FAR = 0.20
+#: ... but every reference is renewed after this many refresh periods whatever the poses
+#: (light and clothes change).
+POSE_MAX_PERIODS = 4
+
+
+def _nearest_pose(remembered: list, uv: np.ndarray, visible: np.ndarray) -> float:
+    """The least, over the remembered ``(uv, visible)`` poses sharing at least 4 shown
+    joints with it, of the largest joint distance (box heights) to ``(13, 2)`` box-relative
+    ``uv`` (joints ``visible``); ``inf``: none."""
+    best = float("inf")
+    for ref_uv, ref_visible in remembered:
+        both = visible & ref_visible
+        if int(both.sum()) >= 4:
+            diff = ref_uv[both] - uv[both]
+            best = min(best, float(np.max(np.hypot(diff[:, 0], diff[:, 1]))))
+    return best
+
+
 #: Urgency of a person without a reference (they go first).
 NO_REF_URGENCY = 1e9
 #: Urgency of a person whose reference is of another shape: sent again at once.
@@ -374,6 +401,15 @@ class AppearanceSelector:
             overdue thumbnail. ``None``: every box does.
         scale: a refresh (not a first reference, nor a thumbnail's refinement) is this
             fraction (0..1] of the person's full reference size (:func:`ref_size`).
+
+    With poses (``select(..., poses=...)``: each person's pose as the cloud has it this
+    frame) the selector mirrors a cloud that remembers every reference with the pose it was
+    taken in (``decoder=animate``): a stale reference is not refreshed while a remembered
+    pose has every joint within :data:`POSE_NEAR` of the pose now (up to
+    :data:`POSE_MAX_PERIODS` refresh periods), and one is sent after a quarter period when
+    every remembered pose has a joint further than :data:`POSE_FAR` (a pose the cloud has
+    not seen). :meth:`note_pose` records the pose a
+    reference was sent with.
     """
 
     def __init__(self, quality: int, refresh_frames: int, size_change: float = 0.3,
@@ -391,15 +427,30 @@ class AppearanceSelector:
                                else int(overdue_frames))  # fmt: skip
         self._refs: dict[int, _Ref] = {}
         self._first_seen: dict[int, int] = {}
+        #: track id -> the poses ``(uv (13, 2), visible (13,))`` its references were sent in
+        self._poses: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._pose_now: dict | None = None
 
     def reset(self) -> None:
         """Forgets every reference (a keyframe: the decoder starts over too)."""
         self._refs.clear()
         self._first_seen.clear()
+        self._poses.clear()
+
+    def note_pose(self, track_id: int, uv: np.ndarray | None,
+                  visible: np.ndarray | None = None) -> None:  # fmt: skip
+        """Records ``(13, 2)`` box-relative ``uv`` and ``(13,)`` bool ``visible`` as the
+        pose of the reference just sent for ``track_id``, replacing what :meth:`select`
+        assumed (``uv`` None: it was sent without a pose, the cloud keeps it without)."""
+        poses = self._poses.setdefault(int(track_id), [])
+        if poses:
+            poses.pop()
+        if uv is not None:
+            poses.append((np.asarray(uv, np.float64), np.asarray(visible, bool)))
 
     def select(self, frame: np.ndarray, number: int, tracks: Tracks, budget_bytes: int | None,
-               new_budget_bytes: int | None = None,
-               min_age: int | None = None) -> dict[int, bytes]:  # fmt: skip
+               new_budget_bytes: int | None = None, min_age: int | None = None,
+               poses: dict | None = None) -> dict[int, bytes]:  # fmt: skip
         """The references to send with frame ``number``: ``{track id: WebP bytes}``.
 
         Args:
@@ -412,7 +463,10 @@ class AppearanceSelector:
                 (default: ``budget_bytes``).
             min_age: also refresh any reference at least this many frames old (a rate
                 controller with bytes to spare).
+            poses: track id -> ``(uv (13, 2), visible (13,))`` the person's box-relative
+                pose as the cloud has it this frame (class text); None: no pose mirror.
         """
+        self._pose_now = poses
         candidates = []
         for box, tid in zip(tracks.boxes, tracks.ids.tolist(), strict=True):
             self._first_seen.setdefault(tid, number)
@@ -466,6 +520,13 @@ class AppearanceSelector:
             self._refs[tid] = _Ref(number, float(box[3] - box[1]), decode_ref(data),
                                    thumbnail=new and size != full,
                                    aspect=_aspect(box))  # fmt: skip
+            if poses is not None:
+                if new:
+                    self._poses[tid] = []
+                if tid in poses:
+                    uv, visible = poses[tid]
+                    self._poses.setdefault(tid, []).append(
+                        (np.asarray(uv, np.float64), np.asarray(visible, bool)))  # fmt: skip
         return chosen
 
     def _urgency(self, frame: np.ndarray, number: int, box: np.ndarray, tid: int,
@@ -479,7 +540,17 @@ class AppearanceSelector:
         age = number - ref.frame
         refresh = max(1, self.refresh_frames // 4) if ref.thumbnail else self.refresh_frames
         stale = age >= refresh or (min_age is not None and age >= min_age)
-        if stale or abs(float(box[3] - box[1]) / ref.height - 1) > self.size_change:
+        if abs(float(box[3] - box[1]) / ref.height - 1) > self.size_change:
+            return float(age)
+        now = (self._pose_now or {}).get(tid)
+        if now is not None and not ref.thumbnail and self._poses.get(tid):
+            near = _nearest_pose(self._poses[tid], np.asarray(now[0], np.float64),
+                                 np.asarray(now[1], bool))  # fmt: skip
+            if stale and near <= POSE_NEAR and age < POSE_MAX_PERIODS * self.refresh_frames:
+                return 0.0  # the cloud has the person in this pose
+            if not stale and near > POSE_FAR and age >= max(1, self.refresh_frames // 4):
+                return float(age)  # a pose the cloud has not seen
+        if stale:
             return float(age)
         size = (ref.picture.shape[1], ref.picture.shape[0])
         now = crop_box(frame, ref_region(box), size).astype(np.float32)

@@ -356,6 +356,14 @@ class _Coders:
         """The sparse poses the next frame's are predicted from (track id -> SparsePose)."""
         return {tid: pose for tid, (pose, _) in self.previous_sparse.items()}
 
+    def cloud_poses(self, tracks: Tracks, sent) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Each person's pose as the cloud will have it this frame if ``sent`` (a list of
+        SparsePose) are sent: ``track id -> (uv (13, 2) box heights, visible (13,))``."""
+        state = {tid: pose for tid, (pose, _) in self.previous_sparse.items()}
+        state.update({int(p.track_id): p for p in sent})
+        return {tid: (state[tid].q / state[tid].steps, np.asarray(state[tid].visible, bool))
+                for tid in tracks.ids.tolist() if tid in state}  # fmt: skip
+
     def advance_sparse(self, tracks: Tracks, sent, number: int) -> dict[int, BodyPose]:
         """Takes frame ``number``'s decoded sparse poses ``sent`` (a list of
         :class:`~codec.entropy.sparse_pose.SparsePose`) into the state, which keeps only the
@@ -610,13 +618,17 @@ class ScaffoldEncoder:
                 data = self._coders.flow.encode(flow.field)
                 scaffold.flow = Flow(self._coders.flow.quantize(flow.field), self.frame_size)
             substreams.append(SubStream(SubStreamType.FLOW, data))
+        sparse = self._sparse_poses(frame, scaffold) if self._body is not None else None
         if self._appearance is not None:
+            mirror = None
+            if sparse is not None and self.config.pose_refresh:
+                mirror = self._coders.cloud_poses(scaffold.tracks, sparse)
             with _Timer(stats, "appearance"):
-                refs = self._select_refs(frame, number, scaffold)
+                refs = self._select_refs(frame, number, scaffold, mirror)
             if refs:
                 substreams.append(SubStream(SubStreamType.APPEARANCE, refs))
-        if self._body is not None:  # after the references: each is sent with its pose
-            sub = self._sparse_pose(frame, scaffold)
+        if sparse is not None:  # after the references: each is sent with its pose
+            sub = self._code_sparse_poses(frame, scaffold, sparse)
             if sub is not None:
                 substreams.append(sub)
         if scheduled_plate or (not is_key and self._background is not None
@@ -960,32 +972,53 @@ class ScaffoldEncoder:
                                                          scaffold.tracks)  # fmt: skip
         return SubStream(SubStreamType.TRACKS, data)
 
-    def _sparse_pose(self, frame: np.ndarray, scaffold: FrameScaffold) -> SubStream | None:
-        """The sparse poses of this frame's people on their decoded boxes: everyone's on
-        every ``pose_every``-th frame, else those of the people without one yet or with a
-        reference in this frame (the cloud keeps a reference with its pose); the pose
-        model's people of presence under 0.5 are not sent (the cloud holds their last).
-        Sets ``scaffold.body_poses`` as the decoder will; None: no pose sent."""
-        coders, tracks = self._coders, scaffold.tracks
-        ids = tracks.ids.tolist()
+    def _estimate_poses(self, frame: np.ndarray, tracks: Tracks, wanted: np.ndarray) -> list:
+        """The sparse poses (quantized on their decoded boxes) of the people of ``tracks``
+        where ``wanted``; the pose model's people of presence under 0.5 are left out."""
+        if not wanted.any():
+            return []
+        subset = Tracks(tracks.boxes[wanted], tracks.scores[wanted], tracks.ids[wanted])
+        with _Timer(self.stats, "pose"):
+            poses = self._body.estimate(frame, subset)
+        box = dict(zip(tracks.ids.tolist(), np.asarray(tracks.boxes), strict=True))
+        return [self._coders.sparse.quantize(p.track_id, p.keypoints, p.visibility,
+                                             box[p.track_id]) for p in poses]  # fmt: skip
+
+    def _sparse_poses(self, frame: np.ndarray, scaffold: FrameScaffold) -> list:
+        """This frame's sparse poses before the references are chosen: everyone's on every
+        ``pose_every``-th frame, else those of the people without one yet."""
+        coders, ids = self._coders, scaffold.tracks.ids.tolist()
         due = self._index % self.config.pose_every == 0
-        wanted = np.array([due or tid not in coders.previous_sparse or tid in scaffold.appearances
-                           for tid in ids], bool)  # fmt: skip
-        sent, data = [], b""
-        if wanted.any():
-            subset = Tracks(tracks.boxes[wanted], tracks.scores[wanted], tracks.ids[wanted])
-            with _Timer(self.stats, "pose"):
-                poses = self._body.estimate(frame, subset)
+        wanted = np.array([due or tid not in coders.previous_sparse for tid in ids], bool)
+        return self._estimate_poses(frame, scaffold.tracks, wanted)
+
+    def _code_sparse_poses(self, frame: np.ndarray, scaffold: FrameScaffold,
+                           sent: list) -> SubStream | None:  # fmt: skip
+        """Codes ``sent`` and the poses of the people given a reference in this frame
+        without one (the cloud keeps a reference with its pose; the edge's mirror of that
+        memory is told the pose each was sent with); sets ``scaffold.body_poses`` as the
+        decoder will. None: no pose sent."""
+        coders, tracks = self._coders, scaffold.tracks
+        have = {p.track_id for p in sent}
+        extra = np.array([tid in scaffold.appearances and tid not in have
+                          for tid in tracks.ids.tolist()], bool)  # fmt: skip
+        sent = sorted([*sent, *self._estimate_poses(frame, tracks, extra)],
+                      key=lambda p: p.track_id)  # fmt: skip
+        if self.config.pose_refresh and self._appearance is not None:
+            by_id = {p.track_id: p for p in sent}
+            for tid in scaffold.appearances:
+                pose = by_id.get(tid)
+                self._appearance.note_pose(tid, None if pose is None else pose.q / pose.steps,
+                                           None if pose is None else pose.visible)  # fmt: skip
+        data = b""
+        if sent:
             with _Timer(self.stats, "code_pose"):
-                box = dict(zip(ids, np.asarray(tracks.boxes), strict=True))
-                sent = [coders.sparse.quantize(p.track_id, p.keypoints, p.visibility,
-                                               box[p.track_id]) for p in poses]  # fmt: skip
-                if sent:
-                    data = coders.sparse.encode(sent, ids, coders.sparse_previous())
+                data = coders.sparse.encode(sent, tracks.ids.tolist(), coders.sparse_previous())
         scaffold.body_poses = coders.advance_sparse(tracks, sent, scaffold.number)
         return SubStream(SubStreamType.SPARSE_POSE, data) if sent else None
 
-    def _select_refs(self, frame: np.ndarray, number: int, scaffold: FrameScaffold) -> bytes:
+    def _select_refs(self, frame: np.ndarray, number: int, scaffold: FrameScaffold,
+                     poses: dict | None = None) -> bytes:  # fmt: skip
         from semcodec.codec.scaffold.appearance import pack_refs
 
         budget = min_age = new_budget = None
@@ -995,7 +1028,7 @@ class ScaffoldEncoder:
             if self._rate.spare():  # bytes saved up: refresh anyone, stalest first
                 min_age = 1
         refs = self._appearance.select(frame, number, scaffold.tracks, budget, new_budget,
-                                       min_age)  # fmt: skip
+                                       min_age, poses)  # fmt: skip
         scaffold.appearances = refs
         return pack_refs(refs) if refs else b""
 

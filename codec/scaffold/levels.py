@@ -99,10 +99,14 @@ class LevelConfig:
             and on the first frame a person is seen (0: no sparse pose). The cloud holds a
             person's last pose on the frames between.
         pose_steps: the sparse pose's quantization steps per box height (4..256).
+        pose_refresh: with ``pose_every``, the edge refreshes a person's reference by the
+            poses a cloud that remembers every reference has of them
+            (:class:`codec.scaffold.appearance.AppearanceSelector`: not while one is near the
+            pose now, soon when none is; for ``decoder=animate``); 0: by time alone.
 
-    ``pose_every`` and ``pose_steps`` are left out of :meth:`to_dict` (and so of a stream
-    header) at their defaults: streams written before they existed read as without a pose,
-    so their defaults never change.
+    ``pose_every``, ``pose_steps`` and ``pose_refresh`` are left out of :meth:`to_dict` (and
+    so of a stream header) at their defaults: streams written before they existed read as
+    without a pose, so their defaults never change.
     """
 
     level: int
@@ -131,6 +135,7 @@ class LevelConfig:
     target_bpp: float = 0.0
     pose_every: int = 0
     pose_steps: int = 16
+    pose_refresh: bool = True
 
     def __post_init__(self) -> None:
         if self.level not in LEVEL_NUMBERS:
@@ -240,7 +245,7 @@ class LevelConfig:
 LEVEL_NUMBERS = (0, 1, 2, 3)
 #: Fields added after streams were written without them: a header holds them only when they
 #: differ from their default (which therefore never changes).
-OMITTED_AT_DEFAULT = ("pose_every", "pose_steps")
+OMITTED_AT_DEFAULT = ("pose_every", "pose_steps", "pose_refresh")
 #: Most frames between two sparse poses of a person.
 MAX_POSE_EVERY = 64
 #: ``plate_refine`` value that leaves the share to the camera's layout (resolved by the edge).

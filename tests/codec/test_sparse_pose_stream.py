@@ -115,3 +115,37 @@ def test_hostile_sparse_poses_are_refused(sample_frames, models_available):
         with pytest.raises(ScaffoldCodecError, match="pose|level config"):
             ScaffoldDecoder(dataclasses.replace(header, settings={**header.settings,
                                                                   key: value}))  # fmt: skip
+
+
+def test_the_edge_mirrors_a_cloud_that_remembers_poses():
+    from semcodec.codec.core.types import Tracks
+    from semcodec.codec.entropy.sparse_pose import TEMPLATE
+    from semcodec.codec.scaffold.appearance import POSE_FAR, AppearanceSelector
+
+    frame = np.zeros((200, 200, 3), np.uint8)
+    frame[40:160, 80:120] = (200, 50, 50)  # the person does not change colour
+    tracks = Tracks(np.array([[80, 40, 120, 160]], np.float32), np.ones(1, np.float32),
+                    np.array([3], np.int32))  # fmt: skip
+    standing, vis = TEMPLATE.astype(np.float64), np.ones(13, bool)
+    stride = standing.copy()
+    stride[[9, 11], 0] += 1.2 * POSE_FAR  # a stride: knees and ankles 1.2 x POSE_FAR out
+    stride[[10, 12], 0] -= 1.2 * POSE_FAR
+
+    def sends(selector, number, uv):
+        return 3 in selector.select(frame, number, tracks, None, poses={3: (uv, vis)})
+
+    mirror, timed = AppearanceSelector(30, refresh_frames=8), AppearanceSelector(30, 8)
+    assert sends(mirror, 1, standing) and 3 in timed.select(frame, 1, tracks, None)
+    # stale by time but the cloud has this pose: no refresh (the timed selector refreshes)
+    assert not sends(mirror, 10, standing + 0.05)
+    assert 3 in timed.select(frame, 10, tracks, None)
+    # a pose the cloud has not seen: sent after a quarter period, then remembered
+    assert sends(mirror, 12, stride)
+    assert not sends(mirror, 13, stride) and not sends(mirror, 25, standing)
+    # whatever the poses, renewed after POSE_MAX_PERIODS periods
+    assert sends(mirror, 45, standing)
+    # a reference sent without a pose is not remembered with one: refreshed by time
+    other = AppearanceSelector(30, refresh_frames=8)
+    assert sends(other, 1, standing)
+    other.note_pose(3, None)
+    assert sends(other, 10, standing)
