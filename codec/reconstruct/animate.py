@@ -15,10 +15,13 @@ it, and with every appearance reference the pose it was taken in. This decoder:
   visible in both; the newest on a tie, and the newest when the person has no pose yet);
 * **animates** it to the pose now (:func:`animate_ref`): each limb bone (upper and lower arms
   and legs) moved by the similarity that takes its two joints in the reference's pose to
-  their place now, the torso and head by the least-squares affine of shoulders, hips and
-  nose; every output pixel samples the reference through a blend of the parts' inverse maps
-  weighted by how near it is to each part now (a soft-min of the distances, so the joints
-  bend smoothly); a pixel that would show a limb bone where that bone no longer is (the
+  their place now (a bone turned more than :data:`MAX_BONE_TURN` is taken for the pose
+  model's mistake and follows the torso; a pose whose left and right are the other way
+  round from the reference's is read with its sides exchanged, :func:`match_sides`), the
+  torso and head by the least-squares similarity of shoulders, hips and nose; every
+  output pixel samples the reference through a blend of the parts' inverse maps weighted
+  by how near it is to each part now (a soft-min of the distances, so the joints bend
+  smoothly); a pixel that would show a limb bone where that bone no longer is (the
   limb moved away: a self-occlusion uncovered) is left transparent, so the plate shows
   there;
 * draws it like ``warp`` (box smoothing, farther people first), cut out by the cloud's own
@@ -39,7 +42,7 @@ import numpy as np
 
 from semcodec.codec.core.types import BodyPose, DecodedFrame
 from semcodec.codec.reconstruct import register_reconstructor
-from semcodec.codec.reconstruct.warp import SMOOTH_S, WarpReconstructor
+from semcodec.codec.reconstruct.warp import SMOOTH_S, BoxSmoother, WarpReconstructor
 
 #: Limb bones as pairs of indexes into the 13 body joints (:data:`~codec.core.types.BODY_JOINTS`:
 #: 0 nose, 1/2 shoulders, 3/4 elbows, 5/6 wrists, 7/8 hips, 9/10 knees, 11/12 ankles).
@@ -56,6 +59,22 @@ BLEND = 0.025
 #: A bone may stretch or shrink this much at most (a pose model's error on a short limb
 #: would otherwise blow it up).
 MAX_BONE_SCALE = 1.6
+#: A bone turned further than this (radians) from the reference's pose is taken for the
+#: pose model's mistake (a limb's joints swapped or lost), and follows the torso instead.
+MAX_BONE_TURN = np.deg2rad(75.0)
+#: The 13 joints with left and right exchanged (the pose model may label a person seen
+#: from behind the other way round from one frame to the next).
+SWAPPED_SIDES = (0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11)
+#: The leg bones (:data:`BONES` indexes): what ``arms=False`` animates (the pose model's
+#: arms of small people seen from behind are its least reliable joints).
+LEG_BONES = (4, 5, 6, 7)
+#: An older reference is drawn instead of the newest only when its pose is nearer by at
+#: least this much (mean joint distance, box heights: a third of the PCK threshold), so
+#: that the pose model's jitter does not switch pictures.
+CHOICE_MARGIN = 0.03
+#: ... and only when it is at least this fraction of the newest's height in pixels (a
+#: person's first reference is often a thumbnail, refined soon after).
+CHOICE_MIN_HEIGHT = 0.8
 #: Default memory per stream, megabytes.
 DEFAULT_MEMORY_MB = 16.0
 
@@ -150,17 +169,22 @@ class PersonMemory:
         return refs[-1] if refs else None
 
     def nearest(self, track_id: int, pose: BodyPose | None, frame: int) -> Remembered | None:
-        """The reference of ``track_id`` taken in the pose nearest ``pose`` (the newest
-        on a tie, or when no pose is known), marked as used on ``frame``; None: none."""
+        """The reference of ``track_id`` taken in the pose nearest ``pose``, marked as used
+        on ``frame``; None: none. The newest unless an older one at least
+        :data:`CHOICE_MIN_HEIGHT` of its height has a pose nearer by :data:`CHOICE_MARGIN`
+        (or the newest has no pose and an older one has); the newest when ``pose`` is
+        None."""
         refs = self.people.get(int(track_id))
         if not refs:
             return None
         best = refs[-1]
         if pose is not None:
             dist = [pose_distance(r.uv, r.visible, pose.uv, pose.visible)
-                    if r.uv is not None else float("inf") for r in refs]  # fmt: skip
+                    if r.uv is not None and r.ref.shape[0] >= CHOICE_MIN_HEIGHT
+                    * best.ref.shape[0] else float("inf") for r in refs]  # fmt: skip
             k = min(range(len(refs)), key=lambda i: (dist[i], -i))
-            if np.isfinite(dist[k]):
+            if dist[k] + CHOICE_MARGIN < dist[-1] or (np.isfinite(dist[k])
+                                                      and not np.isfinite(dist[-1])):  # fmt: skip
                 best = refs[k]
         best.used = frame
         return best
@@ -171,6 +195,24 @@ def _segment_distance(px: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarra
     ab = b - a
     t = np.clip(((px - a) @ ab) / max(float(ab @ ab), 1e-12), 0.0, 1.0)
     return np.hypot(*(px - (a + t[:, None] * ab)).T)
+
+
+def _turn(a: np.ndarray, b: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> float:
+    """Absolute angle (radians, 0..pi) between segments ``a``-``b`` and ``a2``-``b2``."""
+    v, v2 = b - a, b2 - a2
+    return float(abs(np.arctan2(v[0] * v2[1] - v[1] * v2[0], v @ v2)))
+
+
+def match_sides(ref_uv: np.ndarray, ref_visible: np.ndarray, uv: np.ndarray,
+                visible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``(uv, visible)`` with left and right exchanged (:data:`SWAPPED_SIDES`) when that
+    brings them nearer the reference's pose (:func:`pose_distance`), else as given."""
+    uv, visible = np.asarray(uv), np.asarray(visible, bool)
+    swapped_uv, swapped_visible = uv[list(SWAPPED_SIDES)], visible[list(SWAPPED_SIDES)]
+    if (pose_distance(ref_uv, ref_visible, swapped_uv, swapped_visible)
+            < pose_distance(ref_uv, ref_visible, uv, visible)):  # fmt: skip
+        return swapped_uv, swapped_visible
+    return uv, visible
 
 
 def _part_distances(px: np.ndarray, joints: np.ndarray, bones_on: np.ndarray,
@@ -248,8 +290,8 @@ def ref_joints(uv: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 def animate_ref(ref: np.ndarray, src_uv: np.ndarray, src_visible: np.ndarray,
-                dst_uv: np.ndarray, dst_visible: np.ndarray,
-                matte: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+                dst_uv: np.ndarray, dst_visible: np.ndarray, matte: np.ndarray | None = None,
+                bones: tuple[int, ...] | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """A reference moved limb by limb from the pose it was taken in to another.
 
     Args:
@@ -258,6 +300,7 @@ def animate_ref(ref: np.ndarray, src_uv: np.ndarray, src_visible: np.ndarray,
             centre, ``v`` from its top) of the pose taken and the pose wanted.
         src_visible, dst_visible: ``(13,)`` bool.
         matte: ``(h, w)`` float32 0..1 person matte of ``ref`` (None: all ones).
+        bones: the :data:`BONES` (indexes) to move (None: all); the others follow the torso.
 
     Returns:
         ``(animated (h, w, C) uint8, alpha (h, w) float32 0..1)``: the reference in the
@@ -274,7 +317,9 @@ def animate_ref(ref: np.ndarray, src_uv: np.ndarray, src_visible: np.ndarray,
     src, dst = ref_joints(src_uv, (w, h)), ref_joints(dst_uv, (w, h))
     both = src_vis & dst_vis
     torso = _torso_affine(src, dst, both)
-    bones_on = np.array([both[i] and both[j] for i, j in BONES])
+    bones_on = np.array([both[i] and both[j] and (bones is None or k in bones)
+                         and _turn(src[i], src[j], dst[i], dst[j]) <= MAX_BONE_TURN
+                         for k, (i, j) in enumerate(BONES)])  # fmt: skip
     maps = [_invert(torso)]  # output -> reference, per part
     for on, (i, j) in zip(bones_on, BONES, strict=True):
         maps.append(_invert(_similarity(src[i], src[j], dst[i], dst[j]) if on else torso))
@@ -308,15 +353,23 @@ class AnimateReconstructor(WarpReconstructor):
             person's newest).
         limbs: move the chosen reference limb by limb to the pose now (False: draw it as it
             is: the memory's nearest-pose choice alone).
+        arms: move the arms too (default: the legs only, :data:`LEG_BONES`).
+        pose_s: time constant (seconds) of the poses drawn: each person's box-relative
+            joints smoothed over time like their boxes (:class:`~codec.reconstruct.warp.
+            BoxSmoother`'s gain; 0: the decoded poses as they are), so the pose model's
+            jitter does not shake the limbs.
         smooth_s, person_matte: as for ``warp``.
     """
 
     def __init__(self, memory_mb: float = DEFAULT_MEMORY_MB, limbs: bool = True,
-                 smooth_s: float = SMOOTH_S, person_matte: str = "") -> None:  # fmt: skip
+                 arms: bool = False, pose_s: float = SMOOTH_S, smooth_s: float = SMOOTH_S,
+                 person_matte: str = "") -> None:  # fmt: skip
         if not float(memory_mb) >= 0:
             raise ValueError(f"memory_mb must be >= 0, got {memory_mb!r}")
         self.memory_mb = float(memory_mb)
-        self.limbs = bool(limbs)
+        self.limbs, self.arms = bool(limbs), bool(arms)
+        self.pose_s = BoxSmoother(pose_s).time_constant
+        self._poses: dict[int, np.ndarray] = {}  # track id -> smoothed uv
         self.memory = PersonMemory(self.memory_mb * 1e6)
         self._frame: DecodedFrame | None = None
         super().__init__(smooth_s=smooth_s, person_matte=person_matte)
@@ -324,14 +377,18 @@ class AnimateReconstructor(WarpReconstructor):
     def reset(self) -> None:
         super().reset()
         self.memory.clear()
+        self._poses = {}
 
     def describe(self) -> dict:
-        return {**super().describe(), "memory_mb": self.memory_mb, "limbs": self.limbs}
+        return {**super().describe(), "memory_mb": self.memory_mb, "limbs": self.limbs,
+                "arms": self.arms, "pose_s": self.pose_s}
 
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
         if frame.keyframe_image is not None and not frame.plate_refresh:
             self.memory.clear()
+            self._poses = {}
         self._frame = frame
+        self._smooth_poses(frame)
         return super().reconstruct(frame)
 
     def _start_fades(self, appearances, tracks) -> None:
@@ -342,12 +399,33 @@ class AnimateReconstructor(WarpReconstructor):
                             frame.scaffold.body_poses.get(int(track_id)),
                             frame.scaffold.number)  # fmt: skip
 
+    def _smooth_poses(self, frame: DecodedFrame) -> None:
+        """Each person's drawn pose: their decoded joints filtered over time (``pose_s``);
+        a joint that changes side of visibility, or a pose read with its sides exchanged,
+        starts over."""
+        gain = BoxSmoother(self.pose_s).gain(frame.fps)
+        poses = {}
+        for tid, pose in frame.scaffold.body_poses.items():
+            old = self._poses.get(tid)
+            uv = np.asarray(pose.uv, np.float64)
+            if old is not None and gain < 1.0:
+                old_uv, old_visible = old
+                uv_sides, _ = match_sides(old_uv, old_visible, uv, pose.visible)
+                if np.array_equal(uv_sides, uv) and np.array_equal(old_visible, pose.visible):
+                    uv = old_uv + gain * (uv - old_uv)
+            poses[tid] = (uv, np.asarray(pose.visible, bool))
+        self._poses = poses
+
     def _person(self, track_id: int, frame: DecodedFrame):
         pose = frame.scaffold.body_poses.get(int(track_id))
+        if pose is not None:
+            uv, visible = self._poses[int(track_id)]
+            pose = BodyPose(pose.track_id, uv, visible, pose.joints, pose.age)
         chosen = self.memory.nearest(track_id, pose, frame.scaffold.number)
         if chosen is None:
             return super()._person(track_id, frame)
         if not self.limbs or pose is None or chosen.uv is None:
             return chosen.ref, chosen.matte
-        return animate_ref(chosen.ref, chosen.uv, chosen.visible, pose.uv, pose.visible,
-                           chosen.matte)  # fmt: skip
+        uv, visible = match_sides(chosen.uv, chosen.visible, pose.uv, pose.visible)
+        return animate_ref(chosen.ref, chosen.uv, chosen.visible, uv, visible, chosen.matte,
+                           None if self.arms else LEG_BONES)  # fmt: skip

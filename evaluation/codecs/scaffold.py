@@ -30,7 +30,7 @@ from semcodec.evaluation.codecs.base import Codec, Encoded, Setting, SettingErro
 
 #: Setting keys that choose the decoder, not the stream.
 DECODER_KEYS = ("decoder", "steps", "seed", "weights", "memory_mb", "previous", "matte", "fade",
-                "smooth_s", "sr", "person_matte", "limbs")
+                "smooth_s", "sr", "person_matte", "limbs", "arms", "pose_s")
 #: The stream of this process's last encode, under its :func:`_stream_key` (one entry).
 _LAST_STREAM: dict[str, Encoded] = {}
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
@@ -108,7 +108,7 @@ class ScaffoldCodec(Codec):
                 raise SettingError(f"scaffold: memory_mb={setting.get('memory_mb')}: expected "
                                    "MB >= 0")  # fmt: skip
             options["memory_mb"] = float(budget)
-        for key in ("previous", "matte", "limbs"):
+        for key in ("previous", "matte", "limbs", "arms"):
             if setting.get(key) is not None:
                 if setting.get(key) not in ("0", "1"):
                     raise SettingError(f"scaffold: {key}={setting.get(key)}: expected 0 or 1")
@@ -125,12 +125,13 @@ class ScaffoldCodec(Codec):
             if fade is None or not float(fade).is_integer() or fade < 0:
                 raise SettingError(f"scaffold: fade={setting.get('fade')}: expected frames >= 0")
             options["fade"] = int(fade)
-        if setting.get("smooth_s") is not None:
-            seconds = setting.number("smooth_s")
-            if seconds is None or not 0 <= seconds < 60:
-                raise SettingError(f"scaffold: smooth_s={setting.get('smooth_s')}: expected "
-                                   "seconds 0..60 (0: off)")  # fmt: skip
-            options["smooth_s"] = float(seconds)
+        for key in ("smooth_s", "pose_s"):
+            if setting.get(key) is not None:
+                seconds = setting.number(key)
+                if seconds is None or not 0 <= seconds < 60:
+                    raise SettingError(f"scaffold: {key}={setting.get(key)}: expected "
+                                       "seconds 0..60 (0: off)")  # fmt: skip
+                options[key] = float(seconds)
         extra = [k for k in options if k not in DECODER_OPTIONS.get(name, ())]
         if extra:
             owners = " or ".join(f"decoder={n}" for n, keys in DECODER_OPTIONS.items()

@@ -11,8 +11,10 @@ import pytest
 from semcodec.codec.core.types import BodyPose
 from semcodec.codec.entropy.sparse_pose import TEMPLATE
 from semcodec.codec.reconstruct.animate import (
+    SWAPPED_SIDES,
     PersonMemory,
     animate_ref,
+    match_sides,
     pose_distance,
     ref_joints,
 )
@@ -73,28 +75,47 @@ def test_a_figure_animated_to_its_own_pose_is_the_identity():
 def test_a_limb_moves_by_the_expected_amount():
     uv = TEMPLATE.astype(np.float64)
     ref = figure(uv)
-    # the left forearm swung 90 degrees about the elbow, outwards (the wrist 0.12 box
-    # heights below the elbow -> 0.12 to its side): its middle moves by 0.06 * sqrt(2) * H
+    # the left forearm swung 60 degrees about the elbow, outwards: its middle moves by
+    # 2 sin(30 deg) = 1 half-length
     moved = uv.copy()
     elbow = uv[3]
     length = np.hypot(*(uv[5] - elbow))
-    moved[5] = elbow + [length, 0.0]
+    down = (uv[5] - elbow) / length
+    c, s = np.cos(np.deg2rad(-60)), np.sin(np.deg2rad(-60))
+    moved[5] = elbow + length * np.array([c * down[0] - s * down[1], s * down[0] + c * down[1]])
     out, alpha = animate_ref(ref, uv, np.ones(13, bool), moved, np.ones(13, bool))
     red = LIMB_RGB[(3, 5)]
     before, after = centroid(ref, red, np.ones((H, W))), centroid(out, red, alpha)
     expect = ref_joints(0.5 * (moved[[3]] + moved[[5]]), (W, H))[0]
     assert np.hypot(*(after - expect)) < 2.0  # where the forearm is now, within 2 px
-    assert np.hypot(*(after - before)) > 0.8 * 0.5 * np.sqrt(2) * length * H
-    # where the forearm was is not drawn (the plate shows through), the torso did not move
+    assert np.hypot(*(after - before)) > 0.8 * 0.5 * length * H
+    # where the forearm's end was is not drawn (the plate shows through), the head did not
+    # move
     j = np.rint(ref_joints(uv, (W, H))).astype(int)
-    mid = (j[3] + j[5]) // 2
-    assert alpha[mid[1], mid[0]] == 0 or not np.all(np.abs(out[mid[1], mid[0]].astype(int)
-                                                           - red) < 60)  # fmt: skip
+    x, y = np.rint(ref_joints(uv[[3]] + 0.85 * (uv[[5]] - uv[[3]]), (W, H))[0]).astype(int)
+    assert alpha[y, x] == 0 or not np.all(np.abs(out[y, x].astype(int) - red) < 60)
     assert np.array_equal(out[j[0][1] - 3: j[0][1] + 3, j[0][0] - 3: j[0][0] + 3],
                           ref[j[0][1] - 3: j[0][1] + 3, j[0][0] - 3: j[0][0] + 3])  # fmt: skip
+    # a turn past MAX_BONE_TURN is taken for the pose model's mistake: the forearm stays
+    flipped = uv.copy()
+    flipped[5] = elbow - (uv[5] - elbow)
+    out2, alpha2 = animate_ref(ref, uv, np.ones(13, bool), flipped, np.ones(13, bool))
+    assert np.hypot(*(centroid(out2, red, alpha2) - before)) < 1.0
     # the left shin, untouched, stays
     blue = LIMB_RGB[(9, 11)]
     assert np.hypot(*(centroid(out, blue, alpha) - centroid(ref, blue, np.ones((H, W))))) < 0.5
+
+
+def test_a_pose_labelled_the_other_way_round_is_read_with_its_sides_exchanged():
+    uv = TEMPLATE.astype(np.float32).copy()
+    uv[[9, 11], 0] += 0.08  # a stride, so that the sides differ
+    vis = np.ones(13, bool)
+    vis[5] = False
+    swapped_uv, swapped_vis = uv[list(SWAPPED_SIDES)], vis[list(SWAPPED_SIDES)]
+    got_uv, got_vis = match_sides(uv, vis, swapped_uv, swapped_vis)
+    assert np.array_equal(got_uv, uv) and np.array_equal(got_vis, vis)
+    got_uv, _ = match_sides(uv, vis, uv + 0.01, vis)
+    assert np.array_equal(got_uv, uv + 0.01)
 
 
 def test_the_memory_picks_the_nearest_pose_and_evicts_the_least_used_at_its_budget():
@@ -161,3 +182,19 @@ def test_animate_decodes_level_1_with_and_without_poses(sample_frames):
     assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
     assert first[0].shape == frames[0].shape and animator.memory.nbytes <= 1e6
     assert animator.describe()["memory_mb"] == 1.0
+
+
+def test_the_memory_keeps_the_newest_unless_an_older_pose_is_clearly_nearer():
+    from semcodec.codec.reconstruct.animate import CHOICE_MARGIN
+
+    standing = TEMPLATE.astype(np.float32)
+    memory = PersonMemory(1e9)
+    thumb = np.zeros((H // 4, W // 4, 4), np.uint8)
+    old, new = np.zeros((H, W, 4), np.uint8), np.ones((H, W, 4), np.uint8)
+    memory.add(1, thumb, None, pose(standing), 1)  # a thumbnail in exactly this pose
+    memory.add(1, old, None, pose(standing + 0.5 * CHOICE_MARGIN), 2)
+    memory.add(1, new, None, pose(standing + 2.5 * CHOICE_MARGIN), 3)
+    # old is nearer by 2 sqrt(2) margins: chosen; the thumbnail, nearer still, is too small
+    assert memory.nearest(1, pose(standing), 4).ref is old
+    # old nearer by 0.2 sqrt(2) margins only: the newest stays
+    assert memory.nearest(1, pose(standing + 1.4 * CHOICE_MARGIN), 5).ref is new
