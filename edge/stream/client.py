@@ -104,10 +104,12 @@ class ChannelSecurity:
 class LinkStats:
     """What the link did (bytes are unit bytes as sent, protocol overhead excluded).
 
-    ``bytes_sent`` counts whole units once sent; ``wire_bytes`` counts unit bytes as each
-    chunk is handed to the link (what a rate controller measures). ``goodput_bps``,
-    ``backlog_units``, ``max_backlog_units`` and ``recommended_bps`` are the cloud's last
-    feedback (bits per second, units).
+    ``bytes_sent`` counts each unit's bytes once, when it is first handed to the link (a
+    resend after a reconnect is not counted again: a unit counted as handed over may never
+    have reached the wire before its connection died); ``wire_bytes`` counts unit bytes as
+    each chunk is handed to the link, resends included (what a rate controller measures).
+    ``goodput_bps``, ``backlog_units``, ``max_backlog_units`` and ``recommended_bps`` are
+    the cloud's last feedback (bits per second, units).
     """
 
     units_sent: int = 0
@@ -125,8 +127,9 @@ class LinkStats:
     dropped: int = 0
 
     def kbps(self) -> float:
-        """Achieved rate, kbit/s (1000 bits): unit bytes sent from the first byte sent until
-        the last acknowledgement (the cloud's decode and close after it do not count)."""
+        """Achieved rate, kbit/s (1000 bits): the stream's unit bytes (each unit once) from
+        the first byte sent until the last acknowledgement (the cloud's decode and close
+        after it do not count)."""
         if self.first_sent is None:
             return 0.0
         end = self.last_acked if self.last_acked is not None else time.monotonic()
@@ -339,9 +342,10 @@ class StreamClient:
         """Unit ``unit`` is handed to gRPC (its last chunk; a resend when an earlier
         connection had handed it already)."""
         self.stats.units_sent += 1
-        self.stats.bytes_sent += len(unit.data)
         if unit.seq < self._high_sent:
             self.stats.units_resent += 1
+        else:
+            self.stats.bytes_sent += len(unit.data)
         self._high_sent = max(self._high_sent, unit.seq + 1)
 
     def _acked(self, next_seq: int, feedback: pb.Feedback | None = None) -> None:
