@@ -11,19 +11,21 @@ it, and with every appearance reference the pose it was taken in. This decoder:
   person's newest reference is kept whatever the budget: the memory never has fewer than
   one per person on screen); a keyframe that starts over forgets everything;
 * **chooses**, per person and frame, the remembered reference whose pose is nearest the
-  person's pose now (:func:`pose_distance`: mean joint distance in box heights over the joints
-  visible in both; the newest on a tie, and the newest when the person has no pose yet);
-* **animates** it to the pose now (:func:`animate_ref`): each limb bone (upper and lower arms
-  and legs) moved by the similarity that takes its two joints in the reference's pose to
-  their place now (a bone turned more than :data:`MAX_BONE_TURN` is taken for the pose
-  model's mistake and follows the torso; a pose whose left and right are the other way
-  round from the reference's is read with its sides exchanged, :func:`match_sides`), the
-  torso and head by the least-squares similarity of shoulders, hips and nose; every
-  output pixel samples the reference through a blend of the parts' inverse maps weighted
-  by how near it is to each part now (a soft-min of the distances, so the joints bend
-  smoothly); a pixel that would show a limb bone where that bone no longer is (the
-  limb moved away: a self-occlusion uncovered) is left transparent, so the plate shows
-  there;
+  person's pose now (:func:`pose_distance`: mean joint distance in box heights over the
+  joints visible in both), the newest unless an older one is clearly nearer and not much
+  smaller (:meth:`PersonMemory.nearest`); the pose now is the decoded one smoothed over
+  time (``pose_s``);
+* **animates** it to the pose now (:func:`animate_ref`): the torso and head stay (the box
+  places the person), each limb bone (upper and lower legs; arms with ``arms=1``) turns
+  about its root joint, as its parent bone left it, to the direction it has in the pose
+  now (forward kinematics; a bone turned more than :data:`MAX_BONE_TURN` is taken for the
+  pose model's mistake and keeps its parent's motion; a pose whose left and right are the
+  other way round from the reference's is read with its sides exchanged,
+  :func:`match_sides`); every output pixel samples the reference through a blend of the
+  parts' inverse maps weighted by how near it is to each part now (a soft-min of the
+  distances, so the joints bend smoothly); a pixel that would show a limb bone where that
+  bone no longer is (the limb moved away: a self-occlusion uncovered) is left
+  transparent, so the plate shows there;
 * draws it like ``warp`` (box smoothing, farther people first), cut out by the cloud's own
   matte with ``person_matte=MODEL`` (:mod:`~codec.reconstruct.matte`, computed once per
   reference and animated with it).
@@ -47,8 +49,6 @@ from semcodec.codec.reconstruct.warp import SMOOTH_S, BoxSmoother, WarpReconstru
 #: Limb bones as pairs of indexes into the 13 body joints (:data:`~codec.core.types.BODY_JOINTS`:
 #: 0 nose, 1/2 shoulders, 3/4 elbows, 5/6 wrists, 7/8 hips, 9/10 knees, 11/12 ankles).
 BONES = ((1, 3), (3, 5), (2, 4), (4, 6), (7, 9), (9, 11), (8, 10), (10, 12))
-#: Joints that move with the torso and head.
-TORSO_JOINTS = (0, 1, 2, 7, 8)
 #: Half-width of the torso around its centre line, in box heights.
 TORSO_HALF_WIDTH = 0.09
 #: A pixel nearer a limb bone than this (box heights) belongs to the bone.
@@ -56,12 +56,9 @@ LIMB_RADIUS = 0.06
 #: Soft-min temperature of the parts' weights, in box heights: within about this distance
 #: of a joint two parts' maps blend.
 BLEND = 0.025
-#: A bone may stretch or shrink this much at most (a pose model's error on a short limb
-#: would otherwise blow it up).
-MAX_BONE_SCALE = 1.6
 #: A bone turned further than this (radians) from the reference's pose is taken for the
 #: pose model's mistake (a limb's joints swapped or lost), and follows the torso instead.
-MAX_BONE_TURN = np.deg2rad(75.0)
+MAX_BONE_TURN = np.deg2rad(60.0)
 #: The 13 joints with left and right exchanged (the pose model may label a person seen
 #: from behind the other way round from one frame to the next).
 SWAPPED_SIDES = (0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11)
@@ -197,12 +194,6 @@ def _segment_distance(px: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarra
     return np.hypot(*(px - (a + t[:, None] * ab)).T)
 
 
-def _turn(a: np.ndarray, b: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> float:
-    """Absolute angle (radians, 0..pi) between segments ``a``-``b`` and ``a2``-``b2``."""
-    v, v2 = b - a, b2 - a2
-    return float(abs(np.arctan2(v[0] * v2[1] - v[1] * v2[0], v @ v2)))
-
-
 def match_sides(ref_uv: np.ndarray, ref_visible: np.ndarray, uv: np.ndarray,
                 visible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """``(uv, visible)`` with left and right exchanged (:data:`SWAPPED_SIDES`) when that
@@ -238,42 +229,57 @@ def _part_labels(distances: np.ndarray, height: float) -> np.ndarray:
     return np.where(near, nearest + 1, 0)
 
 
-def _similarity(a: np.ndarray, b: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> np.ndarray:
-    """``(2, 3)`` the rotation, scale (clipped to :data:`MAX_BONE_SCALE`) and translation
-    that takes segment ``a``-``b`` to ``a2``-``b2`` (``a`` onto ``a2``)."""
-    v, v2 = b - a, b2 - a2
-    n = float(np.hypot(*v))
-    if n < 1e-6:
-        return np.array([[1.0, 0, a2[0] - a[0]], [0, 1.0, a2[1] - a[1]]])
-    scale = np.clip(float(np.hypot(*v2)) / n, 1 / MAX_BONE_SCALE, MAX_BONE_SCALE)
-    angle = np.arctan2(v2[1], v2[0]) - np.arctan2(v[1], v[0])
-    c, s = scale * np.cos(angle), scale * np.sin(angle)
-    rot = np.array([[c, -s], [s, c]])
-    return np.concatenate([rot, (a2 - rot @ a)[:, None]], 1)
+#: The limbs as chains of joints (root, middle, end) and their two bones' :data:`BONES`
+#: indexes: left and right arm, left and right leg.
+CHAINS = (((1, 3, 5), (0, 1)), ((2, 4, 6), (2, 3)), ((7, 9, 11), (4, 5)), ((8, 10, 12), (6, 7)))
 
 
-def _torso_affine(src: np.ndarray, dst: np.ndarray, both: np.ndarray) -> np.ndarray:
-    """``(2, 3)`` least-squares similarity (rotation, one scale clipped to
-    :data:`MAX_BONE_SCALE`, translation) of the torso joints shown in both poses; a
-    translation of their mean with fewer than 2, identity with none."""
-    idx = [j for j in TORSO_JOINTS if both[j]]
-    if len(idx) < 2:
-        shift = (dst[idx] - src[idx]).mean(0) if idx else np.zeros(2)
-        return np.array([[1.0, 0, shift[0]], [0, 1.0, shift[1]]])
-    a, b = src[idx], dst[idx]
-    ma, mb = a.mean(0), b.mean(0)
-    a0, b0 = a - ma, b - mb
-    norm = float((a0**2).sum())
-    if norm < 1e-9:
-        return np.array([[1.0, 0, mb[0] - ma[0]], [0, 1.0, mb[1] - ma[1]]])
-    c = float((a0 * b0).sum()) / norm  # scale * cos
-    s = float((a0[:, 0] * b0[:, 1] - a0[:, 1] * b0[:, 0]).sum()) / norm  # scale * sin
-    scale = np.hypot(c, s)
-    if scale > 0:
-        k = np.clip(scale, 1 / MAX_BONE_SCALE, MAX_BONE_SCALE) / scale
-        c, s = c * k, s * k
+def _rotation(pivot: np.ndarray, angle: float) -> np.ndarray:
+    """``(2, 3)`` rotation by ``angle`` radians about ``pivot``."""
+    c, s = np.cos(angle), np.sin(angle)
     rot = np.array([[c, -s], [s, c]])
-    return np.concatenate([rot, (mb - rot @ ma)[:, None]], 1)
+    return np.concatenate([rot, (pivot - rot @ pivot)[:, None]], 1)
+
+
+def _then(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """``(2, 3)``: ``first`` then ``second``."""
+    return np.concatenate([second[:, :2] @ first[:, :2],
+                           (second[:, :2] @ first[:, 2] + second[:, 2])[:, None]], 1)  # fmt: skip
+
+
+def _apply(m: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return m[:, :2] @ p + m[:, 2]
+
+
+def _angle(v: np.ndarray) -> float:
+    return float(np.arctan2(v[1], v[0]))
+
+
+def _wrap(angle: float) -> float:
+    return float((angle + np.pi) % (2 * np.pi) - np.pi)
+
+
+def _pose_limbs(src: np.ndarray, dst: np.ndarray, on: np.ndarray):
+    """Forward kinematics of the limbs: each bone in ``on`` turned about its root joint (as
+    the parent bone left it) to the direction it has in ``dst``; a bone not in ``on``, or
+    turned further than :data:`MAX_BONE_TURN`, keeps its parent's motion. The torso stays
+    (the box places the person). Returns ``(per-bone (2, 3) transforms (8), posed joints
+    (13, 2): src moved by them)``."""
+    eye = np.array([[1.0, 0, 0], [0, 1.0, 0]])
+    transforms, posed = [eye] * len(BONES), src.astype(np.float64).copy()
+    for (root, mid, end), (first, second) in CHAINS:
+        upper = eye
+        turn = _wrap(_angle(dst[mid] - dst[root]) - _angle(src[mid] - src[root]))
+        if on[first] and abs(turn) <= MAX_BONE_TURN:
+            upper = _rotation(src[root], turn)
+        posed[mid] = _apply(upper, src[mid])
+        lower = upper
+        turn = _wrap(_angle(dst[end] - dst[mid]) - _angle(_apply(upper, src[end]) - posed[mid]))
+        if on[second] and abs(turn) <= MAX_BONE_TURN:
+            lower = _then(upper, _rotation(posed[mid], turn))
+        posed[end] = _apply(lower, src[end])
+        transforms[first], transforms[second] = upper, lower
+    return transforms, posed
 
 
 def _invert(m: np.ndarray) -> np.ndarray:
@@ -316,23 +322,22 @@ def animate_ref(ref: np.ndarray, src_uv: np.ndarray, src_visible: np.ndarray,
         return ref, alpha0
     src, dst = ref_joints(src_uv, (w, h)), ref_joints(dst_uv, (w, h))
     both = src_vis & dst_vis
-    torso = _torso_affine(src, dst, both)
     bones_on = np.array([both[i] and both[j] and (bones is None or k in bones)
-                         and _turn(src[i], src[j], dst[i], dst[j]) <= MAX_BONE_TURN
                          for k, (i, j) in enumerate(BONES)])  # fmt: skip
-    maps = [_invert(torso)]  # output -> reference, per part
-    for on, (i, j) in zip(bones_on, BONES, strict=True):
-        maps.append(_invert(_similarity(src[i], src[j], dst[i], dst[j]) if on else torso))
+    transforms, posed = _pose_limbs(src, dst, bones_on)
+    eye = np.array([[1.0, 0, 0], [0, 1.0, 0]])
+    maps = [eye] + [_invert(m) for m in transforms]  # output -> reference, per part
+    every = np.ones(len(BONES), bool)
     ys, xs = np.mgrid[0:h, 0:w]
     px = np.stack([xs.ravel() + 0.5, ys.ravel() + 0.5], 1).astype(np.float64)
-    dist = _part_distances(px, dst, bones_on, h)
+    dist = _part_distances(px, posed, every, h)
     weights = np.exp(-(dist - dist.min(1, keepdims=True)) / (BLEND * h))
     weights /= weights.sum(1, keepdims=True)
     homog = np.concatenate([px, np.ones((len(px), 1))], 1)
     sample = sum(weights[:, k, None] * (homog @ m.T) for k, m in enumerate(maps))
     # a pixel that would show a limb bone where that bone is not now: uncovered, transparent
     bone_now = _part_labels(dist, h)
-    bone_then = _part_labels(_part_distances(sample, src, bones_on, h), h)
+    bone_then = _part_labels(_part_distances(sample, src, every, h), h)
     keep = (bone_then == 0) | (bone_then == bone_now)
     map_x = (sample[:, 0] - 0.5).reshape(h, w).astype(np.float32)
     map_y = (sample[:, 1] - 0.5).reshape(h, w).astype(np.float32)
