@@ -49,7 +49,8 @@ class UnknownReconstructorError(ReconstructionError, ValueError):
 #: The options each reconstructor takes; the others take none. The cloud CLI and the
 #: benchmark check options with it.
 DECODER_OPTIONS: dict[str, tuple[str, ...]] = {
-    "animate": ("memory_mb", "limbs", "arms", "pose_s", "smooth_s", "person_matte"),
+    "animate": ("memory_mb", "limbs", "arms", "pose_s", "min_turn", "smooth_s",
+                "person_matte"),
     "diffusion": ("steps", "seed", "weights", "previous"),
     "restore": ("weights", "memory_mb", "matte", "fade", "smooth_s", "person_matte"),
     "warp": ("matte", "fade", "smooth_s", "person_matte"),

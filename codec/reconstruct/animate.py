@@ -259,10 +259,11 @@ def _wrap(angle: float) -> float:
     return float((angle + np.pi) % (2 * np.pi) - np.pi)
 
 
-def _pose_limbs(src: np.ndarray, dst: np.ndarray, on: np.ndarray):
+def _pose_limbs(src: np.ndarray, dst: np.ndarray, on: np.ndarray, min_turn: float = 0.0):
     """Forward kinematics of the limbs: each bone in ``on`` turned about its root joint (as
     the parent bone left it) to the direction it has in ``dst``; a bone not in ``on``, or
-    turned further than :data:`MAX_BONE_TURN`, keeps its parent's motion. The torso stays
+    turned further than :data:`MAX_BONE_TURN` or less than ``min_turn`` radians, keeps its
+    parent's motion. The torso stays
     (the box places the person). Returns ``(per-bone (2, 3) transforms (8), posed joints
     (13, 2): src moved by them)``."""
     eye = np.array([[1.0, 0, 0], [0, 1.0, 0]])
@@ -270,12 +271,12 @@ def _pose_limbs(src: np.ndarray, dst: np.ndarray, on: np.ndarray):
     for (root, mid, end), (first, second) in CHAINS:
         upper = eye
         turn = _wrap(_angle(dst[mid] - dst[root]) - _angle(src[mid] - src[root]))
-        if on[first] and abs(turn) <= MAX_BONE_TURN:
+        if on[first] and min_turn <= abs(turn) <= MAX_BONE_TURN:
             upper = _rotation(src[root], turn)
         posed[mid] = _apply(upper, src[mid])
         lower = upper
         turn = _wrap(_angle(dst[end] - dst[mid]) - _angle(_apply(upper, src[end]) - posed[mid]))
-        if on[second] and abs(turn) <= MAX_BONE_TURN:
+        if on[second] and min_turn <= abs(turn) <= MAX_BONE_TURN:
             lower = _then(upper, _rotation(posed[mid], turn))
         posed[end] = _apply(lower, src[end])
         transforms[first], transforms[second] = upper, lower
@@ -297,7 +298,8 @@ def ref_joints(uv: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 def animate_ref(ref: np.ndarray, src_uv: np.ndarray, src_visible: np.ndarray,
                 dst_uv: np.ndarray, dst_visible: np.ndarray, matte: np.ndarray | None = None,
-                bones: tuple[int, ...] | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+                bones: tuple[int, ...] | None = None,
+                min_turn: float = 0.0) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """A reference moved limb by limb from the pose it was taken in to another.
 
     Args:
@@ -307,6 +309,8 @@ def animate_ref(ref: np.ndarray, src_uv: np.ndarray, src_visible: np.ndarray,
         src_visible, dst_visible: ``(13,)`` bool.
         matte: ``(h, w)`` float32 0..1 person matte of ``ref`` (None: all ones).
         bones: the :data:`BONES` (indexes) to move (None: all); the others follow the torso.
+        min_turn: radians; a bone turned less than this keeps its parent's motion (the pose
+            model's jitter does not shake a still limb).
 
     Returns:
         ``(animated (h, w, C) uint8, alpha (h, w) float32 0..1)``: the reference in the
@@ -324,8 +328,10 @@ def animate_ref(ref: np.ndarray, src_uv: np.ndarray, src_visible: np.ndarray,
     both = src_vis & dst_vis
     bones_on = np.array([both[i] and both[j] and (bones is None or k in bones)
                          for k, (i, j) in enumerate(BONES)])  # fmt: skip
-    transforms, posed = _pose_limbs(src, dst, bones_on)
+    transforms, posed = _pose_limbs(src, dst, bones_on, min_turn)
     eye = np.array([[1.0, 0, 0], [0, 1.0, 0]])
+    if all(np.array_equal(m, eye) for m in transforms):  # no limb turns: as it is
+        return ref, alpha0
     maps = [eye] + [_invert(m) for m in transforms]  # output -> reference, per part
     every = np.ones(len(BONES), bool)
     ys, xs = np.mgrid[0:h, 0:w]
@@ -359,6 +365,8 @@ class AnimateReconstructor(WarpReconstructor):
         limbs: move the chosen reference limb by limb to the pose now (False: draw it as it
             is: the memory's nearest-pose choice alone).
         arms: move the arms too (default: the legs only, :data:`LEG_BONES`).
+        min_turn: degrees (0..60); a bone turned less than this from the reference's pose
+            stays as it is there (the pose model's jitter does not shake a still limb).
         pose_s: time constant (seconds) of the poses drawn: each person's box-relative
             joints smoothed over time like their boxes (:class:`~codec.reconstruct.warp.
             BoxSmoother`'s gain; 0: the decoded poses as they are), so the pose model's
@@ -368,11 +376,13 @@ class AnimateReconstructor(WarpReconstructor):
 
     def __init__(self, memory_mb: float = DEFAULT_MEMORY_MB, limbs: bool = True,
                  arms: bool = False, pose_s: float = SMOOTH_S, smooth_s: float = SMOOTH_S,
-                 person_matte: str = "") -> None:  # fmt: skip
+                 person_matte: str = "", min_turn: float = 0.0) -> None:  # fmt: skip
         if not float(memory_mb) >= 0:
             raise ValueError(f"memory_mb must be >= 0, got {memory_mb!r}")
         self.memory_mb = float(memory_mb)
-        self.limbs, self.arms = bool(limbs), bool(arms)
+        if not 0 <= float(min_turn) <= 60:
+            raise ValueError(f"min_turn must be 0..60 degrees, got {min_turn!r}")
+        self.limbs, self.arms, self.min_turn = bool(limbs), bool(arms), float(min_turn)
         self.pose_s = BoxSmoother(pose_s).time_constant
         self._poses: dict[int, np.ndarray] = {}  # track id -> smoothed uv
         self.memory = PersonMemory(self.memory_mb * 1e6)
@@ -386,7 +396,7 @@ class AnimateReconstructor(WarpReconstructor):
 
     def describe(self) -> dict:
         return {**super().describe(), "memory_mb": self.memory_mb, "limbs": self.limbs,
-                "arms": self.arms, "pose_s": self.pose_s}
+                "arms": self.arms, "pose_s": self.pose_s, "min_turn": self.min_turn}
 
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
         if frame.keyframe_image is not None and not frame.plate_refresh:
@@ -433,4 +443,5 @@ class AnimateReconstructor(WarpReconstructor):
             return chosen.ref, chosen.matte
         uv, visible = match_sides(chosen.uv, chosen.visible, pose.uv, pose.visible)
         return animate_ref(chosen.ref, chosen.uv, chosen.visible, uv, visible, chosen.matte,
-                           None if self.arms else LEG_BONES)  # fmt: skip
+                           None if self.arms else LEG_BONES,
+                           np.deg2rad(self.min_turn))  # fmt: skip

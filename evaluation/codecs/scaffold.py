@@ -30,7 +30,8 @@ from semcodec.evaluation.codecs.base import Codec, Encoded, Setting, SettingErro
 
 #: Setting keys that choose the decoder, not the stream.
 DECODER_KEYS = ("decoder", "steps", "seed", "weights", "memory_mb", "previous", "matte", "fade",
-                "smooth_s", "sr", "person_matte", "limbs", "arms", "pose_s")
+                "smooth_s", "sr", "person_matte", "limbs", "arms", "pose_s",
+                "min_turn")
 #: The stream of this process's last encode, under its :func:`_stream_key` (one entry).
 _LAST_STREAM: dict[str, Encoded] = {}
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
@@ -125,6 +126,12 @@ class ScaffoldCodec(Codec):
             if fade is None or not float(fade).is_integer() or fade < 0:
                 raise SettingError(f"scaffold: fade={setting.get('fade')}: expected frames >= 0")
             options["fade"] = int(fade)
+        if setting.get("min_turn") is not None:
+            degrees = setting.number("min_turn")
+            if degrees is None or not 0 <= degrees <= 60:
+                raise SettingError(f"scaffold: min_turn={setting.get('min_turn')}: expected "
+                                   "degrees 0..60")  # fmt: skip
+            options["min_turn"] = float(degrees)
         for key in ("smooth_s", "pose_s"):
             if setting.get(key) is not None:
                 seconds = setting.number(key)

@@ -101,6 +101,10 @@ def test_a_limb_moves_by_the_expected_amount():
     flipped[5] = elbow - (uv[5] - elbow)
     out2, alpha2 = animate_ref(ref, uv, np.ones(13, bool), flipped, np.ones(13, bool))
     assert np.hypot(*(centroid(out2, red, alpha2) - before)) < 1.0
+    # a turn under min_turn is the pose model's jitter: nothing moves
+    small, small_alpha = animate_ref(ref, uv, np.ones(13, bool), moved, np.ones(13, bool),
+                                     min_turn=np.deg2rad(55))  # fmt: skip
+    assert np.array_equal(small, ref) and np.all(small_alpha == 1)
     # the left shin, untouched, stays
     blue = LIMB_RGB[(9, 11)]
     assert np.hypot(*(centroid(out, blue, alpha) - centroid(ref, blue, np.ones((H, W))))) < 0.5
