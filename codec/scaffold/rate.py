@@ -206,6 +206,12 @@ class RateController:
             self.balance -= repay
             self.plate_debt -= repay
 
+    @property
+    def plate_repayment(self) -> float:
+        """Bytes each frame repays now of a later keyframe or periodic plate (0 when none is
+        being repaid): what the plate already takes of every frame's budget."""
+        return self._plate_repay if self.plate_debt > 0 else 0.0
+
     def spread_plate(self, plate_bytes: int, frames: int) -> None:
         """Repays ``plate_bytes`` of a later keyframe or periodic plate, already booked by
         :meth:`spend`, over the next ``frames`` frames (>= 1) instead of at once: references
