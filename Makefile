@@ -90,6 +90,13 @@ bench-pets: $(STAMP)
 DATA ?= ../shared/data
 COLD_GRID := --codecs x265,raw,scaffold --crf 40,45,51 --static-camera --scales 1,0.5 \
   --lpips-every 8 --moda-every 2 --data-dir $(DATA)
+# the x265 grid of the steady-state runs and zoomed PETS (issue 38): CRF, the static-camera
+# anchor (8x and 16x), 3/4 and half size; 12 cells (a steady PETS cell is ~8 minutes here)
+X265_GRID := x265:crf=40;crf=45;crf=51;qp=45,ipratio=8;qp=48,ipratio=8;qp=51,ipratio=8;$\
+  qp=48,ipratio=16;qp=51,ipratio=16;qp=48,ipratio=8,scale=0.75;qp=51,ipratio=8,scale=0.75;$\
+  qp=51,ipratio=16,scale=0.5;crf=45,scale=0.5
+STEADY_GRID := --codecs x265,raw,scaffold --lpips-every 8 --moda-every 2 --data-dir $(DATA) \
+  --settings '$(X265_GRID)' --settings 'scaffold:level=1;level=1,target_bpp=0.002'
 # detect mode at link budgets (issue 40): x264/x265 as `semcodec-bench task` sweeps them
 TASK_BASELINES := $(foreach c,23 28 33 38 43 48 51,x264:crf=$(c)) \
   $(foreach c,23 28 33 38 43 48 51,x265:crf=$(c)) $(foreach q,36 40 44 48 51,x265:qp=$(q),ipratio=8) \
@@ -103,9 +110,15 @@ readme-figures: $(STAMP)
 	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 $(COLD_GRID) \
 	  --settings 'scaffold:level=1' --out runs/figures/level1-cold-pets
 	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 \
-	  --camera-transform zoom=2,x=0.5,y=0.55 $(COLD_GRID) --settings 'scaffold:level=1' \
+	  --camera-transform zoom=2,x=0.5,y=0.55 --codecs scaffold,x265,raw --lpips-every 8 \
+	  --moda-every 2 --data-dir $(DATA) --settings 'scaffold:level=1' --settings '$(X265_GRID)' \
 	  --out runs/figures/level1-cold-pets-zoom2
-	for name in level1-cold-tud level1-cold-pets level1-cold-pets-zoom2; do \
+	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 --protocol steady \
+	  $(STEADY_GRID) --out runs/figures/level1-steady-pets
+	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 --protocol steady \
+	  $(STEADY_GRID) --out runs/figures/level1-steady-tud
+	for name in level1-cold-tud level1-cold-pets level1-cold-pets-zoom2 level1-steady-pets \
+	    level1-steady-tud; do \
 	  $(BIN)/semcodec-bench figures --name $$name runs/figures/$$name || exit 1; done
 	$(BIN)/semcodec-bench task --data TUD-Stadtmitte --start 91 --frames 89 \
 	  --baselines $(TASK_BASELINES) --targets-kbps 10 20 40 100 --threads 2 \
