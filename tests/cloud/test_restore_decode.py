@@ -115,7 +115,7 @@ def test_bad_weights_and_options_are_refused(weights, tmp_path, stream, capsys):
     assert (decoder["name"], decoder["memory_mb"], decoder["smooth_s"]) == ("restore", 0.5, 0)
     assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "y"), "--decoder", "diffusion",
                        "--smooth-s", "0.1"]) == 2  # fmt: skip
-    assert "--smooth-s: only for --decoder restore or warp" in capsys.readouterr().err
+    assert "--smooth-s: only for --decoder animate or restore or warp" in capsys.readouterr().err
 
 
 def test_the_shipped_restorer_is_registered_and_verified():
