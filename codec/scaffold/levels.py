@@ -250,9 +250,9 @@ OMITTED_AT_DEFAULT = ("pose_every", "pose_steps", "pose_refresh")
 MAX_POSE_EVERY = 64
 #: ``plate_refine`` value that leaves the share to the camera's layout (resolved by the edge).
 PLATE_REFINE_PER_CAMERA = -1.0
-#: The share a tiled layout (small people) refines with: measured in steady state on PETS
-#: 501-795, the one camera of the three with a tiled layout (0.1 buys less background, 0.4
-#: costs the people and the rate's evenness more than its background gains).
+#: The share a tiled layout (small people) refines with when the camera's profile has not
+#: measured its people (a layout given in the settings); with a profile the share is the
+#: first plate's rule over a plate period (``ScaffoldEncoder._resolve_plate_refine``).
 SMALL_PEOPLE_PLATE_REFINE = 0.25
 #: What a keyframe picture can be (see :attr:`LevelConfig.plate`).
 PLATES = ("frame", "median")

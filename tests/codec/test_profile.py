@@ -100,10 +100,13 @@ def test_level1_header_records_the_chosen_layout(sample_frames):
     assert "2x2 tiles" in stats.profile
     # a clip of known length: no plate refinement (it ends before tiles pay back)
     assert header.settings["plate_refine"] == "0.0"
-    # a live stream of small people: refined with the tiled layout's share, said in the header
+    # a live stream of small people: refined, said in the header; the share is the first
+    # plate's rule over a plate period: people cover 2.1 % of the frame and are sent
+    # 1 + (300 / 7 s) / 4 s times a period: 0.979 / (0.979 + 0.021 * 11.7) = 0.80, held to 0.5
     live, _, live_stats = encode_frames(iter(frames), level_config(1), 7.0, (384, 288))
-    assert live.settings["plate_refine"] == "0.25"
-    assert "plate refinement 0.25 of the target" in live_stats.profile
+    assert "people cover 2.1% of the frame" in live_stats.profile
+    assert live.settings["plate_refine"] == "0.5"
+    assert "plate refinement 0.5 of the target" in live_stats.profile
     decoder = ScaffoldDecoder(header)
     for unit in units:
         decoder.decode_unit(unit)
@@ -200,7 +203,7 @@ def test_a_live_stream_of_small_people_refines_its_plate_after_the_first_window(
     sample = open_source(sample_dir).read(start=1, count=60)
     frames = np.concatenate([sample, sample[::-1]])  # 120 frames, no cut
     header, units, stats = encode_frames(iter(frames), level_config(1), 7.0, (384, 288))
-    assert header.settings["plate_refine"] == "0.25"
+    assert header.settings["plate_refine"] == "0.5"  # the first plate's rule over a period
     tiled = [u.seq for u in units if SubStreamType.PLATE_TILE in {s.type for s in u.substreams}]
     assert tiled and min(tiled) >= 70 and stats.plate_tiles == len(tiled)
     decoder = ScaffoldDecoder(header)
