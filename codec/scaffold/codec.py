@@ -699,7 +699,6 @@ class ScaffoldEncoder:
         (:func:`~codec.scaffold.rate.cold_start_plate_share`); said in ``stats.profile``."""
         from semcodec.codec.scaffold.rate import (
             WINDOW_S,
-            cold_start_plate_share,
             person_area_fraction,
         )
 
@@ -707,16 +706,25 @@ class ScaffoldEncoder:
             return
         profile = self.profile
         seconds = self._rate.window_frames / self.fps  # the clip's when shorter
-        sends = 1.0 + min(seconds, WINDOW_S) / self.config.appearance_refresh_s
         area = person_area_fraction(profile.person_height,
                                     profile.people / max(1, len(profile.frames)),
                                     self.frame_size)  # fmt: skip
-        share = cold_start_plate_share(area, sends)
-        self._rate.first_plate_share = share
         self._person_area = area
+        share, sends = self._plate_share_over(min(seconds, WINDOW_S))
+        self._rate.first_plate_share = share
         self.stats.profile += (f"; first plate {share:.2f} of the first {seconds:.3g} s "
                                f"(people cover {area:.1%} of the frame, each sent "
                                f"{sends:.2g} times)")  # fmt: skip
+
+    def _plate_share_over(self, seconds: float) -> tuple[float, float]:
+        """The plate's share of ``seconds`` of budget, sent once, against the people's
+        (covering the profile's ``_person_area``), each sent once and again every
+        ``appearance_refresh_s``: ``(share, times each person is sent)``
+        (:func:`~codec.scaffold.rate.cold_start_plate_share`)."""
+        from semcodec.codec.scaffold.rate import cold_start_plate_share
+
+        sends = 1.0 + seconds / self.config.appearance_refresh_s
+        return cold_start_plate_share(self._person_area, sends), sends
 
     def _resolve_plate_refine(self) -> None:
         """Replaces a per-camera ``plate_refine`` by the share the camera calls for, in the
@@ -737,7 +745,7 @@ class ScaffoldEncoder:
             SMALL_PEOPLE_PLATE_REFINE,
         )
         from semcodec.codec.scaffold.profile import DEFAULT_TILES
-        from semcodec.codec.scaffold.rate import cold_start_plate_share, window_frames
+        from semcodec.codec.scaffold.rate import window_frames
 
         if self.config.plate_refine != PLATE_REFINE_PER_CAMERA:
             return
@@ -749,9 +757,7 @@ class ScaffoldEncoder:
         if share and self._person_area is not None and self.config.keyframe_interval:
             # the plate's share of a period by the first plate's rule: pixels sent once
             # against the people's, sent at every refresh of the period
-            period_s = self.config.keyframe_interval / self.fps
-            sends = 1.0 + period_s / self.config.appearance_refresh_s
-            share = cold_start_plate_share(self._person_area, sends)
+            share, _ = self._plate_share_over(self.config.keyframe_interval / self.fps)
         self.config = dataclasses.replace(self.config, plate_refine=share)
         if self.profile is not None:
             self.stats.profile += f"; plate refinement {share:g} of the target"
