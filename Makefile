@@ -107,6 +107,10 @@ TRACKS_GRID := --codecs raw,scaffold --settings scaffold:level=1 --metrics moda 
 readme-figures: $(STAMP)
 	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 $(COLD_GRID) \
 	  --settings 'scaffold:level=1;level=1,decoder=restore' --out runs/figures/level1-cold-tud
+	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 --codecs x265 \
+	  --lpips-every 8 --moda-every 2 --data-dir $(DATA) \
+	  --settings 'x265:qp=48,ipratio=8,scale=0.75;qp=51,ipratio=8,scale=0.75' \
+	  --out runs/figures/level1-cold-tud
 	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 $(COLD_GRID) \
 	  --settings 'scaffold:level=1' --out runs/figures/level1-cold-pets
 	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 \

@@ -442,6 +442,7 @@ def cmd_sidebyside(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from semcodec.evaluation.bench.executors import create_executor
     from semcodec.evaluation.bench.grid import run_grid
+    from semcodec.evaluation.report.figures import record_command
     from semcodec.evaluation.report.markdown import write_report
 
     config = grid_from_args(args)
@@ -451,6 +452,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = False if (args.no_progress or args.quiet) else None
     rows = run_grid(config, executor, progress=progress)
     command = f"{PROG} " + shlex.join(args.argv)
+    record_command(config.out_dir, command)
     report = write_report(rows, config.out_dir, command=command)
     log.info("%d rows: %s; report: %s", len(rows), config.out_dir / "results.csv", report)
     if not args.data and "scaffold" in config.codecs and "x265" in config.codecs:

@@ -39,11 +39,31 @@ class FiguresError(ValueError):
     """A result set cannot be made (no rows, bad name) or a README block has no result set."""
 
 
-def _command_of(run_dir: Path) -> str:
-    """The command recorded in ``run_dir/report.md`` (``""`` when it says none)."""
+#: Every command that wrote rows into a run folder, one per line, in order (a folder may be
+#: filled by several invocations: a result set names them all).
+COMMANDS_FILE = "commands.txt"
+
+
+def record_command(run_dir: Path, command: str) -> None:
+    """Adds ``command`` to ``run_dir``'s :data:`COMMANDS_FILE` unless it is there already."""
+    path = Path(run_dir) / COMMANDS_FILE
+    known = path.read_text().splitlines() if path.exists() else []
+    if command not in known:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fh.write(command + "\n")
+
+
+def _commands_of(run_dir: Path) -> list[str]:
+    """The commands that filled ``run_dir``: its :data:`COMMANDS_FILE`, else the one command
+    recorded in its ``report.md`` (folders written before the file existed; ``[]`` when the
+    report names none)."""
+    listed = run_dir / COMMANDS_FILE
+    if listed.exists():
+        return [line for line in listed.read_text().splitlines() if line.strip()]
     report = run_dir / "report.md"
     found = re.search(r"Command: `([^`]*)`", report.read_text()) if report.exists() else None
-    return found.group(1) if found else ""
+    return [found.group(1)] if found else []
 
 
 def load_result_set(run_dirs: list[Path]) -> tuple[list[dict], list[str]]:
@@ -54,8 +74,8 @@ def load_result_set(run_dirs: list[Path]) -> tuple[list[dict], list[str]]:
         if not found:
             raise FiguresError(f"{run_dir}: no results.jsonl rows")
         rows += found
-        commands.append(_command_of(Path(run_dir)))
-    return latest_rows(rows), [c for c in commands if c]
+        commands += [c for c in _commands_of(Path(run_dir)) if c not in commands]
+    return latest_rows(rows), commands
 
 
 def _range_title(row: dict) -> str:

@@ -169,6 +169,29 @@ def test_result_sets_and_readme_blocks_regenerate(tmp_path):
         splice_readme(readme, tmp_path / "results")
 
 
+def test_a_result_set_names_every_command_that_filled_its_folder(tmp_path):
+    """Two invocations into one folder (the x265 rows, then level 1's): the result set lists
+    both commands, each once, in order; the report's single command is the fallback."""
+    import json
+
+    from semcodec.evaluation.report.figures import record_command, write_result_set
+
+    run = tmp_path / "run"
+    run.mkdir()
+    row = {"sequence": "S", "start": 1, "frames": 10, "protocol": "cold", "width": 8,
+           "height": 8, "codec": "scaffold", "setting": "level=1", "bpp": 0.004}  # fmt: skip
+    (run / "results.jsonl").write_text(json.dumps(row) + "\n")
+    (run / "report.md").write_text("Command: `semcodec-bench run --codecs scaffold`\n")
+    old = json.loads(write_result_set("one", [run], tmp_path / "r")[0].read_text())
+    assert old["commands"] == ["semcodec-bench run --codecs scaffold"]
+    for command in ("semcodec-bench run --codecs x265", "semcodec-bench run --codecs scaffold",
+                    "semcodec-bench run --codecs x265"):  # a resumed run is not listed twice
+        record_command(run, command)
+    data = json.loads(write_result_set("two", [run], tmp_path / "r")[0].read_text())
+    assert data["commands"] == ["semcodec-bench run --codecs x265",
+                                "semcodec-bench run --codecs scaffold"]  # fmt: skip
+
+
 def test_every_column_a_report_shows_is_defined_once():
     from semcodec.evaluation.bench.grid import BASE_COLUMNS
     from semcodec.evaluation.report.columns import DEFINITIONS, definitions_for
