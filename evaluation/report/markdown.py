@@ -591,6 +591,11 @@ def _rate_section(rows: list[dict]) -> list[str]:
     ]
 
 
+#: The columns of ``bd_rate.csv``, one line per curve, anchor and metric (a curve's name may
+#: hold commas, e.g. ``scaffold@level=1,sr=esrgan-slim``: the csv module quotes it).
+BD_RATE_COLUMNS = ("sequence", "curve", "anchor", "metric", "bd_rate_percent", "note")
+
+
 def write_report(rows: list[dict], out_dir: Path, command: str = "") -> Path:
     """Writes plots, ``bd_rate.csv``/``.json`` and ``report.md`` into ``out_dir``."""
     out_dir = Path(out_dir)
@@ -603,16 +608,11 @@ def write_report(rows: list[dict], out_dir: Path, command: str = "") -> Path:
             plots.append((metric, name))
     rcq = plot_rate_compute_quality(rows, out_dir / "rate_compute_quality.png")
     bd = bd_rates(rows)
-    (out_dir / "bd_rate.json").write_text(json.dumps(bd, indent=1))
-    with open(out_dir / "bd_rate.csv", "w") as fh:
-        fh.write("sequence,curve,anchor,metric,bd_rate_percent,note\n")
-        for r in bd:
-            note = r["note"].replace(",", ";").replace("\n", " ")
-            fh.write(
-                f"{r['sequence']},{r['curve']},{r['anchor']},{r['metric']},"
-                f"{'' if r['bd_rate_percent'] is None else round(r['bd_rate_percent'], 2)},"
-                f"{note}\n"
-            )
+    write_text_atomic(out_dir / "bd_rate.json", json.dumps(bd, indent=1))
+    table = [{**r, "bd_rate_percent": None if r["bd_rate_percent"] is None
+              else round(r["bd_rate_percent"], 2), "note": r["note"].replace("\n", " ")}
+             for r in bd]  # fmt: skip
+    write_rows_csv(table, list(BD_RATE_COLUMNS), out_dir / "bd_rate.csv")
     ordered = sorted(
         (_display_row(r) for r in rows),
         key=lambda r: (r["sequence"], r.get("curve") or r["codec"], _number(r.get("bpp")) or 0.0),

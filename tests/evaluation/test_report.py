@@ -228,3 +228,22 @@ def test_saving_csv_keeps_a_setting_with_commas_in_one_field(tmp_path):
     (scaffold,) = {r["setting"] for r in table if r["codec"] == "scaffold"}
     assert scaffold == "level=1,decoder=restore"
     assert {float(r["bpp"]) for r in table if r["codec"] == "scaffold"} == {0.015}
+
+
+def test_bd_rate_csv_keeps_a_curve_with_commas_in_one_field(tmp_path):
+    """A curve named by a setting with commas (two points, so it has a BD-rate against
+    x265) reads back from ``bd_rate.csv`` as one field, with the JSON's value."""
+    import csv
+    import json
+
+    rows = _rows("x265", "x265", 1.0) + _rows("scaffold@level=1,sr=slim", "scaffold", 0.5)
+    write_report(rows, tmp_path)
+    with open(tmp_path / "bd_rate.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert table and all(None not in row for row in table)  # no field spilled over
+    wanted = [r for r in json.loads((tmp_path / "bd_rate.json").read_text())
+              if r["curve"] == "scaffold@level=1,sr=slim"]  # fmt: skip
+    got = [r for r in table if r["curve"] == "scaffold@level=1,sr=slim"]
+    assert wanted and len(got) == len(wanted)
+    assert {(r["anchor"], r["metric"]) for r in got} == {(r["anchor"], r["metric"])
+                                                         for r in wanted}  # fmt: skip
