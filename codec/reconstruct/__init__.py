@@ -50,7 +50,7 @@ class UnknownReconstructorError(ReconstructionError, ValueError):
 #: benchmark check options with it.
 DECODER_OPTIONS: dict[str, tuple[str, ...]] = {
     "animate": ("memory_mb", "limbs", "arms", "pose_s", "min_turn", "smooth_s",
-                "person_matte"),
+                "person_matte", "refiner"),
     "diffusion": ("steps", "seed", "weights", "previous"),
     "restore": ("weights", "memory_mb", "matte", "fade", "smooth_s", "person_matte"),
     "warp": ("matte", "fade", "smooth_s", "person_matte"),

@@ -26,13 +26,17 @@ it, and with every appearance reference the pose it was taken in. This decoder:
   distances, so the joints bend smoothly); a pixel that would show a limb bone where that
   bone no longer is (the limb moved away: a self-occlusion uncovered) is left
   transparent, so the plate shows there;
+* with ``refiner=NAME`` (:mod:`~codec.reconstruct.refiner`), redraws the animated person
+  with a small learned network conditioned on the animation, the pose now and the
+  reference (its width the compute knob; FLOPs counted per frame, :meth:`flops_per_frame`);
 * draws it like ``warp`` (box smoothing, farther people first), cut out by the cloud's own
   matte with ``person_matte=MODEL`` (:mod:`~codec.reconstruct.matte`, computed once per
   reference and animated with it).
 
 A stream without a sparse pose is drawn as ``warp`` draws it (the newest reference, no
-animation). Everything is a fixed function of the decoded scaffolds (OpenCV and numpy in
-float32/float64 on the CPU), so two runs give the same frames.
+animation, and no refinement: the refiner needs the pose). Everything is a fixed function of
+the decoded scaffolds (OpenCV and numpy in float32/float64, the refiner in torch float32, on
+the CPU), so two runs give the same frames.
 """
 
 from __future__ import annotations
@@ -371,12 +375,21 @@ class AnimateReconstructor(WarpReconstructor):
             joints smoothed over time like their boxes (:class:`~codec.reconstruct.warp.
             BoxSmoother`'s gain; 0: the decoded poses as they are), so the pose model's
             jitter does not shake the limbs.
+        refiner: a learned refiner (:mod:`~codec.reconstruct.refiner`) redrawing every
+            person drawn with a pose: a shipped refiner's short name (``w8``, ``w32``: its
+            width, the compute knob) or registry name, or a refiner file; "" (default): none.
         smooth_s, person_matte: as for ``warp``.
+
+    Raises:
+        ValueError: a negative ``memory_mb``, ``min_turn`` outside 0..60.
+        UnknownReconstructorError: a ``refiner`` that is neither shipped nor a refiner file.
+        codec.core.models.ModelChecksumError: a shipped refiner's file with the wrong sha256.
     """
 
     def __init__(self, memory_mb: float = DEFAULT_MEMORY_MB, limbs: bool = True,
                  arms: bool = False, pose_s: float = SMOOTH_S, smooth_s: float = SMOOTH_S,
-                 person_matte: str = "", min_turn: float = 0.0) -> None:  # fmt: skip
+                 person_matte: str = "", min_turn: float = 0.0,
+                 refiner: str = "") -> None:  # fmt: skip
         if not float(memory_mb) >= 0:
             raise ValueError(f"memory_mb must be >= 0, got {memory_mb!r}")
         self.memory_mb = float(memory_mb)
@@ -387,21 +400,45 @@ class AnimateReconstructor(WarpReconstructor):
         self._poses: dict[int, np.ndarray] = {}  # track id -> smoothed uv
         self.memory = PersonMemory(self.memory_mb * 1e6)
         self._frame: DecodedFrame | None = None
+        self.refiner, self._refiner = str(refiner), None
+        if self.refiner:
+            from semcodec.codec.core.packages import file_sha256
+            from semcodec.codec.reconstruct.refiner import (
+                flops_per_pixel,
+                load_refiner,
+                refiner_weights,
+            )
+
+            path = refiner_weights(self.refiner)
+            self._refiner = load_refiner(path)
+            self._refiner_sha256 = file_sha256(path)
+            self._refiner_flops_per_pixel = flops_per_pixel(self._refiner)
         super().__init__(smooth_s=smooth_s, person_matte=person_matte)
 
     def reset(self) -> None:
         super().reset()
         self.memory.clear()
         self._poses = {}
+        #: people refined, their FLOPs and the frames drawn so far (``refiner`` only)
+        self.refined, self.flops, self._frames = 0, 0, 0
 
     def describe(self) -> dict:
-        return {**super().describe(), "memory_mb": self.memory_mb, "limbs": self.limbs,
-                "arms": self.arms, "pose_s": self.pose_s, "min_turn": self.min_turn}
+        out = {**super().describe(), "memory_mb": self.memory_mb, "limbs": self.limbs,
+               "arms": self.arms, "pose_s": self.pose_s, "min_turn": self.min_turn}  # fmt: skip
+        if self.refiner:
+            out.update(refiner=self.refiner, refiner_sha256=self._refiner_sha256)
+        return out
+
+    def flops_per_frame(self) -> int | None:
+        """The refiner's FLOPs per frame so far (None without a refiner; the animation and
+        ``warp``'s drawing are not counted)."""
+        return None if self._refiner is None else self.flops // max(1, self._frames)
 
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
         if frame.keyframe_image is not None and not frame.plate_refresh:
             self.memory.clear()
             self._poses = {}
+        self._frames += 1
         self._frame = frame
         self._smooth_poses(frame)
         return super().reconstruct(frame)
@@ -440,8 +477,30 @@ class AnimateReconstructor(WarpReconstructor):
         if chosen is None:
             return super()._person(track_id, frame)
         if not self.limbs or pose is None or chosen.uv is None:
-            return chosen.ref, chosen.matte
-        uv, visible = match_sides(chosen.uv, chosen.visible, pose.uv, pose.visible)
-        return animate_ref(chosen.ref, chosen.uv, chosen.visible, uv, visible, chosen.matte,
-                           None if self.arms else LEG_BONES,
-                           np.deg2rad(self.min_turn))  # fmt: skip
+            drawn = chosen.ref, chosen.matte
+        else:
+            uv, visible = match_sides(chosen.uv, chosen.visible, pose.uv, pose.visible)
+            drawn = animate_ref(chosen.ref, chosen.uv, chosen.visible, uv, visible, chosen.matte,
+                                None if self.arms else LEG_BONES,
+                                np.deg2rad(self.min_turn))  # fmt: skip
+        if self._refiner is None or pose is None:
+            return drawn
+        return self._refined(track_id, frame, chosen.ref, drawn, pose)
+
+    def _refined(self, track_id: int, frame: DecodedFrame, ref: np.ndarray, drawn,
+                 pose: BodyPose):  # fmt: skip
+        """``drawn`` (the animated person and its alpha) redrawn by the refiner at the
+        person's size in the frame, its FLOPs counted."""
+        from semcodec.codec.reconstruct.refiner import refine_person, refined_size
+
+        picture, alpha = drawn
+        if alpha is None:
+            alpha = np.ones(picture.shape[:2], np.float32)
+        tracks = frame.scaffold.tracks
+        rows = np.flatnonzero(tracks.ids == track_id)
+        box_height = float(tracks.boxes[rows[0], 3] - tracks.boxes[rows[0], 1]) if len(rows) \
+            else float(picture.shape[0])  # fmt: skip
+        size = refined_size(picture.shape, box_height)
+        self.refined += 1
+        self.flops += self._refiner_flops_per_pixel * size[0] * size[1]
+        return refine_person(self._refiner, picture, alpha, ref, pose.uv, pose.visible, size)

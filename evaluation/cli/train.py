@@ -1,5 +1,5 @@
 """Training the learned parts: ``train-flow-prior``, ``train-decoder``, ``score-decoder``,
-``train-restorer``, ``train-bottleneck``."""
+``train-restorer``, ``train-refiner``, ``train-bottleneck``."""
 
 from __future__ import annotations
 
@@ -105,6 +105,41 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                           "(level 1's appearance_quality; each example draws one)")
     restorer.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
     restorer.set_defaults(handler=cmd_train_restorer)
+    refiner = sub.add_parser(
+        "train-refiner",
+        help="train the learned refiner of `decoder=animate` (issue 39)",
+        description="Makes examples from the ground-truth tracks of PETS09-S2L1-full 1-500, "
+        "TUD-Stadtmitte 1-90 and PETS 1-500 zoomed 2x (an earlier reference as level 1 codes "
+        "it, its cloud matte, animated from the sparse pose it was taken in to the pose now; "
+        "the limb maps of the pose now; the original crop and the plate under it), trains the "
+        "refiner from the shipped restorer of its width (L1 + ST-LPIPS of the refined person "
+        "over the plate) and scores it on PETS 501-620 and TUD 91-179. Writes OUT/refiner.pt "
+        "(pass it as `decoder=animate,refiner=FILE`) and OUT/scores.json. A larger run on a "
+        "GPU: --config docs/train-refiner-gpu.toml --device cuda.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    add_verbosity(refiner)
+    refiner.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+    refiner.add_argument("--config", type=Path, metavar="TOML",
+                         help="keys of the training (width, blocks, steps, batch, lr, seed, "
+                         "init, max_seconds); the flags below override it")  # fmt: skip
+    refiner.add_argument("--width", type=positive_int,
+                         help="channels at full resolution: the compute knob (default 8)")
+    refiner.add_argument("--blocks", type=positive_int, help="residual blocks (default 4)")
+    refiner.add_argument("--steps", type=positive_int, help="optimizer steps (default 400)")
+    refiner.add_argument("--batch", type=positive_int, help="examples per step (default 32)")
+    refiner.add_argument("--seed", type=non_negative_int, help="seed (default 0)")
+    refiner.add_argument("--init", help="a restorer to start from (name or file), 'auto' "
+                         "(the shipped one of this width) or '' (from scratch)")  # fmt: skip
+    refiner.add_argument("--max-seconds", type=positive_float,
+                         help="stop training after this long")  # fmt: skip
+    refiner.add_argument("--examples", type=Path, metavar="NPZ",
+                         help="cache of the training examples (made when absent)")
+    refiner.add_argument("--held-out", type=Path, metavar="NPZ",
+                         help="cache of the held-out examples (made when absent)")
+    refiner.add_argument("--device", default="cpu", help="torch device to train on")
+    refiner.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
+    refiner.set_defaults(handler=cmd_train_refiner)
     sr = sub.add_parser(
         "train-sr",
         help="fine-tune a super-resolution network of the cloud's plate",
@@ -258,6 +293,35 @@ def cmd_train_restorer(args: argparse.Namespace) -> int:
                     blocks=args.blocks, scales=tuple(args.scales),
                     qualities=tuple(args.qualities), data_dir=args.data_dir,
                     log=log.info)  # fmt: skip
+    log.info("wrote %s (held-out scores: %s)", weights, args.out / "scores.json")
+    return 0
+
+
+#: The keys ``train-refiner --config`` takes.
+REFINER_KEYS = ("width", "blocks", "steps", "batch", "lr", "seed", "init", "max_seconds")
+
+
+def cmd_train_refiner(args: argparse.Namespace) -> int:
+    import tomllib
+
+    from semcodec.evaluation.training.refiner import train
+
+    config: dict = {}
+    if args.config is not None:
+        try:
+            config = tomllib.loads(args.config.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise UsageError(f"--config {args.config}: {exc}") from None
+        unknown = sorted(set(config) - set(REFINER_KEYS))
+        if unknown:
+            raise UsageError(f"--config {args.config}: unknown keys {', '.join(unknown)} "
+                             f"(expected {', '.join(REFINER_KEYS)})")  # fmt: skip
+    for key in REFINER_KEYS:
+        if getattr(args, key, None) is not None:
+            config[key] = getattr(args, key)
+    weights = train(args.out, examples_file=args.examples, held_out_file=args.held_out,
+                    data_dir=args.data_dir, device=args.device, log=log.info,
+                    **config)  # fmt: skip
     log.info("wrote %s (held-out scores: %s)", weights, args.out / "scores.json")
     return 0
 

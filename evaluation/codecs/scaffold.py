@@ -31,7 +31,7 @@ from semcodec.evaluation.codecs.base import Codec, Encoded, Setting, SettingErro
 #: Setting keys that choose the decoder, not the stream.
 DECODER_KEYS = ("decoder", "steps", "seed", "weights", "memory_mb", "previous", "matte", "fade",
                 "smooth_s", "sr", "person_matte", "limbs", "arms", "pose_s",
-                "min_turn")
+                "min_turn", "refiner")
 #: The stream of this process's last encode, under its :func:`_stream_key` (one entry).
 _LAST_STREAM: dict[str, Encoded] = {}
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
@@ -132,6 +132,8 @@ class ScaffoldCodec(Codec):
                 raise SettingError(f"scaffold: min_turn={setting.get('min_turn')}: expected "
                                    "degrees 0..60")  # fmt: skip
             options["min_turn"] = float(degrees)
+        if setting.get("refiner") is not None:
+            options["refiner"] = self._refiner(setting)
         for key in ("smooth_s", "pose_s"):
             if setting.get(key) is not None:
                 seconds = setting.number(key)
@@ -145,6 +147,26 @@ class ScaffoldCodec(Codec):
                                  if extra[0] in keys)  # fmt: skip
             raise SettingError(f"scaffold: '{setting}': {', '.join(extra)} need {owners}")
         return name, options
+
+    @staticmethod
+    def _refiner(setting: Setting) -> str:
+        """``refiner=NAME`` (``decoder=animate``'s learned refiner): a shipped refiner
+        (``w8``, ``w32``) or a refiner file, on a stream that carries the sparse pose it is
+        conditioned on (``pose_every`` >= 1); anything else is refused, never ignored."""
+        from pathlib import Path
+
+        from semcodec.codec.reconstruct.refiner import SHIPPED_REFINERS
+
+        name = setting.get("refiner")
+        if name not in SHIPPED_REFINERS and name not in SHIPPED_REFINERS.values() \
+                and not Path(name).is_file():  # fmt: skip
+            raise SettingError(f"scaffold: refiner={name}: expected one of "
+                               f"{', '.join(SHIPPED_REFINERS)} or a refiner file")  # fmt: skip
+        every = setting.number("pose_every")
+        if every is None or every < 1:
+            raise SettingError(f"scaffold: refiner={name}: the refiner draws from the sparse "
+                               "pose; it needs a stream with pose_every >= 1")  # fmt: skip
+        return name
 
     def _level(self, setting: Setting):
         """The level config of ``setting``: ``level=N`` plus any :class:`LevelConfig` field

@@ -61,19 +61,14 @@ def _canvas(picture: np.ndarray) -> np.ndarray:
                       interpolation=cv2.INTER_AREA if shrink else cv2.INTER_CUBIC)  # fmt: skip
 
 
-def examples(part: Range, rng: np.random.Generator, data_dir=None,
-             scale: float | None = None, scales: tuple[float, ...] = SCALES,
-             qualities: tuple[int, ...] = QUALITIES) -> tuple[np.ndarray, ...]:  # fmt: skip
-    """``(reference, memory, original)``, each ``(N, H, W, 3)`` uint8 on :data:`CANVAS`;
-    each reference at ``scale`` of its full size, or at one of ``scales`` drawn at random,
-    coded at one of ``qualities`` drawn at random (the memory at ``qualities[0]``)."""
-    from semcodec.codec.scaffold.appearance import (
-        crop_box,
-        decode_ref,
-        encode_ref,
-        ref_region,
-        ref_size,
-    )
+def load_tracks(part: Range, data_dir=None):
+    """``(frames (T, H, W, 3) uint8, SourceInfo, tracks)`` of ``part``: ``tracks`` maps each
+    ground-truth track id to its counted rows at least :data:`MIN_HEIGHT` px high, as
+    ``(frame number from 1, box x1, y1, x2, y2)``.
+
+    Raises:
+        ValueError: the sequence has no ground truth.
+    """
     from semcodec.edge.sources import resolve_data_path
     from semcodec.evaluation.data.sequences import load_sequence
 
@@ -88,6 +83,24 @@ def examples(part: Range, rng: np.random.Generator, data_dir=None,
         frame = int(gt.frame_numbers[row])
         if gt.counted[row] and h >= MIN_HEIGHT and 1 <= frame <= len(pixels):
             tracks.setdefault(int(gt.ids[row]), []).append((frame, np.array([x, y, x + w, y + h])))
+    return pixels, info, tracks
+
+
+def examples(part: Range, rng: np.random.Generator, data_dir=None,
+             scale: float | None = None, scales: tuple[float, ...] = SCALES,
+             qualities: tuple[int, ...] = QUALITIES) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """``(reference, memory, original)``, each ``(N, H, W, 3)`` uint8 on :data:`CANVAS`;
+    each reference at ``scale`` of its full size, or at one of ``scales`` drawn at random,
+    coded at one of ``qualities`` drawn at random (the memory at ``qualities[0]``)."""
+    from semcodec.codec.scaffold.appearance import (
+        crop_box,
+        decode_ref,
+        encode_ref,
+        ref_region,
+        ref_size,
+    )
+
+    pixels, info, tracks = load_tracks(part, data_dir)
 
     def coded(frame: int, box: np.ndarray, at: float, quality: int) -> np.ndarray:
         region = ref_region(box)
