@@ -19,6 +19,11 @@ whole frame as one window.
    ``h / window_fraction(n)``; the layout whose value is nearest (in ratio)
    :data:`PREFERRED_HEIGHT` wins, fewer windows on a tie. No person seen: 2x2 tiles (people
    too small for the whole frame are the likely reason).
+4. Detect mode only (``by_agreement``; level 1 keeps the height rule's choice): the two
+   layouts nearest by step 3 are compared on the same frames by the detector's own boxes
+   at detect mode's operating score: the people either confirms that only one finds decide,
+   by a sign test (:func:`choose_by_agreement`), and the height rule's layout is kept unless
+   the other finds significantly more. The profile's line says what each found and why.
 
 :data:`PREFERRED_HEIGHT` is a property of the detector (its input size and anchor scales),
 not of a camera; it is the one constant of the choice. Checked with ground truth (never by
@@ -59,6 +64,10 @@ DEFAULT_TILES = 2
 PERSON_SCORE, CONFIRM_SCORE = 0.5, 0.3
 #: IoU at which the other view's box confirms a person.
 CONFIRM_IOU = 0.5
+#: Choosing by agreement (detect mode): the other of the two nearest layouts wins when the
+#: people only it finds (``b``) outnumber those only the height rule's layout finds (``c``)
+#: by a sign test at this many standard deviations, ``b - c >= SIGN_Z * sqrt(b + c)``.
+SIGN_Z = 2.0
 
 
 def window_fraction(tiles: int, overlap: float = TILE_OVERLAP) -> float:
@@ -78,6 +87,10 @@ class CameraProfile:
         people: how many person boxes the choice rests on.
         frames: the 0-based indices (among the frames given) the detector ran on.
         confirmed: whether the boxes were confirmed by both views (else: all confident ones).
+        height_tiles: the height rule's layout when the choice was made by agreement
+            (:func:`choose_profile` with ``by_agreement``; 0: by the height rule alone).
+        union: with ``height_tiles``, the people the two nearest layouts confirm.
+        found: with ``height_tiles``, ``(tiles, people of union found)`` of both layouts.
     """
 
     tiles: int
@@ -86,6 +99,9 @@ class CameraProfile:
     people: int = 0
     frames: tuple[int, ...] = ()
     confirmed: bool = False
+    height_tiles: int = 0
+    union: int = 0
+    found: tuple[tuple[int, int], ...] = ()
 
     def window_height(self) -> float:
         """The median person's height in one window, fraction of the window (NaN: none)."""
@@ -93,22 +109,39 @@ class CameraProfile:
 
     def describe(self) -> str:
         """One line for logs and reports."""
-        layout = "whole frame" if self.tiles == 1 else f"{self.tiles}x{self.tiles} tiles"
+        layout = _layout_name(self.tiles)
         if not self.people:
             return (f"{layout} (nobody seen on {len(self.frames)} start-up frames: the "
                     "default)")  # fmt: skip
         how = "confirmed by both views" if self.confirmed else "unconfirmed"
         return (f"{layout}: people {self.person_height:.3f} of the frame tall (median of "
                 f"{self.people} boxes, {how}, on {len(self.frames)} start-up frames), "
-                f"{self.window_height():.2f} of a window")  # fmt: skip
+                f"{self.window_height():.2f} of a window{self._agreement_text()}")  # fmt: skip
+
+    def _agreement_text(self) -> str:
+        if not self.height_tiles:
+            return ""
+        found = ", ".join(f"{_layout_name(t)} {n}" for t, n in self.found)
+        why = ("as the height rule" if self.tiles == self.height_tiles else
+               f"over the height rule's {_layout_name(self.height_tiles)}, by a sign test")
+        return (f"; by agreement: of {self.union} people the two nearest layouts confirm, "
+                f"found by {found}: {why}")  # fmt: skip
 
     def to_settings(self) -> dict[str, str]:
         """Stream-header entries (``profile_*``; the layout itself goes in the codec's own
         settings)."""
         height = "nan" if not np.isfinite(self.person_height) else f"{self.person_height:.4f}"
-        return {"profile_person_height": height, "profile_people": str(self.people),
-                "profile_frames": frames_text(self.frames),
-                "profile_confirmed": str(self.confirmed)}  # fmt: skip
+        entries = {"profile_person_height": height, "profile_people": str(self.people),
+                   "profile_frames": frames_text(self.frames),
+                   "profile_confirmed": str(self.confirmed)}  # fmt: skip
+        if self.height_tiles:
+            entries["profile_height_tiles"] = str(self.height_tiles)
+            entries["profile_found"] = " ".join(f"{t}:{n}/{self.union}" for t, n in self.found)
+        return entries
+
+
+def _layout_name(tiles: int) -> str:
+    return "whole frame" if tiles == 1 else f"{tiles}x{tiles} tiles"
 
 
 def frames_text(frames: Sequence[int]) -> str:
@@ -131,7 +164,9 @@ def profile_frame_indices(count: int, limit: int = PROFILE_FRAMES) -> list[int]:
 
 def choose_profile(frames: Sequence[np.ndarray], detector: PersonDetector,
                    min_score: float = PERSON_SCORE, confirm_score: float = CONFIRM_SCORE,
-                   candidates: Sequence[int] = CANDIDATE_TILES) -> CameraProfile:  # fmt: skip
+                   candidates: Sequence[int] = CANDIDATE_TILES,
+                   by_agreement: bool = False,
+                   agreement_score: float = PERSON_SCORE) -> CameraProfile:  # fmt: skip
     """The camera's window layout, from its own start-up frames (see the module docstring).
 
     Args:
@@ -141,21 +176,32 @@ def choose_profile(frames: Sequence[np.ndarray], detector: PersonDetector,
         min_score: a detection counts as a person from this score.
         confirm_score: the other view confirms a box with a detection from this score.
         candidates: tiles per axis to choose among.
+        by_agreement: choose between the two layouts nearest by the height rule by which
+            finds more of the people both confirm (:func:`choose_by_agreement`; detect mode);
+            False: the height rule alone (level 1).
+        agreement_score: with ``by_agreement``, the score from which a layout's box finds a
+            person (the operating point of the detector the layout is chosen for).
 
     Returns:
         The chosen :class:`CameraProfile`.
     """
     indices = profile_frame_indices(len(frames))
-    low = min(min_score, confirm_score)
-    whole = detector.with_config(DetectorConfig(score_threshold=low, tiles=1))
-    tiled = detector.with_config(DetectorConfig(score_threshold=low, tiles=2,
-                                                tile_overlap=TILE_OVERLAP,
-                                                include_full_frame=False))  # fmt: skip
+    low = min(min_score, confirm_score, *((agreement_score,) if by_agreement else ()))
+    views: dict[int, list] = {}
+
+    def seen(tiles: int) -> list:
+        """The detections (score >= ``low``) of the ``tiles`` layout on each profile frame."""
+        if tiles not in views:
+            config = DetectorConfig(score_threshold=low, tiles=tiles, tile_overlap=TILE_OVERLAP,
+                                    include_full_frame=False)  # fmt: skip
+            view = detector.with_config(config)
+            views[tiles] = [view.detect(frames[i]) for i in indices]
+        return views[tiles]
+
     confirmed, confident = [], []
-    for i in indices:
-        frame = frames[i]
-        a, b = whole.detect(frame), tiled.detect(frame)
-        height = frame.shape[0]
+    for k, i in enumerate(indices):
+        a, b = seen(1)[k], seen(2)[k]
+        height = frames[i].shape[0]
         for mine, other in ((a, b), (b, a)):
             strong = mine.above(min_score).boxes
             confident += list((strong[:, 3] - strong[:, 1]) / height)
@@ -171,6 +217,70 @@ def choose_profile(frames: Sequence[np.ndarray], detector: PersonDetector,
     def distance(tiles: int) -> float:
         return abs(np.log(median / window_fraction(tiles) / PREFERRED_HEIGHT))
 
-    tiles = min(sorted(candidates), key=distance)
-    return dataclasses.replace(base, tiles=int(tiles), person_height=median,
-                               people=len(heights), confirmed=bool(confirmed))  # fmt: skip
+    nearest = sorted(sorted(candidates), key=distance)
+    chosen = dataclasses.replace(base, tiles=int(nearest[0]), person_height=median,
+                                 people=len(heights), confirmed=bool(confirmed))  # fmt: skip
+    if not by_agreement or len(nearest) < 2:
+        return chosen
+    first, second = int(nearest[0]), int(nearest[1])
+    tiles, union, found = choose_by_agreement(first, seen(first), second, seen(second),
+                                              agreement_score, confirm_score)  # fmt: skip
+    return dataclasses.replace(chosen, tiles=tiles, height_tiles=first, union=union,
+                               found=((first, found[0]), (second, found[1])))  # fmt: skip
+
+
+def choose_by_agreement(first: int, first_seen: Sequence, second: int, second_seen: Sequence,
+                        find_score: float = PERSON_SCORE, confirm_score: float = CONFIRM_SCORE,
+                        ) -> tuple[int, int, tuple[int, int]]:  # fmt: skip
+    """Which of two layouts finds more of the camera's people, without ground truth.
+
+    The people are the union, over the frames, of either layout's confident boxes (score >=
+    ``find_score``) that the other confirms (a box at >= ``confirm_score`` with IoU >=
+    :data:`CONFIRM_IOU`), a box both layouts hold counted once. A layout finds a person when
+    one of its confident boxes overlaps it at IoU >= :data:`CONFIRM_IOU`. ``first`` (the
+    height rule's choice, the prior) is kept unless the people only ``second`` finds, ``b``,
+    outnumber those only ``first`` finds, ``c``, by a sign test:
+    ``b - c >= SIGN_Z * sqrt(b + c)``.
+
+    Args:
+        first, second: the two layouts (tiles per axis), the height rule's choice first.
+        first_seen, second_seen: per frame, each layout's :class:`Detections` (any score
+            >= ``confirm_score``), the same frames in the same order.
+        find_score: a layout's box from this score finds a person.
+        confirm_score: the other layout's box from this score confirms one.
+
+    Returns:
+        ``(tiles chosen, people in the union, (people first finds, people second finds))``.
+
+    Raises:
+        ValueError: the two lists cover different numbers of frames.
+    """
+    if len(first_seen) != len(second_seen):
+        raise ValueError(f"{len(first_seen)} and {len(second_seen)} frames: need the same")
+    union = found_first = found_second = only_first = only_second = 0
+    for a, b in zip(first_seen, second_seen, strict=True):
+        strong_a, strong_b = a.above(find_score).boxes, b.above(find_score).boxes
+        people = [box for strong, other in ((strong_a, b), (strong_b, a))
+                  for box in _confirmed(strong, other.above(confirm_score).boxes)]  # fmt: skip
+        kept: list[np.ndarray] = []
+        for box in people:  # a box both layouts hold is one person
+            if not kept or box_iou(box[None], np.array(kept)).max() < CONFIRM_IOU:
+                kept.append(box)
+        for box in kept:
+            in_a = bool(len(strong_a)) and box_iou(box[None], strong_a).max() >= CONFIRM_IOU
+            in_b = bool(len(strong_b)) and box_iou(box[None], strong_b).max() >= CONFIRM_IOU
+            found_first, found_second = found_first + in_a, found_second + in_b
+            only_first += in_a and not in_b
+            only_second += in_b and not in_a
+        union += len(kept)
+    b, c = only_second, only_first
+    tiles = second if b > c and b - c >= SIGN_Z * np.sqrt(b + c) else first
+    return tiles, union, (found_first, found_second)
+
+
+def _confirmed(strong: np.ndarray, other: np.ndarray) -> list[np.ndarray]:
+    """The boxes of ``strong`` that a box of ``other`` overlaps at IoU >= :data:`CONFIRM_IOU`."""
+    if not len(strong) or not len(other):
+        return []
+    hit = box_iou(strong, other).max(axis=1) >= CONFIRM_IOU
+    return list(np.asarray(strong, np.float64)[hit])

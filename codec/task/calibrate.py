@@ -2,8 +2,11 @@
 
 Two choices depend on the camera and are made here, without ground truth:
 
-1. **The windows.** :func:`codec.scaffold.profile.choose_profile` picks the layout (one
-   window for large people, 2x2 tiles for small ones) from the full detector's boxes.
+1. **The windows.** :func:`choose_layout`: :func:`codec.scaffold.profile.choose_profile`
+   picks the layout (one window for large people, 2x2 tiles for small ones) from the full
+   detector's boxes, and between the two nearest layouts keeps the height rule's unless the
+   other finds significantly more of the people at :data:`REFERENCE_THRESHOLD` (its
+   ``by_agreement``; the profile's line says what each found).
 2. **The cloud's score threshold.** Decoded features score lower than the real ones, by an
    amount that depends on the bottleneck *and* on the scene, so no fixed threshold suits
    every camera. The edge holds both: on the start-up frames it counts the people the
@@ -99,6 +102,13 @@ def split_from_settings(settings: dict[str, str], base: SplitConfig) -> SplitCon
                                include_full_frame=full, score_threshold=threshold)  # fmt: skip
 
 
+def choose_layout(frames: Sequence[np.ndarray], person_detector: PersonDetector) -> CameraProfile:
+    """Detect mode's windows on start-up ``frames`` (module docstring, step 1): the height
+    rule, then the agreement of the two nearest layouts at :data:`REFERENCE_THRESHOLD`."""
+    return choose_profile(frames, person_detector, by_agreement=True,
+                          agreement_score=REFERENCE_THRESHOLD)  # fmt: skip
+
+
 def profile_detect(frames: Sequence[np.ndarray], bottleneck: TaskBottleneck,
                    model, person_detector: PersonDetector,
                    camera: CameraProfile | None = None) -> DetectProfile:  # fmt: skip
@@ -112,7 +122,7 @@ def profile_detect(frames: Sequence[np.ndarray], bottleneck: TaskBottleneck,
         camera: the camera's profile when already chosen on these frames (it does not
             depend on the bottleneck: a benchmark of several bottlenecks chooses it once).
     """
-    camera = camera or choose_profile(frames, person_detector)
+    camera = camera or choose_layout(frames, person_detector)
     base = DetectProfile(camera, REFERENCE_THRESHOLD)
     split = dataclasses.replace(base.split(bottleneck.split), score_threshold=0.0)
     detector = SplitDetector(model, split)

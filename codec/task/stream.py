@@ -30,11 +30,12 @@ from semcodec.codec.bitstream import (
     UnitKind,
 )
 from semcodec.codec.scaffold.detector import Detections, PersonDetector
-from semcodec.codec.scaffold.profile import PROFILE_SECONDS, choose_profile
+from semcodec.codec.scaffold.profile import PROFILE_SECONDS
 from semcodec.codec.task import DEFAULT_MIN_AGREEMENT
 from semcodec.codec.task.bottleneck import TaskBottleneck, load_bottleneck
 from semcodec.codec.task.calibrate import (
     DetectProfile,
+    choose_layout,
     layout_settings,
     profile_detect,
     split_from_settings,
@@ -193,7 +194,7 @@ def rate_table(ahead: list[np.ndarray], bottlenecks: dict, model,
     over ``bottlenecks`` (β -> bottleneck) with the units' framing counted."""
     if len(ahead) < 2:
         raise TaskStreamError("rate control needs at least 2 frames")
-    camera = choose_profile(ahead, person_detector)
+    camera = choose_layout(ahead, person_detector)
     return measure_rate_table(ahead, bottlenecks, model, camera, _unit_overhead())
 
 
@@ -313,6 +314,7 @@ def _encode_detect_at_rate(frames: Iterable[np.ndarray], rate: DetectRateRequest
     settings = {"rate_target_bps": f"{rate.target_bps:g}", "rate_status": choice.status,
                 "min_agreement": f"{rate.min_agreement:g}",
                 "profile_agreement": f"{choice.point.agreement:.3f}",
+                "profile_quality": f"{choice.point.rank_quality:.3f}",
                 "rate_table_frames": str(table.frames)}  # fmt: skip
     extra = ()
     if len(betas) > 1:  # the bottlenecks a unit may switch to, with the cloud's threshold

@@ -246,6 +246,7 @@ def target_row(target_kbps: float, pixels: np.ndarray, gt, frames: list[int], mo
         "kbps": kbps, "rate_ratio": kbps / target_kbps, "rate_status": settings["rate_status"],
         "rate_choice": stats.rate, "beta": float(settings["beta"]),
         "min_agreement": floor, "start_agreement": float(settings["profile_agreement"]),
+        "start_quality": float(settings.get("profile_quality", "nan")),
         "check_agreement_min": min(checks) if checks else None,
         "check_agreement_mean": float(np.mean(checks)) if checks else None,
         "rate_moves": len(stats.switches) - 1,
@@ -292,7 +293,8 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     the same command again resumes; other bottlenecks can be added then)."""
     import torch
 
-    from semcodec.codec.scaffold.profile import PROFILE_SECONDS, choose_profile
+    from semcodec.codec.scaffold.profile import PROFILE_SECONDS
+    from semcodec.codec.task.calibrate import choose_layout
     from semcodec.codec.task.split import load_split_model
     from semcodec.edge.sources import resolve_data_path
     from semcodec.evaluation.data.camera import parse_camera_transform
@@ -337,7 +339,7 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     profile = None
     if config.bottlenecks:  # the windows do not depend on the bottleneck: chosen once
         startup = pixels[: max(1, round(PROFILE_SECONDS * info.fps))]
-        profile = choose_profile(startup, detector)
+        profile = choose_layout(startup, detector)
     for name in config.bottlenecks:
         log.info("features %s", name)
         rows.append({**common, **features_row(name, pixels, gt, frames, config.intra_period,

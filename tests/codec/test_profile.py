@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import cv2
 import numpy as np
 import pytest
@@ -226,3 +228,62 @@ def test_a_clip_is_refined_only_when_a_plate_period_follows_its_first_window():
     shares = [ScaffoldEncoder(no_period, (384, 288), 7.0, expected_frames=n).config.plate_refine
               for n in (139, 140)]  # fmt: skip
     assert shares == [0.0, 0.25]
+
+
+def _seen(*frames):
+    """Per frame, :class:`Detections` of ``(x1, y1, x2, y2, score)`` tuples."""
+    from semcodec.codec.scaffold.detector import Detections
+
+    out = []
+    for boxes in frames:
+        rows = sorted(boxes, key=lambda b: -b[4])
+        array = np.array([b[:4] for b in rows], np.float32).reshape(-1, 4)
+        out.append(Detections(array, np.array([b[4] for b in rows], np.float32)))
+    return out
+
+
+SMALL, LARGE = (10, 10, 20, 40), (100, 20, 140, 120)
+
+
+def test_the_layout_that_finds_more_people_wins_a_sign_test():
+    """Two people per frame: the tiles find both (0.8), the whole frame finds the large one
+    and sees the small one only at 0.35 (it confirms, it does not find). On 6 frames the
+    tiles' 6 people against none is a sign test passed (6 >= 2 sqrt(6)); on 2 frames (2 <
+    2 sqrt(2)) the height rule's layout is kept."""
+    from semcodec.codec.scaffold.profile import choose_by_agreement
+
+    whole = [[(*LARGE, 0.9), (*SMALL, 0.35)]]
+    tiles = [[(*LARGE, 0.85), (*SMALL, 0.8)]]
+    assert choose_by_agreement(1, _seen(*whole * 6), 2, _seen(*tiles * 6), 0.4, 0.3) == (
+        2, 12, (6, 12))
+    assert choose_by_agreement(1, _seen(*whole * 2), 2, _seen(*tiles * 2), 0.4, 0.3) == (
+        1, 4, (2, 4))
+    # the height rule's layout finding more keeps it, whatever the order of the two
+    assert choose_by_agreement(2, _seen(*tiles * 6), 1, _seen(*whole * 6), 0.4, 0.3)[0] == 2
+
+
+def test_a_box_only_one_layout_sees_is_no_evidence():
+    """A tile's confident box the whole frame has nothing at (a part, a false alarm, or a
+    person it cannot see) is not among the people: it cannot win the tiles the choice."""
+    from semcodec.codec.scaffold.profile import choose_by_agreement
+
+    whole = _seen(*[[(*LARGE, 0.9)]] * 8)
+    tiles = _seen(*[[(*LARGE, 0.9), (105, 25, 135, 60, 0.95)]] * 8)
+    assert choose_by_agreement(1, whole, 2, tiles) == (1, 8, (8, 8))
+    with pytest.raises(ValueError, match="need the same"):
+        choose_by_agreement(1, whole, 2, tiles[:3])
+
+
+def test_the_profile_by_agreement_says_what_it_chose(sample_frames, person_detector):
+    """On the sample (small people: 2x2 by the height rule) the agreement keeps 2x2 and the
+    profile says what each layout found; the height rule alone (level 1) adds no entry."""
+    height = choose_profile(sample_frames, person_detector)
+    agreed = choose_profile(sample_frames, person_detector, by_agreement=True,
+                            agreement_score=0.4)  # fmt: skip
+    assert agreed.tiles == height.tiles == 2 and agreed.height_tiles == 2
+    assert dict(agreed.found)[2] >= dict(agreed.found)[1] and agreed.union > 0
+    assert "by agreement: of" in agreed.describe() and "as the height rule" in agreed.describe()
+    assert "profile_found" in agreed.to_settings()
+    assert "profile_found" not in height.to_settings() and "agreement" not in height.describe()
+    flipped = dataclasses.replace(agreed, tiles=1, height_tiles=2)
+    assert "over the height rule's 2x2 tiles, by a sign test" in flipped.describe()

@@ -5,6 +5,8 @@ and the command line refusing options that cannot apply."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -124,6 +126,21 @@ def test_agreement_counts_known_answers():
     assert agreement_counts(ref, np.zeros((0, 4))) == (0, 3, 0)
     assert f1([(2, 3, 3), (0, 0, 0)]) == pytest.approx(2 / 3)
     assert f1([(0, 0, 0)]) == 1.0  # nobody on either side: they agree
+
+
+def test_quality_weights_the_matches_by_how_well_the_boxes_sit():
+    from semcodec.codec.task.ratecontrol import matched_iou, quality
+
+    ref = np.array([[0, 0, 10, 20], [50, 50, 60, 70], [100, 0, 110, 20]], float)
+    got = np.array([[1, 1, 10, 20], [52, 50, 62, 70], [200, 0, 210, 20]], float)
+    # the same matching as agreement_counts: IoU 171/200 and 160/240, the third unmatched
+    assert matched_iou(ref, got) == pytest.approx(0.855 + 2 / 3)
+    counts, ious = [agreement_counts(ref, got)], [matched_iou(ref, got)]
+    assert quality(counts, ious) == pytest.approx(2 * (0.855 + 2 / 3) / 6)
+    assert quality(counts, ious) < f1(counts)  # F1 times the matches' mean IoU
+    assert quality([(0, 0, 0)], [0.0]) == 1.0 and matched_iou(ref, np.zeros((0, 4))) == 0.0
+    shifted = got + np.array([1, 0, 1, 0])  # the same people, boxes moved: F1 as before
+    assert agreement_counts(ref, shifted)[0] == 2 and matched_iou(ref, shifted) < ious[0]
 
 
 def test_settings_changed_mid_stream_round_trip():
@@ -249,6 +266,43 @@ def test_a_beta_switch_at_an_intra_unit_round_trips():
 
 def _ladder(beta, rates, agreement=0.9, period=64):
     return [_point(beta, s, period, r, agreement) for s, r in rates]
+
+
+def test_the_better_placed_boxes_win_a_tie_of_agreement():
+    """TUD-Stadtmitte at 20 kbit/s (issue 40): β 0.1 with short intra periods and β 0.01
+    agree alike at IoU 0.5 (0.956 and 0.966: a tie), the rule took the one spending more,
+    β 0.1, and lost 12 MODA points. β 0.01's boxes sit better (quality 0.83 against 0.80):
+    it is chosen though it spends less; without qualities the old rule still holds."""
+    from semcodec.codec.task.ratecontrol import RatePoint, best_point
+
+    coarse = RatePoint(DetectSetting(0.1, 0, 4), 95.0, 0.956, 0.795)
+    fine = RatePoint(DetectSetting(0.01, 3, 32), 92.0, 0.966, 0.831)
+    worse = RatePoint(DetectSetting(0.03, 1, 16), 87.0, 0.944, 0.799)
+    assert best_point([coarse, fine, worse]) is fine
+    assert choose_setting([coarse, fine, worse], 100.0, 0.8).point is fine
+    # a better agreement beyond a tie still comes first, whatever the quality
+    sharp_but_lossy = RatePoint(DetectSetting(0.003, 8, 64), 90.0, 0.90, 0.86)
+    assert best_point([sharp_but_lossy, coarse]) is coarse
+    # qualities within a tie: the more bytes (unmeasured: ranked by agreement)
+    assert best_point([dataclasses.replace(fine, quality=0.80), coarse]) is coarse
+    assert best_point([dataclasses.replace(p, quality=float("nan"))
+                       for p in (coarse, fine)]).setting == coarse.setting  # fmt: skip
+
+
+def test_the_controller_does_not_spend_on_worse_placed_boxes():
+    """A β that leaves a budget unspent gives way to one that spends it only at no worse
+    quality: β 0.01 at 92 of 120 B/frame keeps its rung rather than β 0.1's 118 B ones."""
+    from semcodec.codec.task.ratecontrol import RatePoint
+
+    fine = [RatePoint(DetectSetting(0.01, s, 64), r, 0.96, 0.83) for s, r in ((8, 60.0),
+                                                                             (3, 92.0))]
+    coarse = [RatePoint(DetectSetting(0.1, 0, p), r, 0.96, 0.79) for p, r in ((16, 76.0),
+                                                                             (4, 118.0))]
+    choice = choose_setting(fine + coarse, 120.0, 0.8)
+    assert choice.point.setting == DetectSetting(0.01, 3, 64)
+    control = DetectRateController(choice, fps=7.0, expected_frames=295)
+    _run(control, 140, 1.0)
+    assert {s.setting.beta for s in control.switches} == {0.01}
 
 
 def test_the_controller_changes_beta_when_none_of_its_rungs_fits():
