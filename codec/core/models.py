@@ -476,9 +476,10 @@ REF_RESTORER_V2_SHA256 = "f5821412bf0701a162ec9b7181a46032b748c6a530748cc50b3da1
 #: sha256 of the first restorer's width-8 sibling (``codec/weights/ref_restorer_w8.pt``): 1/15
 #: of the FLOPs.
 REF_RESTORER_W8_SHA256 = "fac7c40fe211eeee7899e9f9079a9fc0fab8b3d9ca25f8073adde4a26bd79046"
-#: sha256 of the shipped learned refiner of ``decoder=animate``
-#: (``codec/weights/person_refiner_w8.pt``; issue 39).
+#: sha256 of the shipped learned refiners of ``decoder=animate``
+#: (``codec/weights/person_refiner_w8.pt``, ``person_refiner_w32.pt``; issue 39).
 PERSON_REFINER_W8_SHA256 = "5c40007d8447e38673854cff29e9888eb1a25d0ac2752e08811dd0e816406726"
+PERSON_REFINER_W32_SHA256 = "a17bc6053a7ddf0555694cca3adf2c71ae3c2e0e236c8b7a8d71639427bed4ae"
 #: sha256 of the shipped fine-tuned plate upscaler (``codec/weights/sr/esrgan_slim_x2_plates.pt``).
 ESRGAN_SLIM_PLATES_SHA256 = "d5ed36e2a67baee8098f3a812f8ff9a658d4306593ae31c23f97e2d51e06818e"
 #: sha256 of the shipped fine-tuned medium plate upscaler
@@ -696,7 +697,8 @@ def _register_defaults() -> None:
             ("ref_restorer_v2", REF_RESTORER_V2_SHA256, 32, restorers),
             ("ref_restorer", REF_RESTORER_SHA256, 32, restorers),
             ("ref_restorer_w8", REF_RESTORER_W8_SHA256, 8, restorers),
-            ("person_refiner_w8", PERSON_REFINER_W8_SHA256, 8, refiners)):  # fmt: skip
+            ("person_refiner_w8", PERSON_REFINER_W8_SHA256, 8, refiners),
+            ("person_refiner_w32", PERSON_REFINER_W32_SHA256, 32, refiners)):  # fmt: skip
         register_model(ModelSpec(
             name=name,
             relpath=f"semcodec/{name}.pt",

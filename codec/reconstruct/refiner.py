@@ -230,7 +230,7 @@ def load_refiner(path: str | Path) -> PersonRefiner:
 
 #: The shipped refiners by registry name, and the short names ``refiner=`` takes for them
 #: (their width).
-SHIPPED_REFINERS = {"w8": "person_refiner_w8"}
+SHIPPED_REFINERS = {"w8": "person_refiner_w8", "w32": "person_refiner_w32"}
 
 
 def refiner_weights(name: str) -> Path:
