@@ -117,12 +117,15 @@ readme-figures: $(STAMP)
 	  --camera-transform zoom=2,x=0.5,y=0.55 --codecs scaffold,x265,raw --lpips-every 8 \
 	  --moda-every 2 --data-dir $(DATA) --settings 'scaffold:level=1' --settings '$(X265_GRID)' \
 	  --out runs/figures/level1-cold-pets-zoom2
+	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 \
+	  --camera-transform scale=0.5 $(COLD_GRID) \
+	  --settings 'scaffold:level=1;level=1,decoder=restore' --out runs/figures/level1-cold-tud-half
 	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 --protocol steady \
 	  $(STEADY_GRID) --out runs/figures/level1-steady-pets
 	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 --protocol steady \
 	  $(STEADY_GRID) --out runs/figures/level1-steady-tud
-	for name in level1-cold-tud level1-cold-pets level1-cold-pets-zoom2 level1-steady-pets \
-	    level1-steady-tud; do \
+	for name in level1-cold-tud level1-cold-pets level1-cold-pets-zoom2 level1-cold-tud-half \
+	    level1-steady-pets level1-steady-tud; do \
 	  $(BIN)/semcodec-bench figures --name $$name runs/figures/$$name || exit 1; done
 	$(BIN)/semcodec-bench task --data TUD-Stadtmitte --start 91 --frames 89 \
 	  --baselines $(TASK_BASELINES) --targets-kbps 10 20 40 100 --threads 2 \
