@@ -1,8 +1,8 @@
 """Detect mode's window layout chosen by agreement, on the start-up frames of a range (issue 40).
 
 For each start frame given, the profile's choice on the first ``PROFILE_SECONDS`` of the
-range by the height rule alone (level 1's) and by agreement (detect mode's:
-:func:`codec.scaffold.profile.choose_by_agreement`), with the profile's description line.
+range by the height rule alone (level 1's) and by agreement at detect mode's operating score
+(:func:`codec.task.calibrate.choose_layout`), with the profile's description line.
 No ground truth is read.
 
     python docs/diagnostics/layout_by_agreement.py PETS09-S2L1-full 501 601 701 \
@@ -15,6 +15,7 @@ import torch
 
 from semcodec.codec.scaffold.detector import PersonDetector
 from semcodec.codec.scaffold.profile import PROFILE_SECONDS, choose_profile
+from semcodec.codec.task.calibrate import choose_layout
 from semcodec.edge.sources import resolve_data_path
 from semcodec.evaluation.data.sequences import load_sequence
 
@@ -31,6 +32,6 @@ for start in args.starts:
                                     start)  # fmt: skip
     startup = list(pixels[: max(2, round(PROFILE_SECONDS * info.fps))])
     height = choose_profile(startup, detector)
-    agreed = choose_profile(startup, detector, by_agreement=True)
+    agreed = choose_layout(startup, detector)
     print(f"{args.sequence} {start}: height rule {height.tiles}, by agreement {agreed.tiles}: "
           f"{agreed.describe()}", flush=True)
