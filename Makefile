@@ -124,8 +124,10 @@ readme-figures: $(STAMP)
 	  $(STEADY_GRID) --out runs/figures/level1-steady-pets
 	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 --protocol steady \
 	  $(STEADY_GRID) --out runs/figures/level1-steady-tud
+	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 --protocol steady \
+	  --camera-transform zoom=2,x=0.5,y=0.55 $(STEADY_GRID) --out runs/figures/level1-steady-pets-zoom2
 	for name in level1-cold-tud level1-cold-pets level1-cold-pets-zoom2 level1-cold-tud-half \
-	    level1-steady-pets level1-steady-tud; do \
+	    level1-steady-pets level1-steady-tud level1-steady-pets-zoom2; do \
 	  $(BIN)/semcodec-bench figures --name $$name runs/figures/$$name || exit 1; done
 	$(BIN)/semcodec-bench task --data TUD-Stadtmitte --start 91 --frames 89 \
 	  --baselines $(TASK_BASELINES) --targets-kbps 10 20 40 100 --threads 2 \
