@@ -5,8 +5,9 @@ Settings are ``level=N`` (0–3), optionally with overrides of the level's field
 ``level=1,target_bpp=0.003`` (the rate controller's target; default: the level's own), and
 the decoder that rebuilds the frames: ``decoder=diffusion,steps=4`` (``seed=N``,
 ``weights=FILE`` for another denoiser, ``previous=0`` to generate without the previous
-output; ``decoder=restore,memory_mb=M`` bounds the restorer's memory; default
-``decoder=warp``). The
+output; ``decoder=restore,memory_mb=M`` bounds the restorer's memory;
+``decoder=animate,refiner=w8`` (or ``w32``, a refiner file) redraws the animated people with
+a learned refiner, on streams with ``pose_every``; default ``decoder=warp``). The
 payload is the whole ``.semc`` stream (header, units, END) exactly as
 :func:`codec.bitstream.write_stream` writes it, and the per-stream byte counts split it into
 ``keyframe``, ``plate_tiles``, ``seg``, ``pose``, ``flow``, ``boxes``, ``appearance`` and
