@@ -246,3 +246,27 @@ def test_training_examples_and_a_short_run_give_a_loadable_refiner(tmp_path):
     with pytest.raises(ValueError, match="width"):
         train(tmp_path / "bad", width=4, init="ref_restorer_w8", examples_file=cache,
               held_out=(), log=lambda _: None)  # fmt: skip
+
+
+def test_train_refiner_refuses_a_config_with_unknown_keys(tmp_path, capsys):
+    from semcodec.evaluation.cli import main
+
+    config = tmp_path / "c.toml"
+    config.write_text("width = 8\nsteps_per_epoch = 3\n")
+    try:
+        status = main(["train-refiner", "--out", str(tmp_path / "o"), "--config", str(config)])
+    except SystemExit as exc:
+        status = int(exc.code or 0)
+    assert status == 2 and "steps_per_epoch" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_gpu_config_is_a_valid_training_config():
+    import tomllib
+    from pathlib import Path
+
+    from semcodec.evaluation.cli.train import REFINER_KEYS
+
+    path = Path(__file__).resolve().parents[2] / "docs/train-refiner-gpu.toml"
+    config = tomllib.loads(path.read_text())
+    assert set(config) <= set(REFINER_KEYS) and config["steps"] >= 10 * 400
