@@ -92,6 +92,15 @@ class BodyPose:
     age: int = 0
 
 
+def ref_joints(uv: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``(13, 2)`` float64 pixel positions in a reference of ``size = (width, height)`` of
+    box-relative joints ``uv`` (the reference covers the box: its height is one box height,
+    ``u`` is from its horizontal centre)."""
+    width, height = size
+    uv = np.asarray(uv, np.float64)
+    return np.stack([0.5 * width + uv[:, 0] * height, uv[:, 1] * height], 1)
+
+
 @dataclass(frozen=True)
 class Flow:
     """Dense optical flow between the previous frame and this one, backward convention.

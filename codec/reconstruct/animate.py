@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from semcodec.codec.core.types import BodyPose, DecodedFrame
+from semcodec.codec.core.types import BodyPose, DecodedFrame, ref_joints
 from semcodec.codec.reconstruct import register_reconstructor
 from semcodec.codec.reconstruct.warp import SMOOTH_S, BoxSmoother, WarpReconstructor
 
@@ -289,15 +289,6 @@ def _pose_limbs(src: np.ndarray, dst: np.ndarray, on: np.ndarray, min_turn: floa
 
 def _invert(m: np.ndarray) -> np.ndarray:
     return cv2.invertAffineTransform(m.astype(np.float64))
-
-
-def ref_joints(uv: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """``(13, 2)`` float64 pixel positions in a reference of ``size = (width, height)`` of
-    box-relative joints ``uv`` (the reference covers the box: its height is one box height,
-    ``u`` is from its horizontal centre)."""
-    width, height = size
-    uv = np.asarray(uv, np.float64)
-    return np.stack([0.5 * width + uv[:, 0] * height, uv[:, 1] * height], 1)
 
 
 def animate_ref(ref: np.ndarray, src_uv: np.ndarray, src_visible: np.ndarray,

@@ -122,7 +122,7 @@ def pose_maps(uv: np.ndarray, visible: np.ndarray, size: tuple[int, int]) -> np.
     the box: per channel of :data:`POSE_CHANNELS`, ``exp(-d^2 / 2 sigma^2)`` of the distance
     to its nearest bone whose two joints are visible (sigma :data:`POSE_SIGMA` box heights);
     0 where none is."""
-    from semcodec.codec.reconstruct.animate import ref_joints
+    from semcodec.codec.core.types import ref_joints
 
     width, height = size
     joints = ref_joints(uv, (width, height))
