@@ -475,6 +475,7 @@ def _write(out: Path, rows: list[dict], final: bool = False, command: str = "") 
     import csv
     import io
 
+    from semcodec.evaluation.report.figures import record_command
     from semcodec.evaluation.report.markdown import plot_rate_quality, write_text_atomic
 
     write_text_atomic(out / "rows.json", json.dumps(rows, indent=1) + "\n")
@@ -490,6 +491,8 @@ def _write(out: Path, rows: list[dict], final: bool = False, command: str = "") 
                  "Chosen by the edge on the camera's start-up frames (no ground truth):",
                  *chosen] if chosen else []  # fmt: skip
         said = [f"Command: `{command}`"] if command else []
+        if command:  # a folder filled by several invocations names them all
+            record_command(out, command)
         write_text_atomic(out / "report.md",
                           "\n".join([format_table(rows), "", *notes, "", *said]) + "\n")
         shown = [r for r in rows if r["codec"] in ("raw", "features")]

@@ -83,6 +83,8 @@ def test_task_command_on_the_sample(tmp_path, sample_dir) -> None:
     assert [json.loads(line)["codec"] for line in lines] == ["raw", "features"]
     assert json.loads(lines[1])["saving_baseline"] == "jpeg"  # measured against the baseline
     assert "Command: `semcodec-bench task --data " in (out / "report.md").read_text()
+    commands = (out / "commands.txt").read_text().splitlines()  # what a result set names
+    assert len(commands) == 1 and commands[0].startswith("semcodec-bench task --data ")
     # a second run reuses the baseline row (resumes) and gives the same table
     cell = out / "baselines" / "jpeg-q=50.json"
     stamp = cell.stat().st_mtime_ns
