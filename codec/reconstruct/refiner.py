@@ -29,8 +29,9 @@ the reference; the new inputs and the alpha output start at zero), on the traini
 only. The shipped weights (:data:`SHIPPED_REFINERS`) are registered with their sha256 in
 :mod:`codec.core.models` and refused on a mismatch.
 
-CPU float32, one thread order: a fixed function of the decoded scaffolds, so two runs (two
-processes) give the same frames.
+CPU float32 on one torch thread (:func:`~codec.reconstruct.weights.inference`): a fixed
+function of the decoded scaffolds, so two runs (two processes, two machines) give the same
+frames.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from torch import nn
 
 from semcodec.codec.reconstruct import UnknownReconstructorError
 from semcodec.codec.reconstruct.restore import _Block
-from semcodec.codec.reconstruct.weights import load_weights, save_weights
+from semcodec.codec.reconstruct.weights import inference, load_weights, save_weights
 
 #: Tallest refined person (pixels): the tallest reference level 1 sends.
 REFINED_MAX_HEIGHT = 96
@@ -189,7 +190,7 @@ def refine_person(model: PersonRefiner, animated: np.ndarray, alpha: np.ndarray,
     """The refined person: ``((height, width, 3) uint8, (height, width) float32 alpha 0..1)``
     at ``size`` (even sides; :func:`refined_size`), from :func:`refine_inputs`'s arguments."""
     inputs = refine_inputs(animated, alpha, reference, uv, visible, size)
-    with torch.inference_mode():
+    with inference():
         rgb, out_alpha = model(*inputs)
     rgb = rgb[0].clamp(-1, 1).add(1).mul(127.5).round().permute(1, 2, 0).to(torch.uint8)
     return rgb.numpy(), out_alpha[0, 0].numpy().astype(np.float32)

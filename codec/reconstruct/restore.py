@@ -22,8 +22,8 @@ a fraction of its full size (the default ``ref_restorer_v2``: 1, 0.5, 0.25 or 0.
 thumbnails too; the first ``ref_restorer``: 1, 0.5 or 0.35), an earlier full reference of
 the same person (dropped one time in four), the original crop.
 
-Everything is a fixed function of the decoded scaffolds (CPU float32, one thread order), so
-two runs give the same frames.
+Everything is a fixed function of the decoded scaffolds (CPU float32 on one torch thread,
+:func:`~codec.reconstruct.weights.inference`), so two runs give the same frames.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from semcodec.codec.reconstruct import (
     register_reconstructor,
 )
 from semcodec.codec.reconstruct.warp import SMOOTH_S, WarpReconstructor
-from semcodec.codec.reconstruct.weights import load_weights, save_weights
+from semcodec.codec.reconstruct.weights import inference, load_weights, save_weights
 from semcodec.codec.scaffold.appearance import MAX_REF_HEIGHT, ref_region
 
 #: Tallest restored reference (pixels): twice the tallest reference sent.
@@ -175,7 +175,7 @@ def restore_reference(model: ReferenceRestorer, reference: np.ndarray,
     even = (width + width % 2, height + height % 2)
     base = _to_tensor(_resized(reference, even))
     remembered = torch.zeros_like(base) if memory is None else _to_tensor(_resized(memory, even))
-    with torch.inference_mode():
+    with inference():
         out = model(base, remembered)
     out = out[0, :, :height, :width].clamp(-1, 1).add(1).mul(127.5).round()
     return out.permute(1, 2, 0).to(torch.uint8).numpy()

@@ -1,9 +1,11 @@
 """Weight files of the neural reconstructors: ``torch.save`` of ``{"config", "metadata",
-"state_dict"}`` (float32 tensors), written atomically; load with ``weights_only=True``."""
+"state_dict"}`` (float32 tensors), written atomically; load with ``weights_only=True``;
+and :func:`inference`, the one way the decoders' small networks are run."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -40,3 +42,27 @@ def load_weights(path: str | Path, build: Callable[[dict], torch.nn.Module],
         raise UnknownReconstructorError(f"cannot load {what} weights {path}: {exc}") from None
     model.metadata = state.get("metadata", {})
     return model.eval()
+
+
+#: Torch intra-op threads for the decoders' small per-person networks (the restorer, the
+#: refiner). Their convolutions are a few milliseconds on 96x48 pictures: on two threads of
+#: a CPU another process is also using, OpenMP's waiting between layers made one w8 refiner
+#: call 313 ms against 2.3 ms on one thread (1.8 ms on two threads of an idle CPU; the
+#: 2-core VM, `docs/journal.md`, issue 39 fifth session). One thread also makes the frames
+#: independent of the machine's core count.
+INFERENCE_THREADS = 1
+
+
+@contextlib.contextmanager
+def inference(threads: int = INFERENCE_THREADS) -> Iterator[None]:
+    """Runs the block in ``torch.inference_mode`` on ``threads`` intra-op threads, then
+    restores the process's count."""
+    before = torch.get_num_threads()
+    if before != threads:
+        torch.set_num_threads(threads)
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)

@@ -106,6 +106,30 @@ def test_refine_person_sizes_and_round_trip_of_the_weights(tmp_path):
         load_refiner(tmp_path / "missing.pt")
 
 
+def test_the_refiner_and_the_restorer_run_on_one_thread_and_restore_the_count():
+    """Both networks run on :data:`INFERENCE_THREADS` torch threads (two threads of a shared
+    CPU made a w8 call 100x slower), whatever the process uses, and leave its count as it
+    was."""
+    from semcodec.codec.reconstruct.restore import restore_reference
+    from semcodec.codec.reconstruct.weights import INFERENCE_THREADS
+
+    seen = []
+    refiner, restorer = PersonRefiner(4, 1).eval(), ReferenceRestorer(4, 1).eval()
+    for model in (refiner, restorer):
+        model.register_forward_pre_hook(lambda *_: seen.append(torch.get_num_threads()))
+    ref = np.random.default_rng(0).integers(0, 255, (24, 12, 3), np.uint8)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        refine_person(refiner, ref, np.ones((24, 12), np.float32), ref, np.zeros((13, 2)),
+                      np.ones(13, bool), (12, 24))  # fmt: skip
+        restore_reference(restorer, ref, None, (12, 24))
+        assert seen == [INFERENCE_THREADS, INFERENCE_THREADS] and INFERENCE_THREADS == 1
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_a_restorer_file_is_not_a_refiner(tmp_path):
     from semcodec.codec.reconstruct import UnknownReconstructorError
     from semcodec.codec.reconstruct.restore import save_restorer
