@@ -82,6 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="warp, restore: time constant of the people's drawn boxes (default "
                      "0.058: half of each frame's jitter kept at 25 frames/s; 0: the boxes "
                      "as decoded)")  # fmt: skip
+    dec.add_argument("--person-matte", metavar="MODEL",
+                     help="warp, restore, animate: cut each person out of their reference with "
+                     "a matte the cloud computes itself (zero bits): selfie_segmentation, "
+                     "pose_landmark_lite or pose_landmark_full (default: none, the "
+                     "reference's rectangle)")  # fmt: skip
+    dec.add_argument("--refiner", metavar="NAME",
+                     help="animate: redraw each posed person with a learned refiner: w8 or w32 "
+                     "(its width, the compute knob) or a refiner file; needs a stream sent "
+                     "with pose (edge setting pose_every)")  # fmt: skip
     dec.add_argument("--sr", default="bicubic", metavar="NAME",
                      help="the plate's super-resolution when the edge sent it smaller than the "
                      "frame: bicubic (default), esrgan-slim, esrgan-medium, esrgan-slim-plates, "
@@ -318,7 +327,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from semcodec.codec.scaffold.codec import ScaffoldDecoder
     from semcodec.codec.task.stream import is_detect_stream
 
-    options = {k: getattr(args, k) for k in ("steps", "seed", "weights", "memory_mb", "smooth_s")
+    options = {k: getattr(args, k) for k in ("steps", "seed", "weights", "memory_mb", "smooth_s",
+                                              "person_matte", "refiner")
                if getattr(args, k) is not None}  # fmt: skip
     extra = [k for k in options if k not in DECODER_OPTIONS.get(args.decoder, ())]
     if extra:
@@ -336,6 +346,10 @@ def cmd_decode(args: argparse.Namespace) -> int:
             raise UnknownReconstructorError("--sr: a detect-mode stream has no picture to "
                                             "upscale")  # fmt: skip
         return _decode_detections(args, header, units)
+    if args.refiner is not None and not _carries_pose(header):
+        raise UnknownReconstructorError("--refiner: this stream carries no pose (the edge sent "
+                                        "it without pose_every), and the refiner redraws "
+                                        "posed people only")  # fmt: skip
     reconstructor = create_reconstructor(args.decoder, **options)
     upscaler, upscaled = create_upscaler(args.sr, args.models_dir), []
 
@@ -356,6 +370,14 @@ def cmd_decode(args: argparse.Namespace) -> int:
     log.info("%s: %d frames (%.1f fps with outputs), decoder %s", args.output, outputs.count,
              outputs.count / max(seconds, 1e-9), args.decoder)  # fmt: skip
     return 0
+
+
+def _carries_pose(header) -> bool:
+    """Whether a level-1 stream was sent with the sparse pose (header ``pose_every`` >= 1)."""
+    try:
+        return int(header.settings.get("pose_every", "0")) >= 1
+    except ValueError:
+        return False
 
 
 def _decoder_record(reconstructor, sr: str) -> dict:

@@ -138,6 +138,11 @@ def _add_encoder_arguments(enc: argparse.ArgumentParser) -> None:
                       help="hold the stream to R kilobits per second (1000 bits); detect "
                       "mode chooses its bottleneck, skip threshold and intra period for "
                       "it")  # fmt: skip
+    enc.add_argument("--pose-every", type=positive_int, metavar="K",
+                     help="level 1: also send each tracked person's sparse body pose (13 "
+                     "joints, a few bytes a person) every K-th frame, paid from the same "
+                     "target; the cloud moves the limbs with `cloud-decoder decode --decoder "
+                     "animate` (and --refiner). Default: none")  # fmt: skip
     enc.add_argument("--threads", type=positive_int, default=1, help="CPU threads per model")
     enc.add_argument("--flow-prior", type=Path, metavar="FILE",
                      help="learned flow prior (JSON from `semcodec-bench train-flow-prior`; "
@@ -276,6 +281,8 @@ def _level_config(args: argparse.Namespace, info, start_bps: float | None = None
         target = args.target_kbps * 1000 / _pixels_per_s(info)
     if start_bps is not None:
         target = start_bps / _pixels_per_s(info)
+    if args.pose_every:
+        config = dataclasses.replace(config, pose_every=args.pose_every)
     return config if target is None else dataclasses.replace(config, target_bpp=target)
 
 
@@ -338,7 +345,8 @@ def _check_mode_options(args: argparse.Namespace) -> None:
     option is never silently ignored. Sets scaffold mode's default ``--level`` (1)."""
     stream = args.command == "stream"
     if args.mode == "detect":
-        scaffold = [("--level", args.level), ("--flow-prior", args.flow_prior)]
+        scaffold = [("--level", args.level), ("--flow-prior", args.flow_prior),
+                    ("--pose-every", args.pose_every)]
         if _given(scaffold):
             raise UsageError(f"{', '.join(_given(scaffold))}: scaffold-mode options; --mode "
                              "detect takes a budget as --target-kbps or --target-bpp, or "
@@ -357,6 +365,22 @@ def _check_mode_options(args: argparse.Namespace) -> None:
                          "detect only")  # fmt: skip
     if args.level is None:
         args.level = 1
+    _check_pose_every(args)
+
+
+def _check_pose_every(args: argparse.Namespace) -> None:
+    """Refuses ``--pose-every`` at a level without the box stream it rides on, or above the
+    most frames between poses a stream may declare."""
+    from semcodec.codec.scaffold.levels import LEVELS, MAX_POSE_EVERY
+
+    if args.pose_every is None:
+        return
+    if not LEVELS[args.level].box_step_px:
+        raise UsageError(f"--pose-every: level {args.level} sends no tracked boxes for the "
+                         "pose to ride on; use --level 1")  # fmt: skip
+    if args.pose_every > MAX_POSE_EVERY:
+        raise UsageError(f"--pose-every {args.pose_every}: at most {MAX_POSE_EVERY} frames "
+                         "between poses")  # fmt: skip
 
 
 def _auto(args: argparse.Namespace) -> bool:

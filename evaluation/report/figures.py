@@ -21,14 +21,15 @@ from semcodec.evaluation.report.rows import latest_rows, read_rows
 from semcodec.evaluation.report.saving import SAVING_METRICS, saving_factors, saving_rows
 
 #: Columns of a result set's rows, in the README's order.
+#: ``dec_flops_per_frame``: the decoder's network FLOPs a frame (issue 39: bits x FLOPs).
 FIGURE_COLUMNS = ("codec", "setting", "bpp", "st_lpips", "person_st_lpips", "moda", "twe",
-                  "pose_pck", "seam", "rate_window_min", "rate_window_max", "track_moda",
-                  "track_mota", "kbps", "rate_ratio", "beta", "saving",
-                  "saving_baseline")  # fmt: skip
+                  "pose_pck", "dec_flops_per_frame", "seam", "rate_window_min",
+                  "rate_window_max", "track_moda", "track_mota", "kbps", "rate_ratio", "beta",
+                  "saving", "saving_baseline")  # fmt: skip
 #: Columns kept in ``NAME.json`` beside :data:`FIGURE_COLUMNS`: where and how a row was made.
 CONTEXT_COLUMNS = ("sequence", "start", "frames", "protocol", "warmup_frames", "width",
                    "height", "fps", "bytes", "st_lpips_frames", "moda_frames", "semcodec_version",
-                   "machine", "camera_profile", "bytes_header", "dec_flops_per_frame", "psnr",
+                   "machine", "camera_profile", "bytes_header", "psnr",
                    "dec_fps", "enc_fps")  # fmt: skip
 _BLOCK = re.compile(r"(<!-- figures:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)"
                     r"(<!-- /figures:(?P=name) -->)", re.S)  # fmt: skip

@@ -169,6 +169,29 @@ def test_result_sets_and_readme_blocks_regenerate(tmp_path):
         splice_readme(readme, tmp_path / "results")
 
 
+def test_a_result_set_shows_the_decoders_flops_where_a_row_has_them(tmp_path):
+    """Bits x FLOPs (issue 39): ``dec_flops_per_frame`` is a column of the README's table
+    when a row of the range has it, and absent from a range where none has."""
+    import json
+
+    from semcodec.evaluation.report.figures import write_result_set
+
+    base = {"start": 1, "frames": 10, "protocol": "cold", "width": 8, "height": 8,
+            "codec": "scaffold", "bpp": 0.004}  # fmt: skip
+    rows = [{**base, "sequence": "A", "setting": "level=1"},
+            {**base, "sequence": "A", "setting": "level=1,decoder=restore",
+             "dec_flops_per_frame": 492994334.0},
+            {**base, "sequence": "B", "setting": "level=1"}]  # fmt: skip
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    json_path, md_path = write_result_set("flops", [run], tmp_path / "r")
+    first, second = md_path.read_text().split("**B**")
+    assert "dec_flops_per_frame" in first and "dec_flops_per_frame" not in second
+    kept = json.loads(json_path.read_text())["rows"]
+    assert [r.get("dec_flops_per_frame") for r in kept] == [None, 492994334.0, None]
+
+
 def test_a_result_set_names_every_command_that_filled_its_folder(tmp_path):
     """Two invocations into one folder (the x265 rows, then level 1's): the result set lists
     both commands, each once, in order; the report's single command is the fallback."""
