@@ -39,6 +39,8 @@ SETTING_KEYS: tuple[str, ...] = (
     "beta", "tiles", "tile_overlap", "full_frame", "score_threshold",
     # level 1's sparse pose (codec.scaffold.levels: pose_every, pose_steps, pose_refresh)
     "pose_every", "pose_steps", "pose_refresh",
+    # level 1's two-threshold tracking (codec.scaffold.levels: track_low_score)
+    "track_low_score",
 )  # fmt: skip
 
 MODEL_NAMES: tuple[str, ...] = (

@@ -432,12 +432,13 @@ class ScaffoldEncoder:
         self.profile = None
         detector = PersonDetector(
             DetectorConfig(tiles=config.detector_tiles or DEFAULT_TILES,
-                           score_threshold=config.detector_threshold,
+                           score_threshold=config.track_low_score or config.detector_threshold,
                            include_full_frame=config.detector_full_frame),
             models_dir, threads=threads,
         )  # fmt: skip
         # with a box stream, a person the detector misses for a frame or two keeps their box
         tracking = TrackerConfig(min_score=config.detector_threshold,
+                                 low_score=config.track_low_score or None,
                                  output_predicted=config.sends_boxes, max_coast=3)  # fmt: skip
         self._people = ScaffoldDetector(detector, tracking, detect_every=config.detect_every)
         self._segmenter = self._pose = self._flow = self._body = None

@@ -103,10 +103,15 @@ class LevelConfig:
             poses a cloud that remembers every reference has of them
             (:class:`codec.scaffold.appearance.AppearanceSelector`: not while one is near the
             pose now, soon when none is; for ``decoder=animate``); 0: by time alone.
+        track_low_score: detections scoring from this up to ``detector_threshold`` may
+            continue a confirmed track, never start one (two-threshold association, as in
+            ByteTrack, Zhang et al. 2022: a person whose score dips for a few frames keeps
+            their track; a weak false alarm cannot start one). 0: off, every detection
+            below ``detector_threshold`` is dropped.
 
-    ``pose_every``, ``pose_steps`` and ``pose_refresh`` are left out of :meth:`to_dict` (and
-    so of a stream header) at their defaults: streams written before they existed read as
-    without a pose, so their defaults never change.
+    ``pose_every``, ``pose_steps``, ``pose_refresh`` and ``track_low_score`` are left out of
+    :meth:`to_dict` (and so of a stream header) at their defaults: streams written before
+    they existed read as without them, so their defaults never change.
     """
 
     level: int
@@ -136,6 +141,7 @@ class LevelConfig:
     pose_every: int = 0
     pose_steps: int = 16
     pose_refresh: bool = True
+    track_low_score: float = 0.0
 
     def __post_init__(self) -> None:
         if self.level not in LEVEL_NUMBERS:
@@ -180,6 +186,9 @@ class LevelConfig:
         if not 0 <= self.pose_every <= MAX_POSE_EVERY or not 4 <= self.pose_steps <= 256:
             raise ValueError(f"pose_every must be 0..{MAX_POSE_EVERY} frames and pose_steps "
                              f"4..256, got {self.pose_every}, {self.pose_steps}")  # fmt: skip
+        if not 0 <= self.track_low_score <= self.detector_threshold:
+            raise ValueError(f"track_low_score must be in [0, detector_threshold "
+                             f"{self.detector_threshold}], got {self.track_low_score}")
         if self.pose_every and not self.box_step_px:
             raise ValueError("the sparse pose (pose_every > 0) needs the box stream "
                              "(box_step_px > 0): its joints are relative to the boxes")
@@ -245,7 +254,7 @@ class LevelConfig:
 LEVEL_NUMBERS = (0, 1, 2, 3)
 #: Fields added after streams were written without them: a header holds them only when they
 #: differ from their default (which therefore never changes).
-OMITTED_AT_DEFAULT = ("pose_every", "pose_steps", "pose_refresh")
+OMITTED_AT_DEFAULT = ("pose_every", "pose_steps", "pose_refresh", "track_low_score")
 #: Most frames between two sparse poses of a person.
 MAX_POSE_EVERY = 64
 #: ``plate_refine`` value that leaves the share to the camera's layout (resolved by the edge).

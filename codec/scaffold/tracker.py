@@ -79,6 +79,10 @@ class TrackerConfig:
             a detection left unmatched whose ``cx, cy, w, h`` lies within this squared
             Mahalanobis distance of the track's prediction (the default is the 95 % point of
             chi-square with 4 degrees of freedom); ``None`` turns that stage off.
+        low_score: detections scoring in ``[low_score, min_score)`` may still be matched, by
+            IoU, to the confirmed tracks every other detection left unmatched (a last stage),
+            but never start a track (two-threshold association, as in ByteTrack); ``None``:
+            every detection below ``min_score`` is dropped.
     """
 
     iou_match: float = 0.3
@@ -90,6 +94,7 @@ class TrackerConfig:
     std_position: float = 1.0 / 20.0
     std_velocity: float = 1.0 / 80.0
     gate_mahalanobis: float | None = 9.4877
+    low_score: float | None = None
 
     def __post_init__(self) -> None:
         def is_int(value: object) -> bool:
@@ -104,6 +109,8 @@ class TrackerConfig:
                 is_int(self.max_coast) and 0 <= self.max_coast <= self.max_missed,
                 "max_coast must be an int in [0, max_missed]",
             ),
+            (self.low_score is None or 0.0 <= self.low_score <= self.min_score,
+             "low_score must be None or in [0, min_score]"),
             (self.std_position > 0, "std_position must be > 0"),
             (self.std_velocity > 0, "std_velocity must be > 0"),
             (
@@ -285,13 +292,19 @@ class PersonTracker:
             raise ValueError("detections must have finite boxes and scores")
         if (boxes[:, 2] < boxes[:, 0]).any() or (boxes[:, 3] < boxes[:, 1]).any():
             raise ValueError("detection boxes must be x1, y1, x2, y2 with x2 >= x1, y2 >= y1")
+        low = cfg.min_score if cfg.low_score is None else cfg.low_score
+        weak = (scores >= low) & (scores < cfg.min_score)
         keep = scores >= cfg.min_score
+        weak_boxes, weak_scores = boxes[weak], scores[weak]
         boxes, scores = boxes[keep], scores[keep]
 
         for track in self._tracks:
             track.mean, track.cov = _predict(track.mean, track.cov, steps, cfg)
         predicted = np.array([_z_to_box(t.mean) for t in self._tracks]).reshape(-1, 4)
         rows, cols = self._match(predicted, boxes)
+        if len(weak_boxes):  # weak detections continue confirmed tracks left unmatched
+            rows, cols, boxes, scores = self._match_weak(predicted, rows, cols, boxes, scores,
+                                                         weak_boxes, weak_scores)  # fmt: skip
         matched = set(rows.tolist())
         for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
             track = self._tracks[r]
@@ -328,6 +341,28 @@ class PersonTracker:
             [t.score for t in self._shown],
             [t.id for t in self._shown],
         )
+
+    def _match_weak(self, predicted: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+                    boxes: np.ndarray, scores: np.ndarray, weak_boxes: np.ndarray,
+                    weak_scores: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+        """The matches with a last stage added: the confirmed tracks left unmatched, by IoU
+        (at least ``iou_match``) with the weak detections; the weak boxes matched are
+        appended to ``boxes``/``scores`` (so they cannot start tracks: the unmatched weak
+        ones are not). Returns ``(rows, cols, boxes, scores)``."""
+        left = np.array([t.confirmed for t in self._tracks], dtype=bool)
+        left[rows] = False
+        track_index = np.flatnonzero(left)
+        if not len(track_index):
+            return rows, cols, boxes, scores
+        iou = box_iou(predicted[track_index], weak_boxes)
+        r, c = linear_sum_assignment(-iou)
+        ok = iou[r, c] >= self.config.iou_match
+        r, c = track_index[r[ok]], c[ok]
+        rows = np.concatenate([rows, r]).astype(int)
+        cols = np.concatenate([cols, len(boxes) + np.arange(len(c))]).astype(int)
+        boxes = np.concatenate([boxes, weak_boxes[c]]).reshape(-1, 4)
+        scores = np.concatenate([scores, weak_scores[c]])
+        return rows, cols, boxes, scores
 
     def _visible(self, track: _Track) -> bool:
         if track.missed == 0:

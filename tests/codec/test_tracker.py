@@ -172,6 +172,30 @@ def test_empty_frames_low_scores_and_gaps() -> None:
     assert tracker.update(_dets([_box(50, 50)]), 21).ids.tolist() == []
 
 
+def test_a_weak_detection_continues_a_track_but_never_starts_one() -> None:
+    """Two-threshold association (``low_score``): a person whose score dips under
+    ``min_score`` keeps their id and their box is the weak detection's; a weak box where
+    no track is never becomes one; without ``low_score`` the dip drops the detection."""
+    both = TrackerConfig(min_score=0.5, low_score=0.25, max_coast=0)
+    one = TrackerConfig(min_score=0.5, max_coast=0)
+    stray = _box(300, 100)
+    for config, kept in ((both, [1]), (one, [])):
+        tracker = PersonTracker(config)
+        for n in (1, 2, 3, 4):
+            assert tracker.update(_dets([_box(50 + n, 100)]), n).ids.tolist() == [1]
+        weak = Detections(np.array([_box(55, 100), stray], np.float32), np.array([0.3, 0.3]))
+        out = tracker.update(weak, 5)
+        assert out.ids.tolist() == kept
+        if kept:
+            np.testing.assert_allclose(out.boxes[0], _box(55, 100), atol=1e-4)
+            assert out.scores[0] == pytest.approx(0.3)
+        for n in (6, 7, 8):  # the stray weak box, again and again: never a track
+            assert tracker.update(Detections(np.array([stray], np.float32), np.array([0.3])),
+                                  n).ids.tolist() == []  # fmt: skip
+    with pytest.raises(ValueError, match="low_score"):
+        TrackerConfig(min_score=0.5, low_score=0.6)
+
+
 def test_predict_moves_boxes_without_changing_state() -> None:
     tracker = PersonTracker()
     for n in range(1, 11):
@@ -359,3 +383,14 @@ class _Recorder:
             self.seen[key] = self.detector.detect(frame)
             self.runs += 1
         return self.seen[key]
+
+
+def test_the_level_setting_of_the_weak_threshold_is_in_the_header_only_when_set() -> None:
+    from semcodec.codec.scaffold.levels import LEVELS, LevelConfig, level_config
+
+    assert "track_low_score" not in LEVELS[1].to_dict()  # old streams read as without it
+    config = level_config(1, track_low_score=0.2)
+    assert config.to_dict()["track_low_score"] == "0.2"
+    assert LevelConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ValueError, match="track_low_score"):
+        level_config(1, track_low_score=0.5)  # above level 1's detector threshold, 0.4
