@@ -58,7 +58,12 @@ from semcodec.codec.scaffold.detector import box_iou
 from semcodec.codec.scaffold.profile import CameraProfile, profile_frame_indices
 from semcodec.codec.task import DEFAULT_MIN_AGREEMENT
 from semcodec.codec.task.bottleneck import TaskBottleneck
-from semcodec.codec.task.calibrate import REFERENCE_THRESHOLD, DetectProfile, match_threshold
+from semcodec.codec.task.calibrate import (
+    REFERENCE_THRESHOLD,
+    DetectProfile,
+    match_threshold,
+    reference_threshold_of,
+)
 from semcodec.codec.task.coder import TaskEncoder, unstack_latents
 from semcodec.codec.task.split import SplitDetector
 
@@ -291,18 +296,22 @@ def measure_rate_table(frames: Sequence[np.ndarray], bottlenecks: Mapping[float,
     height, width = frames[0].shape[:2]
     features = [detector.edge_features(f) for f in frames]
     checks = profile_frame_indices(len(frames))
-    reference = {i: detector.cloud_detect(features[i], height, width) for i in checks}
+    found = [detector.cloud_detect(f, height, width) for f in features]
+    operating = reference_threshold_of([d.boxes for d in found], [d.scores for d in found])
+    reference = {i: found[i] for i in checks}
     table = RateTable([], {}, len(frames))
     for beta, bottleneck in bottlenecks.items():
         q = [bottleneck.model.quantize(f) for f in features]
         decoded = {i: _detect_latents(bottleneck, detector, q[i], height, width) for i in checks}
         threshold, target, matched = match_threshold([reference[i].scores for i in checks],
-                                                     [decoded[i].scores for i in checks])
-        table.profiles[beta] = DetectProfile(camera, threshold, target, matched)
+                                                     [decoded[i].scores for i in checks],
+                                                     operating)  # fmt: skip
+        table.profiles[beta] = DetectProfile(camera, threshold, target, matched, operating)
         intra = _intra_bytes(bottleneck, detector, [q[i] for i in checks]) + unit_overhead
         for skip in skip_ladder:
             temporal, counts, ious = _temporal_run(bottleneck, detector, q, skip, checks,
-                                                   reference, threshold, (height, width))
+                                                   reference, threshold, (height, width),
+                                                   operating)  # fmt: skip
             agreement, sharp = f1(counts), quality(counts, ious)
             for period in periods:
                 rate = (intra + (period - 1) * (temporal + unit_overhead)) / period
@@ -329,10 +338,11 @@ def _intra_bytes(bottleneck: TaskBottleneck, detector: SplitDetector,
 
 def _temporal_run(bottleneck: TaskBottleneck, detector: SplitDetector, q: Sequence[np.ndarray],
                   skip: int, checks: Sequence[int], reference: Mapping[int, object],
-                  threshold: float, size: tuple[int, int]) -> tuple[float, list, list]:  # fmt: skip
+                  threshold: float, size: tuple[int, int],
+                  operating: float = REFERENCE_THRESHOLD) -> tuple[float, list, list]:  # fmt: skip
     """One intra unit then temporal ones at ``skip``: mean temporal payload bytes, and the
     agreement counts and matched IoUs at the ``checks`` frames (decoded latents, as the cloud
-    has them)."""
+    has them, at ``threshold``, against ``reference`` at ``operating``)."""
     from semcodec.codec.task.coder import stack_latents
 
     height, width = size
@@ -346,7 +356,7 @@ def _temporal_run(bottleneck: TaskBottleneck, detector: SplitDetector, q: Sequen
         if i in checks:
             got = _detect_latents(bottleneck, detector, unstack_latents(encoder.decoded, shape),
                                   height, width)  # fmt: skip
-            pair = _kept(reference[i], REFERENCE_THRESHOLD), _kept(got, threshold)
+            pair = _kept(reference[i], operating), _kept(got, threshold)
             counts.append(agreement_counts(*pair))
             ious.append(matched_iou(*pair))
     return float(np.mean(sizes)), counts, ious

@@ -390,14 +390,12 @@ def _self_check(checker: SplitDetector, bottleneck: TaskBottleneck, features, de
     reference threshold against the decoded latents at the cloud's threshold."""
     import torch
 
-    from semcodec.codec.task.calibrate import REFERENCE_THRESHOLD
-
     height, width = size
     reference = checker.cloud_detect(features, height, width)
     with torch.inference_mode():
         rebuilt = bottleneck.model.reconstruct(unstack_latents(decoded, shape))
     got = checker.cloud_detect(rebuilt, height, width)
-    keep_ref = reference.scores >= REFERENCE_THRESHOLD
+    keep_ref = reference.scores >= profile.reference_threshold
     keep_got = got.scores >= profile.score_threshold
     return agreement_counts(reference.boxes[keep_ref], got.boxes[keep_got])
 
