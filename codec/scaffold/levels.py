@@ -263,6 +263,12 @@ PLATE_REFINE_PER_CAMERA = -1.0
 #: measured its people (a layout given in the settings); with a profile the share is the
 #: first plate's rule over a plate period (``ScaffoldEncoder._resolve_plate_refine``).
 SMALL_PEOPLE_PLATE_REFINE = 0.25
+#: Level 1's weak-detection threshold (:attr:`LevelConfig.track_low_score`): half its
+#: detector threshold. Chosen on the tuning ranges, MODA of the sent tracks at off / 0.3 /
+#: 0.2 / 0.1: PETS09-S2L1-full 1-300 0.578 / 0.620 / 0.645 / 0.620, TUD-Stadtmitte 1-90
+#: 0.581 / 0.585 / 0.588 / 0.559, PETS 1-300 zoomed 2x 0.560 / 0.575 / 0.581 / 0.612 (0.1
+#: loses on TUD); docs/journal.md, issue 40, fifth session.
+LEVEL1_TRACK_LOW_SCORE = 0.2
 #: What a keyframe picture can be (see :attr:`LevelConfig.plate`).
 PLATES = ("frame", "median")
 
@@ -274,7 +280,8 @@ LEVELS: dict[int, LevelConfig] = {
                    flow_step_px=1.0, keyframe_interval=300, keyframe_quality=35,
                    keyframe_scale=0.5, plate_scales="0.75,1", detector_threshold=0.4,
                    detector_full_frame=False, box_step_px=2.0, appearance_quality=30,
-                   plate="median", target_bpp=0.004, plate_refine=PLATE_REFINE_PER_CAMERA),
+                   plate="median", target_bpp=0.004, plate_refine=PLATE_REFINE_PER_CAMERA,
+                   track_low_score=LEVEL1_TRACK_LOW_SCORE),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
                    flow_scale=1 / 8, flow_step_px=0.5, keyframe_interval=75,
                    keyframe_quality=40),

@@ -388,8 +388,10 @@ class _Recorder:
 def test_the_level_setting_of_the_weak_threshold_is_in_the_header_only_when_set() -> None:
     from semcodec.codec.scaffold.levels import LEVELS, LevelConfig, level_config
 
-    assert "track_low_score" not in LEVELS[1].to_dict()  # old streams read as without it
-    config = level_config(1, track_low_score=0.2)
+    off = level_config(1, track_low_score=0.0)
+    assert "track_low_score" not in off.to_dict()  # old streams read as without it
+    assert LevelConfig.from_dict(off.to_dict()) == off
+    config = LEVELS[1]  # level 1 tracks with it by default
     assert config.to_dict()["track_low_score"] == "0.2"
     assert LevelConfig.from_dict(config.to_dict()) == config
     with pytest.raises(ValueError, match="track_low_score"):
