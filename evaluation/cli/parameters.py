@@ -39,6 +39,8 @@ LEVEL_ROWS = (
     ("box_step_px", "tracked boxes' step, px"),
     ("appearance_quality", "appearance references' WebP quality"),
     ("detector_threshold", "the person detector's score threshold"),
+    ("track_low_score", "weaker detections may continue a person's track (never start one) "
+                        "from"),
     ("target_bpp", "rate target, bits per pixel (a user setting)"),
 )
 
