@@ -11,8 +11,10 @@ what each setting costs and how well it keeps the detections:
   The **agreement** of a setting is the F1 (IoU >= :data:`AGREEMENT_IOU`) of the detections of
   its *decoded* features at the cloud's threshold (calibrated per β,
   :func:`codec.task.calibrate.match_threshold`) against those of the uncompressed split
-  detector at :data:`~codec.task.calibrate.REFERENCE_THRESHOLD`, pooled over the profile's
-  start-up frames. Its **quality** is the same matching weighted by how well the boxes sit:
+  detector at the camera's reference operating point
+  (:func:`codec.task.calibrate.reference_threshold_of`, chosen by persistence on all the
+  start-up frames), pooled over the profile's start-up frames. Its **quality** is the same
+  matching weighted by how well the boxes sit:
   ``2 sum(IoU of matched pairs) / (reference boxes + decoded boxes)`` (the IoU-weighted F1,
   i.e. panoptic quality: F1 times the mean IoU of the matches). A coarse bottleneck keeps
   the people but moves their boxes: on TUD-Stadtmitte's start-up frames β 0.1 and β 0.01

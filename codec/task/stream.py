@@ -387,7 +387,8 @@ def _self_check(checker: SplitDetector, bottleneck: TaskBottleneck, features, de
                 shape: UnitShape, profile: DetectProfile,
                 size: tuple[int, int]) -> tuple[int, int, int]:  # fmt: skip
     """Agreement counts of one coded frame: the uncompressed split detector at the
-    reference threshold against the decoded latents at the cloud's threshold."""
+    camera's reference threshold (``profile.reference_threshold``) against the decoded
+    latents at the cloud's threshold."""
     import torch
 
     height, width = size
