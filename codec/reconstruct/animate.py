@@ -35,8 +35,8 @@ it, and with every appearance reference the pose it was taken in. This decoder:
 
 A stream without a sparse pose is drawn as ``warp`` draws it (the newest reference, no
 animation, and no refinement: the refiner needs the pose). Everything is a fixed function of
-the decoded scaffolds (OpenCV and numpy in float32/float64, the refiner in torch float32, on
-the CPU), so two runs give the same frames.
+the decoded scaffolds (OpenCV and numpy in float32/float64, the refiner in torch float32 on
+one CPU thread), so two runs give the same frames.
 """
 
 from __future__ import annotations
