@@ -52,9 +52,9 @@ REFERENCE_THRESHOLD = 0.4
 #: How long a track of the detector's boxes must last to be a person, not a false alarm (a
 #: flicker): half a second, a step of a walking person, whatever the frame rate.
 PERSIST_SECONDS = 0.5
-#: Thresholds the cloud's is chosen among.
 #: The overlap at which a box continues the previous frame's (the matching IoU of MODA).
 PERSIST_IOU = 0.5
+#: Thresholds the cloud's is chosen among.
 CANDIDATE_THRESHOLDS = tuple(round(0.05 + 0.01 * i, 2) for i in range(86))  # 0.05 .. 0.90
 
 

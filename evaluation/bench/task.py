@@ -138,14 +138,16 @@ def baseline_row(codec_name: str, setting: str, pixels: np.ndarray, fps: float, 
 def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_period: int,
                  model, threads, threshold: float | None = None,
                  skip_threshold: int | None = None, fps: float = 25.0,
-                 person_detector=None, camera=None) -> dict:  # fmt: skip
+                 person_detector=None, camera=None, references: dict | None = None,
+                 ) -> dict:  # fmt: skip
     """Codes the frames with one bottleneck; bytes, MODA and compute of both halves.
 
     As the edge does: the windows and the cloud's threshold are chosen on the first
     :data:`~codec.scaffold.profile.PROFILE_SECONDS` of ``pixels`` without ground truth
     (:func:`codec.task.calibrate.profile_detect`, with ``person_detector``, the full
-    detector; ``camera``: the profile when already chosen on those frames); ``threshold``
-    replaces the chosen threshold."""
+    detector; ``camera``: the profile when already chosen on those frames; ``references``:
+    the reference operating points already chosen on them in that profile, by bottleneck cut,
+    filled as they are chosen); ``threshold`` replaces the chosen threshold."""
     import torch
 
     from semcodec.codec.entropy.features import encode_features
@@ -157,7 +159,10 @@ def features_row(path: str, pixels: np.ndarray, gt, frames: list[int], intra_per
 
     bottleneck = load_bottleneck(path)
     startup = pixels[: max(1, round(PROFILE_SECONDS * fps))]
-    profile = profile_detect(startup, bottleneck, model, person_detector, camera)
+    memo = references if camera is not None and references is not None else {}
+    profile = profile_detect(startup, bottleneck, model, person_detector, camera,
+                             memo.get(bottleneck.split))  # fmt: skip
+    memo[bottleneck.split] = profile.reference_threshold
     split = profile.split(bottleneck.split)
     if threshold is not None:
         split = dataclasses.replace(split, score_threshold=threshold)
@@ -336,7 +341,7 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
             write_text_atomic(cell, json.dumps({"key": key, "row": row}) + "\n")
         rows.append(row)
     model = load_split_model(config.models_dir)
-    profile = None
+    profile, references = None, {}
     if config.bottlenecks:  # the windows do not depend on the bottleneck: chosen once
         startup = pixels[: max(1, round(PROFILE_SECONDS * info.fps))]
         profile = choose_layout(startup, detector)
@@ -346,7 +351,7 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
                                               model, config.threads,
                                               config.features_threshold,
                                               config.skip_threshold, info.fps,
-                                              detector, profile)})  # fmt: skip
+                                              detector, profile, references)})  # fmt: skip
         _write(out, rows)
     table = None
     if config.targets_kbps:  # the same start-up frames for every target: measured once
