@@ -104,24 +104,26 @@ TASK_BASELINES := $(foreach c,23 28 33 38 43 48 51,x264:crf=$(c)) \
 # the boxes a level-1 stream carries (track_moda, track_mota) beside the detector (issue 40)
 TRACKS_GRID := --codecs raw,scaffold --settings scaffold:level=1 --metrics moda --moda-every 2
 # issue 39's people decoders at level-1 targets 0.001-0.004 (bits x FLOPs x memory): warp,
-# restore with the cloud's matte, and on the pose stream animate with the matte, + the refiner
-# at widths 8 and 32, the animate memory at 0/4/16 MB; x265 as in the steady-state runs
+# restore with the cloud's matte (the selfie model, and BlazePose full: one person a crop),
+# and on the pose stream (0.002, 0.004) animate with the matte, + the refiner at widths 8
+# and 32, the animate memory at 0/4/16 MB; x265 as in the steady-state runs
+SELFIE := person_matte=selfie_segmentation
+BLAZE := person_matte=pose_landmark_full
 PEOPLE_SETTINGS := scaffold:level=1,target_bpp=0.001;$\
-  level=1,target_bpp=0.001,decoder=restore,person_matte=selfie_segmentation;$\
-  level=1,target_bpp=0.001,pose_every=1,decoder=animate,person_matte=selfie_segmentation;$\
-  level=1,target_bpp=0.001,pose_every=1,decoder=animate,person_matte=selfie_segmentation,refiner=w8;$\
-  level=1,target_bpp=0.001,pose_every=1,decoder=animate,person_matte=selfie_segmentation,refiner=w32;$\
+  level=1,target_bpp=0.001,decoder=restore,$(SELFIE);$\
+  level=1,target_bpp=0.001,decoder=restore,$(BLAZE);$\
   level=1,target_bpp=0.002;$\
-  level=1,target_bpp=0.002,decoder=restore,person_matte=selfie_segmentation;$\
-  level=1,target_bpp=0.002,pose_every=1,decoder=animate,person_matte=selfie_segmentation;$\
-  level=1,target_bpp=0.002,pose_every=1,decoder=animate,person_matte=selfie_segmentation,refiner=w8;$\
-  level=1,target_bpp=0.002,pose_every=1,decoder=animate,person_matte=selfie_segmentation,refiner=w32;$\
-  level=1;level=1,decoder=restore,person_matte=selfie_segmentation;$\
-  level=1,pose_every=1,decoder=animate,person_matte=selfie_segmentation;$\
-  level=1,pose_every=1,decoder=animate,person_matte=selfie_segmentation,refiner=w8;$\
-  level=1,pose_every=1,decoder=animate,person_matte=selfie_segmentation,refiner=w32;$\
-  level=1,target_bpp=0.002,pose_every=1,decoder=animate,person_matte=selfie_segmentation,memory_mb=0;$\
-  level=1,target_bpp=0.002,pose_every=1,decoder=animate,person_matte=selfie_segmentation,memory_mb=4
+  level=1,target_bpp=0.002,decoder=restore,$(SELFIE);$\
+  level=1,target_bpp=0.002,decoder=restore,$(BLAZE);$\
+  level=1,target_bpp=0.002,pose_every=1,decoder=animate,$(SELFIE);$\
+  level=1,target_bpp=0.002,pose_every=1,decoder=animate,$(SELFIE),refiner=w8;$\
+  level=1,target_bpp=0.002,pose_every=1,decoder=animate,$(SELFIE),refiner=w32;$\
+  level=1,target_bpp=0.002,pose_every=1,decoder=animate,$(SELFIE),memory_mb=0;$\
+  level=1,target_bpp=0.002,pose_every=1,decoder=animate,$(SELFIE),memory_mb=4;$\
+  level=1;level=1,decoder=restore,$(SELFIE);level=1,decoder=restore,$(BLAZE);$\
+  level=1,pose_every=1,decoder=animate,$(SELFIE);$\
+  level=1,pose_every=1,decoder=animate,$(SELFIE),refiner=w8;$\
+  level=1,pose_every=1,decoder=animate,$(SELFIE),refiner=w32
 PEOPLE_GRID := --codecs scaffold,x265 --lpips-every 4 --moda-every 2 \
   --metrics person,pose,moda,st_lpips,temporal --data-dir $(DATA) \
   --settings '$(PEOPLE_SETTINGS)' --settings '$(X265_GRID)'
@@ -174,7 +176,10 @@ readme-figures: $(STAMP)
 	  $(PEOPLE_GRID) --out runs/figures/people-tud
 	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 120 --protocol cold \
 	  $(PEOPLE_GRID) --out runs/figures/people-pets
-	$(BIN)/semcodec-bench figures --name people-move runs/figures/people-tud runs/figures/people-pets
+	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 120 --protocol cold \
+	  --camera-transform zoom=2,x=0.5,y=0.55 $(PEOPLE_GRID) --out runs/figures/people-pets-zoom2
+	$(BIN)/semcodec-bench figures --name people-move runs/figures/people-tud runs/figures/people-pets \
+	  runs/figures/people-pets-zoom2
 	$(BIN)/semcodec-bench sidebyside --data TUD-Stadtmitte --start 91 --frames 89 --protocol steady \
 	  --data-dir $(DATA) --show x265:qp=51,ipratio=8,scale=0.75 --show scaffold:level=1 \
 	  --show scaffold:level=1,target_bpp=0.002 \
