@@ -143,7 +143,8 @@ readme-figures: $(STAMP)
 	  --out runs/figures/level1-cold-pets-zoom2
 	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 \
 	  --camera-transform scale=0.5 $(COLD_GRID) \
-	  --settings 'scaffold:level=1;level=1,decoder=restore' --out runs/figures/level1-cold-tud-half
+	  --settings 'scaffold:level=1;level=1,decoder=restore;level=1,decoder=restore,$(BLAZE)' \
+	  --out runs/figures/level1-cold-tud-half
 	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 --protocol steady \
 	  $(STEADY_GRID) --out runs/figures/level1-steady-pets
 	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 --protocol steady \
@@ -178,8 +179,12 @@ readme-figures: $(STAMP)
 	  $(PEOPLE_GRID) --out runs/figures/people-pets
 	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 120 --protocol cold \
 	  --camera-transform zoom=2,x=0.5,y=0.55 $(PEOPLE_GRID) --out runs/figures/people-pets-zoom2
+	$(BIN)/semcodec-bench run --out runs/figures/people-sample
+	$(BIN)/semcodec-bench run --codecs scaffold --settings \
+	  'scaffold:level=1,decoder=restore,$(SELFIE);level=1,decoder=restore,$(BLAZE)' \
+	  --out runs/figures/people-sample
 	$(BIN)/semcodec-bench figures --name people-move runs/figures/people-tud runs/figures/people-pets \
-	  runs/figures/people-pets-zoom2
+	  runs/figures/people-pets-zoom2 runs/figures/people-sample
 	$(BIN)/semcodec-bench sidebyside --data TUD-Stadtmitte --start 91 --frames 89 --protocol steady \
 	  --data-dir $(DATA) --show x265:qp=51,ipratio=8,scale=0.75 --show scaffold:level=1 \
 	  --show scaffold:level=1,target_bpp=0.002 \
