@@ -179,16 +179,18 @@ readme-figures: $(STAMP)
 	  $(PEOPLE_GRID) --out runs/figures/people-pets
 	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 120 --protocol cold \
 	  --camera-transform zoom=2,x=0.5,y=0.55 $(PEOPLE_GRID) --out runs/figures/people-pets-zoom2
+	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 120 --protocol steady \
+	  $(PEOPLE_GRID) --out runs/figures/people-pets-steady
 	$(BIN)/semcodec-bench run --out runs/figures/people-sample
 	$(BIN)/semcodec-bench run --codecs scaffold --settings \
 	  'scaffold:level=1,decoder=restore,$(SELFIE);level=1,decoder=restore,$(BLAZE)' \
 	  --out runs/figures/people-sample
 	$(BIN)/semcodec-bench figures --name people-move runs/figures/people-tud runs/figures/people-pets \
-	  runs/figures/people-pets-zoom2 runs/figures/people-sample
+	  runs/figures/people-pets-steady runs/figures/people-pets-zoom2 runs/figures/people-sample
 	$(BIN)/semcodec-bench sidebyside --data TUD-Stadtmitte --start 91 --frames 89 --protocol steady \
 	  --data-dir $(DATA) --show x265:qp=51,ipratio=8,scale=0.75 --show scaffold:level=1 \
 	  --show scaffold:level=1,target_bpp=0.002 \
-	  --show scaffold:level=1,target_bpp=0.002,decoder=restore,person_matte=selfie_segmentation \
+	  --show scaffold:level=1,target_bpp=0.002,decoder=restore,$(BLAZE) \
 	  --show scaffold:level=1,target_bpp=0.002,pose_every=1,decoder=animate,person_matte=selfie_segmentation,refiner=w8 \
 	  --at 1,45,89 --width 320 -o docs/people-sidebyside.jpg
 	$(BIN)/semcodec-bench figures --readme README.md

@@ -84,9 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "as decoded)")  # fmt: skip
     dec.add_argument("--person-matte", metavar="MODEL",
                      help="warp, restore, animate: cut each person out of their reference with "
-                     "a matte the cloud computes itself (zero bits): selfie_segmentation, "
-                     "pose_landmark_lite or pose_landmark_full (default: none, the "
-                     "reference's rectangle)")  # fmt: skip
+                     "a matte the cloud computes itself (zero bits): selfie_segmentation "
+                     "(every person in the crop), pose_landmark_full or pose_landmark_lite "
+                     "(the one person centred in it) (default: none, the reference's "
+                     "rectangle)")  # fmt: skip
     dec.add_argument("--refiner", metavar="NAME",
                      help="animate: redraw each posed person with a learned refiner: w8 or w32 "
                      "(its width, the compute knob) or a refiner file; needs a stream sent "

@@ -15,6 +15,15 @@ model finds no person in the reference (the selfie model's highest probability u
 :data:`MIN_PEAK`; a BlazePose model's pose presence under it, since its mask marks most of an
 empty crop: a blurred thumbnail, a person cut by the frame's edge), the matte is the whole
 rectangle, as without a matte: a person is never drawn away.
+
+Which model: the selfie model marks *every* person in the crop, so a reference taken while
+someone passed keeps a piece of them (drawn again beside the person until the next refresh);
+BlazePose's segmentation (``pose_landmark_full``) is of the one person centred in the crop.
+With ``restore`` they draw people about equally well (person-region ST-LPIPS within 0.01 on
+the tuning and the measured ranges, docs/journal.md, issue 39). Neither keeps the MODA of
+the rectangles on PETS09-S2L1's small people: the evaluation's detector finds a pasted
+rectangle more easily than the person cut out of it (a rectangle kept at 0.6 opacity around
+the matte recovers most of it), and neighbours cut out side by side are found as one box.
 """
 
 from __future__ import annotations
