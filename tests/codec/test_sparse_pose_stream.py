@@ -61,7 +61,8 @@ def test_pose_settings_stay_out_of_the_header_at_their_defaults():
 def test_sparse_poses_round_trip_exactly_and_are_held_between(every, sample_frames,
                                                               models_available):  # fmt: skip
     frames = sample_frames[:9]
-    config = level_config(1, pose_every=every)
+    # a target the poses always fit in (at a tight one they are held: the test below)
+    config = level_config(1, pose_every=every, target_bpp=0.05)
     encoder, units, sent = _encode(frames, config)
     header = StreamHeader.from_bytes(encoder.header(len(frames)).to_bytes())
     decoder = ScaffoldDecoder(header)
@@ -83,6 +84,24 @@ def test_sparse_poses_round_trip_exactly_and_are_held_between(every, sample_fram
     if every == 3:  # held poses are drawn on later frames' boxes, their age counted
         assert max(ages) == 2
     assert encoder.stats.stream_bytes["pose"] > 0
+
+
+def _pose_frames(units) -> int:
+    return sum(SubStreamType.SPARSE_POSE in {s.type for s in u.substreams} for u in units)
+
+
+@pytest.mark.shared
+def test_the_pose_is_paid_from_what_the_references_leave(sample_frames, models_available):
+    """At a target whose account cannot pay everyone's pose on every frame, the poses of
+    people the cloud has one for are held (the references keep their bytes); at a generous
+    one every frame sends them. Known answers on the sample's 12 frames: the pose paid
+    first took 356 B at 0.002 BPP, more than the 218 B of references."""
+    tight, _, _ = _encode(sample_frames, level_config(1, pose_every=1, target_bpp=0.002))
+    plain, _, _ = _encode(sample_frames, level_config(1, target_bpp=0.002))
+    generous, units, _ = _encode(sample_frames, level_config(1, pose_every=1, target_bpp=0.05))
+    assert _pose_frames(units) == len(sample_frames)
+    assert 0 < tight.stats.stream_bytes["pose"] < generous.stats.stream_bytes["pose"] / 2
+    assert tight.stats.stream_bytes["appearance"] == plain.stats.stream_bytes["appearance"]
 
 
 @pytest.mark.shared
