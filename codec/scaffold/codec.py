@@ -1045,26 +1045,29 @@ class ScaffoldEncoder:
         PETS09-S2L1-full 501-620 in steady state at 0.002 BPP every person was lost
         (journal, issue 39)."""
         coders, tracks = self._coders, scaffold.tracks
+        ids, previous = tracks.ids.tolist(), coders.sparse_previous()
+        data = None  # the payload of ``sent`` once coded (the coder is order-independent)
         if self._rate is not None and sent:
-            cost = len(coders.sparse.encode(sent, tracks.ids.tolist(), coders.sparse_previous()))
-            if cost > self._rate.balance - pending:
+            with _Timer(self.stats, "code_pose"):
+                data = coders.sparse.encode(sent, ids, previous)
+            if len(data) > self._rate.balance - pending:
                 sent = [p for p in sent if p.track_id not in coders.previous_sparse
                         or p.track_id in scaffold.appearances]  # fmt: skip
+                data = None
         have = {p.track_id for p in sent}
-        extra = np.array([tid in scaffold.appearances and tid not in have
-                          for tid in tracks.ids.tolist()], bool)  # fmt: skip
-        sent = sorted([*sent, *self._estimate_poses(frame, tracks, extra)],
-                      key=lambda p: p.track_id)  # fmt: skip
+        extra = np.array([tid in scaffold.appearances and tid not in have for tid in ids], bool)
+        if extra.any():
+            sent, data = [*sent, *self._estimate_poses(frame, tracks, extra)], None
+        sent = sorted(sent, key=lambda p: p.track_id)
         if self.config.pose_refresh and self._appearance is not None:
             by_id = {p.track_id: p for p in sent}
             for tid in scaffold.appearances:
                 pose = by_id.get(tid)
                 self._appearance.note_pose(tid, None if pose is None else pose.q / pose.steps,
                                            None if pose is None else pose.visible)  # fmt: skip
-        data = b""
-        if sent:
+        if sent and data is None:
             with _Timer(self.stats, "code_pose"):
-                data = coders.sparse.encode(sent, tracks.ids.tolist(), coders.sparse_previous())
+                data = coders.sparse.encode(sent, ids, previous)
         scaffold.body_poses = coders.advance_sparse(tracks, sent, scaffold.number)
         return SubStream(SubStreamType.SPARSE_POSE, data) if sent else None
 
