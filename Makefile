@@ -95,8 +95,19 @@ COLD_GRID := --codecs x265,raw,scaffold --crf 40,45,51 --static-camera --scales 
 X265_GRID := x265:crf=40;crf=45;crf=51;qp=45,ipratio=8;qp=48,ipratio=8;qp=51,ipratio=8;$\
   qp=48,ipratio=16;qp=51,ipratio=16;qp=48,ipratio=8,scale=0.75;qp=51,ipratio=8,scale=0.75;$\
   qp=51,ipratio=16,scale=0.5;crf=45,scale=0.5
+# the cloud's person matte: the selfie model (every person in a crop), BlazePose full (one)
+SELFIE := person_matte=selfie_segmentation
+BLAZE := person_matte=pose_landmark_full
+# level 1 on every camera (issue 39's done-when matrix): today's warp at the targets
+# 0.001-0.004 beside restore with BlazePose's matte, and at 0.002 the people decoders' compute
+# ladder (warp with the matte, restore width 8, restore width 32)
+LEVEL1_LADDER := scaffold:level=1,target_bpp=0.001;level=1,target_bpp=0.002;level=1;$\
+  level=1,target_bpp=0.001,decoder=restore,$(BLAZE);$\
+  level=1,target_bpp=0.002,decoder=restore,$(BLAZE);level=1,decoder=restore,$(BLAZE);$\
+  level=1,target_bpp=0.002,decoder=warp,$(BLAZE);$\
+  level=1,target_bpp=0.002,decoder=restore,weights=ref_restorer_w8,$(BLAZE)
 STEADY_GRID := --codecs x265,raw,scaffold --lpips-every 8 --moda-every 2 --data-dir $(DATA) \
-  --settings '$(X265_GRID)' --settings 'scaffold:level=1;level=1,target_bpp=0.002'
+  --settings '$(X265_GRID)' --settings '$(LEVEL1_LADDER)'
 # detect mode at link budgets (issue 40): x264/x265 as `semcodec-bench task` sweeps them
 TASK_BASELINES := $(foreach c,23 28 33 38 43 48 51,x264:crf=$(c)) \
   $(foreach c,23 28 33 38 43 48 51,x265:crf=$(c)) $(foreach q,36 40 44 48 51,x265:qp=$(q),ipratio=8) \
@@ -107,8 +118,6 @@ TRACKS_GRID := --codecs raw,scaffold --settings scaffold:level=1 --metrics moda 
 # restore with the cloud's matte (the selfie model, and BlazePose full: one person a crop),
 # and on the pose stream (0.002, 0.004) animate with the matte, + the refiner at widths 8
 # and 32, the animate memory at 0/4/16 MB; x265 as in the steady-state runs
-SELFIE := person_matte=selfie_segmentation
-BLAZE := person_matte=pose_landmark_full
 PEOPLE_SETTINGS := scaffold:level=1,target_bpp=0.001;$\
   level=1,target_bpp=0.001,decoder=restore,$(SELFIE);$\
   level=1,target_bpp=0.001,decoder=restore,$(BLAZE);$\
@@ -130,16 +139,16 @@ PEOPLE_GRID := --codecs scaffold,x265 --lpips-every 4 --moda-every 2 \
 
 readme-figures: $(STAMP)
 	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 $(COLD_GRID) \
-	  --settings 'scaffold:level=1;level=1,decoder=restore' --out runs/figures/level1-cold-tud
+	  --settings '$(LEVEL1_LADDER);level=1,decoder=restore' --out runs/figures/level1-cold-tud
 	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 --codecs x265 \
 	  --lpips-every 8 --moda-every 2 --data-dir $(DATA) \
 	  --settings 'x265:qp=48,ipratio=8,scale=0.75;qp=51,ipratio=8,scale=0.75' \
 	  --out runs/figures/level1-cold-tud
 	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 $(COLD_GRID) \
-	  --settings 'scaffold:level=1' --out runs/figures/level1-cold-pets
+	  --settings '$(LEVEL1_LADDER)' --out runs/figures/level1-cold-pets
 	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 \
 	  --camera-transform zoom=2,x=0.5,y=0.55 --codecs scaffold,x265,raw --lpips-every 8 \
-	  --moda-every 2 --data-dir $(DATA) --settings 'scaffold:level=1' --settings '$(X265_GRID)' \
+	  --moda-every 2 --data-dir $(DATA) --settings '$(LEVEL1_LADDER)' --settings '$(X265_GRID)' \
 	  --out runs/figures/level1-cold-pets-zoom2
 	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 \
 	  --camera-transform scale=0.5 $(COLD_GRID) \

@@ -252,6 +252,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                          help="finished runs (their results.jsonl; a later run's row of the same "
                          "cell wins)")  # fmt: skip
     figures.add_argument("--name", help="the result set's name (NAME.json, NAME.md)")
+    figures.add_argument("--against", metavar="CODEC:SETTING",
+                         help="with --name: also how many times fewer bits each curve of that "
+                         "codec (its settings over their target_bpp) needs to reach this row's "
+                         "quality, e.g. scaffold:level=1 (today's level-1 default)")  # fmt: skip
     figures.add_argument("--results", type=Path, default=Path("docs/results"), metavar="DIR",
                          help="where result sets live")  # fmt: skip
     figures.add_argument("--readme", type=Path, metavar="FILE",
@@ -506,8 +510,10 @@ def cmd_figures(args: argparse.Namespace) -> int:
         raise UsageError("figures: give --name NAME with the RUN_DIRs it is made of")
     if not args.name and not args.readme:
         raise UsageError("figures: give --name NAME RUN_DIR..., or --readme FILE, or both")
+    if args.against and not args.name:
+        raise UsageError("figures: --against applies to a result set: give --name NAME RUN_DIR...")
     if args.name:
-        for path in write_result_set(args.name, args.runs, args.results):
+        for path in write_result_set(args.name, args.runs, args.results, args.against):
             log.info("wrote %s", path)
     if args.readme:
         from semcodec.evaluation.cli.parameters import write_code_figures

@@ -18,7 +18,12 @@ from pathlib import Path
 
 from semcodec.evaluation.report.markdown import markdown_table, write_text_atomic
 from semcodec.evaluation.report.rows import latest_rows, read_rows
-from semcodec.evaluation.report.saving import SAVING_METRICS, saving_factors, saving_rows
+from semcodec.evaluation.report.saving import (
+    SAVING_METRICS,
+    reach_factors,
+    saving_factors,
+    saving_rows,
+)
 
 #: Columns of a result set's rows, in the README's order.
 #: ``dec_flops_per_frame``: the decoder's network FLOPs a frame (issue 39: bits x FLOPs).
@@ -85,9 +90,27 @@ def _range_title(row: dict) -> str:
     return f"**{row['sequence']}**, frames {start}–{start + frames - 1}, {protocol}"
 
 
-def figure_tables(rows: list[dict]) -> str:
+def reach_table(rows: list[dict], against: str) -> str:
+    """The Markdown table of :func:`~evaluation.report.saving.reach_factors` of one sequence
+    and protocol's rows against the row ``against`` (``"CODEC:SETTING"``); ``""`` without it."""
+    reaches = reach_factors(rows, against)
+    if not reaches:
+        return ""
+    first, table = reaches[0], {}
+    for r in reaches:
+        line = table.setdefault(r.family, {"codec": r.codec, "curve": r.family})
+        line[f"reach: {r.metric}"] = r.text()
+    metrics = [f"reach: {m}" for m in SAVING_METRICS if any(r.metric == m for r in reaches)]
+    title = (f"Fewer bits than `{against}` ({first.reference_bpp:.4g} BPP) for its quality, "
+             "on each curve of the codec's settings over their rate targets (the BPP it "
+             "needs in brackets):")  # fmt: skip
+    return title + "\n\n" + markdown_table(list(table.values()), ["codec", "curve", *metrics])
+
+
+def figure_tables(rows: list[dict], against: str | None = None) -> str:
     """The Markdown the README shows for a result set: per sequence and protocol, the rows
-    (by codec, then BPP) and the saving factors of the rows that are not baselines."""
+    (by codec, then BPP), the saving factors of the rows that are not baselines and, with
+    ``against`` (``"CODEC:SETTING"``), the :func:`reach_table` against that row."""
     parts = []
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
@@ -108,14 +131,23 @@ def figure_tables(rows: list[dict]) -> str:
                        if any(s.metric == m for s in savings)]  # fmt: skip
             parts += [markdown_table(list(table.values()), ["codec", "setting", "bpp", *metrics]),
                       ""]  # fmt: skip
+        reach = reach_table(mine, against) if against else ""
+        if reach:
+            parts += [reach, ""]
     return "\n".join(parts).rstrip() + "\n"
 
 
-def write_result_set(name: str, run_dirs: list[Path], results_dir: Path) -> tuple[Path, Path]:
-    """Writes ``results_dir/NAME.json`` and ``NAME.md`` from the runs; returns both paths."""
+def write_result_set(name: str, run_dirs: list[Path], results_dir: Path,
+                     against: str | None = None) -> tuple[Path, Path]:  # fmt: skip
+    """Writes ``results_dir/NAME.json`` and ``NAME.md`` from the runs; returns both paths.
+    ``against`` (``"CODEC:SETTING"``): also the bits each curve of that codec needs for that
+    row's quality (:func:`reach_table`); a set without such a row is refused."""
     if not _NAME.fullmatch(name):
         raise FiguresError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
     rows, commands = load_result_set(run_dirs)
+    if against and not reach_factors(rows, against):
+        raise FiguresError(f"--against {against!r}: no row of the runs has that codec and "
+                           "setting, with a BPP and a quality")  # fmt: skip
     keep = (*CONTEXT_COLUMNS, *FIGURE_COLUMNS)
     data = {
         "name": name,
@@ -123,9 +155,12 @@ def write_result_set(name: str, run_dirs: list[Path], results_dir: Path) -> tupl
         "rows": [{k: r[k] for k in keep if r.get(k) not in (None, "")} for r in rows],
         "savings": saving_rows(saving_factors(rows)),
     }
+    if against:
+        data["against"] = against
+        data["reach"] = saving_rows(reach_factors(rows, against))
     results_dir.mkdir(parents=True, exist_ok=True)
     json_path = write_text_atomic(results_dir / f"{name}.json", json.dumps(data, indent=1) + "\n")
-    md_path = write_text_atomic(results_dir / f"{name}.md", figure_tables(rows))
+    md_path = write_text_atomic(results_dir / f"{name}.md", figure_tables(rows, against))
     return json_path, md_path
 
 

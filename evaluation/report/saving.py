@@ -148,6 +148,74 @@ def saving_factors(rows: list[dict]) -> list[Saving]:
     return out
 
 
-def saving_rows(savings: list[Saving]) -> list[dict]:
-    """Plain dicts for CSV/JSON."""
+def saving_rows(savings: list) -> list[dict]:
+    """Plain dicts for CSV/JSON (of :class:`Saving` or :class:`Reach`)."""
     return [asdict(s) for s in savings]
+
+
+def setting_family(setting: str) -> str:
+    """``setting`` without its rate target: the curve (one decoder over its targets) a row is a
+    point of (``level=1,target_bpp=0.002,decoder=restore`` -> ``level=1,decoder=restore``)."""
+    return ",".join(item for item in setting.split(",") if not item.startswith("target_bpp="))
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How many times fewer bits one curve of a codec (a setting over its rate targets) needs
+    than a reference row of the same codec to reach that row's quality on one metric (issue
+    39: a new level-1 default against today's at its 0.004 target).
+
+    Attributes:
+        family: the curve's setting without ``target_bpp`` (:func:`setting_family`).
+        needed_bpp: the BPP the curve needs, interpolated in log-BPP between the two targets
+            that bracket the reference's quality (or the end of its range, see ``bound``).
+        factor: ``reference_bpp / needed_bpp`` (above 1: the curve needs fewer bits).
+        bound: ``"="``; ``">="`` when the curve's cheapest point is already as good (it
+            would need even fewer bits); ``"<="`` when its dearest point is not.
+    """
+
+    sequence: str
+    protocol: str
+    codec: str
+    family: str
+    metric: str
+    reference: str
+    reference_bpp: float
+    reference_value: float
+    needed_bpp: float
+    factor: float
+    bound: str
+
+    def text(self) -> str:
+        """``"1.61x (0.001358)"``, ``">= 2.63x (0.000599)"`` or ``"<= 0.55x (0.00392)"``."""
+        prefix = "" if self.bound == "=" else f"{self.bound} "
+        return f"{prefix}{self.factor:.2f}x ({self.needed_bpp:.4g})"
+
+
+def reach_factors(rows: list[dict], reference: str) -> list[Reach]:
+    """For every sequence and protocol with the ``reference`` row (``"CODEC:SETTING"``, e.g.
+    ``"scaffold:level=1"``): the :class:`Reach` of each curve of that codec (the rows whose
+    settings differ only in ``target_bpp``) on every metric of :data:`SAVING_METRICS` the
+    reference has."""
+    codec, _, setting = reference.partition(":")
+    out = []
+    for ref in (r for r in rows if r["codec"] == codec and r["setting"] == setting):
+        ref_bpp = row_number(ref, "bpp")
+        mine = [r for r in rows if r["codec"] == codec and r["sequence"] == ref["sequence"]
+                and protocol_of(r) == protocol_of(ref)]  # fmt: skip
+        families = sorted({setting_family(r["setting"]) for r in mine})
+        for metric, higher in SAVING_METRICS.items():
+            target = row_number(ref, metric)
+            if not ref_bpp or target is None:
+                continue
+            for family in families:
+                points = [(row_number(r, "bpp"), row_number(r, metric)) for r in mine
+                          if setting_family(r["setting"]) == family]  # fmt: skip
+                points = [(b, q) for b, q in points if b and b > 0 and q is not None]
+                if not points:
+                    continue
+                needed, bound = bpp_for_quality(points, target, higher)
+                out.append(Reach(ref["sequence"], protocol_of(ref), codec, family, metric,
+                                 setting, ref_bpp, target, needed, ref_bpp / needed,
+                                 {"=": "=", "<=": ">=", ">=": "<="}[bound]))  # fmt: skip
+    return out

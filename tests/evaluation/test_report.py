@@ -192,6 +192,36 @@ def test_a_result_set_shows_the_decoders_flops_where_a_row_has_them(tmp_path):
     assert [r.get("dec_flops_per_frame") for r in kept] == [None, 492994334.0, None]
 
 
+def test_a_result_set_against_a_row_tells_the_bits_each_curve_needs(tmp_path):
+    """``figures --against scaffold:level=1``: the set's JSON and tables say how many times
+    fewer bits each level-1 curve needs for that row's quality; a set without it is refused."""
+    import json
+
+    from semcodec.evaluation.report.figures import FiguresError, write_result_set
+
+    base = {"sequence": "S", "start": 1, "frames": 10, "protocol": "steady", "width": 8,
+            "height": 8, "codec": "scaffold"}  # fmt: skip
+    rows = [{**base, "setting": "level=1", "bpp": 0.004, "person_st_lpips": 0.26},
+            {**base, "setting": "level=1,target_bpp=0.001,decoder=restore", "bpp": 0.001,
+             "person_st_lpips": 0.30},
+            {**base, "setting": "level=1,target_bpp=0.002,decoder=restore", "bpp": 0.002,
+             "person_st_lpips": 0.22}]  # fmt: skip
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    json_path, md_path = write_result_set("reach", [run], tmp_path / "r", "scaffold:level=1")
+    data = json.loads(json_path.read_text())
+    assert data["against"] == "scaffold:level=1"
+    (reach,) = [r for r in data["reach"] if r["family"] == "level=1,decoder=restore"]
+    assert reach["factor"] == pytest.approx(2 ** 1.5) and reach["bound"] == "="
+    table = md_path.read_text()
+    assert "Fewer bits than `scaffold:level=1` (0.004 BPP)" in table
+    assert "| scaffold | level=1,decoder=restore | 2.83x (0.001414) |" in table
+    assert "Fewer bits than" not in write_result_set("plain", [run], tmp_path / "r")[1].read_text()
+    with pytest.raises(FiguresError, match="no row of the runs has that codec and setting"):
+        write_result_set("none", [run], tmp_path / "r", "scaffold:level=2")
+
+
 def test_a_result_set_names_every_command_that_filled_its_folder(tmp_path):
     """Two invocations into one folder (the x265 rows, then level 1's): the result set lists
     both commands, each once, in order; the report's single command is the fallback."""
