@@ -128,3 +128,29 @@ def test_rate_targets_reach_the_level_config(tmp_path, sample_dir, monkeypatch, 
         main(["encode", str(sample_dir), "-o", out, "--target-bpp", "0.01", "--target-kbps", "8"])
     assert exc.value.code == 2
     assert "not allowed with" in capsys.readouterr().err
+
+
+def test_the_model_threads_default_to_the_cpus_the_process_may_use(caplog):
+    """``--threads`` unset: every CPU of the process's affinity (said in the log); given: kept."""
+    import argparse
+    import logging
+    import os
+    import subprocess
+    import sys
+
+    from semcodec.edge.cli import _choose_threads, usable_cpus
+
+    args = build_parser().parse_args(["encode", "in.mp4", "-o", "out.semc"])
+    assert args.threads is None
+    with caplog.at_level(logging.DEBUG, logger="semcodec"):
+        _choose_threads(args)
+    assert args.threads == usable_cpus() == len(os.sched_getaffinity(0))
+    assert f"threads: {args.threads} per model" in caplog.text
+    given = build_parser().parse_args(["encode", "in.mp4", "-o", "o.semc", "--threads", "3"])
+    _choose_threads(given)
+    assert given.threads == 3
+    _choose_threads(argparse.Namespace(command="other"))  # a command without the option
+    one = subprocess.run([sys.executable, "-c", "import os; os.sched_setaffinity(0, {0}); "
+                          "from semcodec.edge.cli import usable_cpus; print(usable_cpus())"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    assert one.stdout.strip() == "1"
