@@ -421,9 +421,11 @@ class AnimateReconstructor(WarpReconstructor):
         return out
 
     def flops_per_frame(self) -> int | None:
-        """The refiner's FLOPs per frame so far (None without a refiner; the animation and
-        ``warp``'s drawing are not counted)."""
-        return None if self._refiner is None else self.flops // max(1, self._frames)
+        """The refiner's and the person matte model's FLOPs per frame so far (None with
+        neither; the animation and ``warp``'s drawing are not counted)."""
+        if self._refiner is None:
+            return super().flops_per_frame()
+        return (self.flops + self.matte_flops()) // max(1, self._frames)
 
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
         if frame.keyframe_image is not None and not frame.plate_refresh:

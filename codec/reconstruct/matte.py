@@ -71,6 +71,24 @@ class PersonMatte:
                                                   min_presence=MIN_PEAK), models_dir)  # fmt: skip
         else:
             self._segmenter = PersonSegmenter(config, models_dir)
+        self._counted_from = self._runner().invocations
+
+    def _runner(self):
+        """The model object that runs on each crop (a pose estimator or a segmenter)."""
+        return self._pose if self._pose is not None else self._segmenter
+
+    @property
+    def flops(self) -> int:
+        """The model's FLOPs over the mattes computed since :meth:`reset_flops` (its runs x
+        :meth:`~codec.scaffold.pose.PoseEstimator.flops_per_crop`; an empty box runs
+        nothing)."""
+        runner = self._runner()
+        runs = runner.invocations - self._counted_from
+        return runs * runner.flops_per_crop() if runs else 0
+
+    def reset_flops(self) -> None:
+        """Counts :attr:`flops` from now (a new stream)."""
+        self._counted_from = self._runner().invocations
 
     def matte(self, ref: np.ndarray, box: np.ndarray, plate: np.ndarray) -> np.ndarray:
         """The matte of ``ref`` ``(h, w, 3)`` uint8 RGB, the picture of the person in ``box``

@@ -253,8 +253,9 @@ class RestoreReconstructor(WarpReconstructor):
         return self._flops_per_pixel * (size[0] + size[0] % 2) * (size[1] + size[1] % 2)
 
     def flops_per_frame(self) -> int | None:
-        """The restorations' FLOPs per frame so far (``warp``'s drawing is not counted)."""
-        return self.flops // max(1, self._frames)
+        """The restorations' and the person matte model's FLOPs per frame so far (``warp``'s
+        drawing is not counted)."""
+        return (self.flops + self.matte_flops()) // max(1, self._frames)
 
     def describe(self) -> dict:
         return {**super().describe(), "name": "restore", "weights": self.weights.name,

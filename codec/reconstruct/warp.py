@@ -120,8 +120,23 @@ class WarpReconstructor(Reconstructor):
         #: matte or None)
         self._fading: dict[int, tuple[np.ndarray, int, np.ndarray | None]] = {}
         self._smoother = BoxSmoother(self.smooth_s)
+        self._frames_drawn = 0
+        if self._matter is not None:
+            self._matter.reset_flops()
+
+    def matte_flops(self) -> int:
+        """The cloud's person matte model's FLOPs so far (0 without ``person_matte``)."""
+        return 0 if self._matter is None else self._matter.flops
+
+    def flops_per_frame(self) -> int | None:
+        """The person matte model's FLOPs per frame so far (None without ``person_matte``:
+        resampling and blending are not counted)."""
+        if self._matter is None:
+            return None
+        return self.matte_flops() // max(1, self._frames_drawn)
 
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
+        self._frames_drawn += 1
         scaffold = frame.scaffold
         if frame.plate:
             return self._draw_people(frame)

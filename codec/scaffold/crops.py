@@ -127,3 +127,27 @@ def make_interpreter(path: os.PathLike | str, threads: int):
         interpreter = Interpreter(model_path=str(path), num_threads=threads)
         interpreter.allocate_tensors()
     return interpreter
+
+
+def interpreter_flops(interpreter) -> int:
+    """Floating-point operations of one run of a LiteRT ``interpreter``'s graph: 2 x the
+    multiply-adds of its convolutions (``CONV_2D``, ``DEPTHWISE_CONV_2D``,
+    ``TRANSPOSE_CONV``) and ``FULLY_CONNECTED`` layers, read from its tensors' shapes (the
+    rest, activations and additions, is not counted, as PyTorch's ``FlopCounterMode`` counts
+    only the matrix products). E.g. 116 MFLOP for the selfie model at 256x256, 772 for
+    BlazePose full's landmark model."""
+    shapes = {t["index"]: tuple(int(n) for n in t["shape"])
+              for t in interpreter.get_tensor_details()}  # fmt: skip
+    total = 0
+    for op in interpreter._get_ops_details():  # LiteRT's graph, as its visualiser reads it
+        name, ins, outs = op["op_name"], op["inputs"], op["outputs"]
+        out = int(np.prod(shapes[outs[0]])) if len(outs) else 0
+        if name == "CONV_2D":  # weights (out channels, kh, kw, in channels)
+            total += 2 * out * int(np.prod(shapes[ins[1]][1:]))
+        elif name == "DEPTHWISE_CONV_2D":  # weights (1, kh, kw, channels)
+            total += 2 * out * shapes[ins[1]][1] * shapes[ins[1]][2]
+        elif name == "FULLY_CONNECTED":  # weights (out, in)
+            total += 2 * out * shapes[ins[1]][-1]
+        elif name == "TRANSPOSE_CONV":  # inputs (output shape, weights, input)
+            total += 2 * int(np.prod(shapes[ins[2]])) * int(np.prod(shapes[ins[1]][:3]))
+    return total

@@ -43,6 +43,7 @@ from semcodec.codec.scaffold.crops import (
     check_frame,
     check_tracks,
     crop_square,
+    interpreter_flops,
     make_interpreter,
     square_around,
 )
@@ -115,10 +116,20 @@ class PoseEstimator:
                 f"{self.config.model}: expected input [1, 256, 256, 3], got {list(inp['shape'])}"
             )
         self._interpreter = interp
+        #: runs of the landmark model so far (one per person crop)
+        self.invocations = 0
+        self._flops_per_crop: int | None = None
         self._in_index = inp["index"]
         self._landmarks_index = outputs["Identity"]["index"]
         self._presence_index = outputs["Identity_1"]["index"]
         self._mask_index = outputs["Identity_2"]["index"]
+
+    def flops_per_crop(self) -> int:
+        """The model's FLOPs for one person crop (:func:`~codec.scaffold.crops.interpreter_flops`,
+        counted once)."""
+        if self._flops_per_crop is None:
+            self._flops_per_crop = interpreter_flops(self._interpreter)
+        return self._flops_per_crop
 
     def estimate(self, frame: np.ndarray, tracks: Tracks) -> list[Pose]:
         """The poses of the people in ``tracks``, in track order, without those whose presence
@@ -161,6 +172,7 @@ class PoseEstimator:
             crop = crop_square(frame, x0, y0, side, MODEL_INPUT)
             self._interpreter.set_tensor(self._in_index, crop[None])
             self._interpreter.invoke()
+            self.invocations += 1
             if with_masks:
                 logits = self._interpreter.get_tensor(self._mask_index)[0, :, :, 0]
                 masks.append(CropMask(int(track_id), x0, y0, side, _sigmoid(logits)))

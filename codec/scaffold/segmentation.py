@@ -46,6 +46,7 @@ from semcodec.codec.scaffold.crops import (  # re-exported: the names were defin
     check_frame,
     check_tracks,
     crop_square,
+    interpreter_flops,
     make_interpreter,
     square_around,
 )
@@ -182,6 +183,16 @@ class PersonSegmenter:
         self._interpreter = interp
         self._in_index = inp["index"]
         self._out_index = out["index"]
+        #: runs of the selfie model so far (one per person crop)
+        self.invocations = 0
+        self._flops_per_crop: int | None = None
+
+    def flops_per_crop(self) -> int:
+        """The model's FLOPs for one person crop (:func:`~codec.scaffold.crops.interpreter_flops`,
+        counted once)."""
+        if self._flops_per_crop is None:
+            self._flops_per_crop = interpreter_flops(self._interpreter)
+        return self._flops_per_crop
 
     def crop_masks(self, frame: np.ndarray, tracks: Tracks) -> list[CropMask]:
         """The model's person probability on each person's crop (``method="model"`` only).
@@ -203,6 +214,7 @@ class PersonSegmenter:
             crop = crop_square(frame, x0, y0, side, MODEL_INPUT)
             self._interpreter.set_tensor(self._in_index, crop[None])
             self._interpreter.invoke()
+            self.invocations += 1
             prob = self._interpreter.get_tensor(self._out_index)[0, :, :, 0].copy()
             masks.append(CropMask(int(track_id), x0, y0, side, prob))
         return masks

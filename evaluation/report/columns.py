@@ -132,8 +132,11 @@ DEFINITIONS: tuple[ColumnDefinition, ...] = (
                      "(PETS09-S2L1 has them)"),
     ColumnDefinition(("enc_fps", "dec_fps"), "wall-clock frames per second of `encode` / "
                      "`decode` on the machine in `machine`; empty for `raw`"),
-    ColumnDefinition(("dec_flops_per_frame",), "decoder FLOPs per frame for neural decoders "
-                     "(`torch.utils.flop_counter`); empty for classic codecs"),
+    ColumnDefinition(("dec_flops_per_frame",), "decoder FLOPs per frame of its networks: "
+                     "restorer, refiner, diffusion (`torch.utils.flop_counter`), "
+                     "super-resolution and the cloud's person matte model (2 x the "
+                     "multiply-adds of its layers, from the graph's shapes); empty where it "
+                     "runs none"),
 )  # fmt: skip
 
 

@@ -121,6 +121,40 @@ def test_warp_draws_the_person_and_the_plate_around_them(matter):
     assert (cut[~inside] == boxed[~inside]).all()  # nothing else changes
 
 
+#: Known answers: 2 x the multiply-adds of each model's layers at 256x256, from its graph.
+MATTE_MFLOP = {"selfie_segmentation": 116.3, "pose_landmark_full": 772.3}
+
+
+def test_the_matte_models_flops_are_counted_per_matte(matter):
+    """The decoder's FLOPs (issue 39's bits x FLOPs) include the cloud's matte model: its
+    graph's FLOPs once per reference matted, spread over the frames drawn; none without it."""
+    from semcodec.codec.reconstruct.restore import RestoreReconstructor
+    from semcodec.codec.reconstruct.warp import WarpReconstructor
+
+    per_crop = matter._runner().flops_per_crop()
+    assert per_crop / 1e6 == pytest.approx(MATTE_MFLOP[matter.model], abs=0.1)
+    plate = plates()["textured"]
+    ref, _, box = reference_on(plate, 80)
+    tracks = Tracks(boxes=box[None].astype(np.float32), scores=np.ones(1, np.float32),
+                    ids=np.array([7], np.int32))  # fmt: skip
+    first = DecodedFrame(FrameScaffold(number=1, tracks=tracks), (384, 288), plate, {7: ref},
+                         plate=True)  # fmt: skip
+    later = DecodedFrame(FrameScaffold(number=2, tracks=tracks), (384, 288), None, {},
+                         plate=True)  # fmt: skip
+    warp = WarpReconstructor(smooth_s=0, person_matte=matter.model)
+    assert WarpReconstructor(smooth_s=0).flops_per_frame() is None
+    for frame in (first, later, later, later):  # one reference matted over four frames
+        warp.reconstruct(frame)
+    assert warp.flops_per_frame() == per_crop // 4
+    warp.reset()
+    assert warp.flops_per_frame() == 0
+    restore = RestoreReconstructor(person_matte=matter.model)
+    restore.reconstruct(first)
+    restore.reconstruct(later)
+    restorer_only = restore.flops
+    assert restorer_only > 0 and restore.flops_per_frame() == (restorer_only + per_crop) // 2
+
+
 def test_unknown_models_and_two_mattes_are_refused():
     from semcodec.codec.reconstruct.warp import WarpReconstructor
 
