@@ -133,6 +133,14 @@ PEOPLE_SETTINGS := scaffold:level=1,target_bpp=0.001;$\
   level=1,pose_every=1,decoder=animate,$(SELFIE);$\
   level=1,pose_every=1,decoder=animate,$(SELFIE),refiner=w8;$\
   level=1,pose_every=1,decoder=animate,$(SELFIE),refiner=w32
+# the pose agreement (PCK@0.1) of level 1's people over the done-when ranges (issue 39)
+PCK_SETTINGS := scaffold:level=1;level=1,target_bpp=0.002;$\
+  level=1,target_bpp=0.002,decoder=restore,$(BLAZE);level=1,decoder=restore,$(BLAZE);$\
+  level=1,target_bpp=0.002,pose_every=1,decoder=animate,$(BLAZE)
+PCK_GRID := --codecs scaffold --metrics pose --lpips-every 4 --data-dir $(DATA) \
+  --settings '$(PCK_SETTINGS)'
+PETS_RANGE := --data PETS09-S2L1-full --start 501 --frames 295
+ZOOM2 := --camera-transform zoom=2,x=0.5,y=0.55
 PEOPLE_GRID := --codecs scaffold,x265 --lpips-every 4 --moda-every 2 \
   --metrics person,pose,moda,st_lpips,temporal --data-dir $(DATA) \
   --settings '$(PEOPLE_SETTINGS)' --settings '$(X265_GRID)'
@@ -162,7 +170,8 @@ readme-figures: $(STAMP)
 	  --camera-transform zoom=2,x=0.5,y=0.55 $(STEADY_GRID) --out runs/figures/level1-steady-pets-zoom2
 	for name in level1-cold-tud level1-cold-pets level1-cold-pets-zoom2 level1-cold-tud-half \
 	    level1-steady-pets level1-steady-tud level1-steady-pets-zoom2; do \
-	  $(BIN)/semcodec-bench figures --name $$name runs/figures/$$name || exit 1; done
+	  $(BIN)/semcodec-bench figures --name $$name --against scaffold:level=1 \
+	    runs/figures/$$name || exit 1; done
 	$(BIN)/semcodec-bench task --data TUD-Stadtmitte --start 91 --frames 89 \
 	  --baselines $(TASK_BASELINES) --targets-kbps 10 20 40 100 --threads 2 \
 	  --out runs/figures/detect-budget-tud
@@ -196,6 +205,14 @@ readme-figures: $(STAMP)
 	  --out runs/figures/people-sample
 	$(BIN)/semcodec-bench figures --name people-move runs/figures/people-tud runs/figures/people-pets \
 	  runs/figures/people-pets-steady runs/figures/people-pets-zoom2 runs/figures/people-sample
+	for protocol in steady cold; do \
+	  $(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 --protocol $$protocol \
+	    $(PCK_GRID) --out runs/figures/pck-tud-$$protocol && \
+	  $(BIN)/semcodec-bench run $(PETS_RANGE) --protocol $$protocol $(PCK_GRID) \
+	    --out runs/figures/pck-pets-$$protocol && \
+	  $(BIN)/semcodec-bench run $(PETS_RANGE) $(ZOOM2) --protocol $$protocol $(PCK_GRID) \
+	    --out runs/figures/pck-pets-zoom2-$$protocol || exit 1; done
+	$(BIN)/semcodec-bench figures --name people-pck runs/figures/pck-*
 	$(BIN)/semcodec-bench sidebyside --data TUD-Stadtmitte --start 91 --frames 89 --protocol steady \
 	  --data-dir $(DATA) --show x265:qp=51,ipratio=8,scale=0.75 --show scaffold:level=1 \
 	  --show scaffold:level=1,target_bpp=0.002 \
