@@ -758,7 +758,7 @@ def usable_cpus() -> int:
 
 def _choose_threads(args: argparse.Namespace) -> None:
     """``--threads`` unless given: every CPU the process may use (on the 2-core VM the edge
-    at level 1 with pose runs 9.4 frames/s at 2 threads against 6.2 at 1, the same bytes:
+    at level 1 with pose runs 9.1 frames/s at 2 threads against 6.0 at 1, the same bytes:
     journal, issue 39). Says what it chose (``-v``; an encode's summary line says it too)."""
     if getattr(args, "threads", 0) is None:
         args.threads = usable_cpus()

@@ -520,3 +520,25 @@ def test_train_bottleneck_from_a_missing_packed_file_exits_2(tmp_path, capsys):
 def test_train_restorer_refuses_bad_flags_with_exit_2(argv, message, tmp_path, capsys):
     assert _status(main, ["train-restorer", "--out", str(tmp_path), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_figures_against_is_refused_without_a_result_set(tmp_path, capsys):
+    """``--against`` only applies to ``--name``: refused (exit 2, one line), nothing written;
+    a row the runs do not have is refused too."""
+    readme = tmp_path / "README.md"
+    readme.write_text("x\n")
+    argv = ["figures", "--readme", str(readme), "--against", "scaffold:level=1",
+            "--results", str(tmp_path / "r")]  # fmt: skip
+    assert _status(main, argv) == 2
+    assert "--against applies to a result set" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    run = tmp_path / "run"
+    run.mkdir()
+    row = {"sequence": "S", "codec": "scaffold", "setting": "level=1", "bpp": 0.004,
+           "person_st_lpips": 0.3}  # fmt: skip
+    (run / "results.jsonl").write_text(json.dumps(row) + "\n")
+    argv = ["figures", "--name", "n", str(run), "--against", "scaffold:level=2",
+            "--results", str(tmp_path / "r")]  # fmt: skip
+    assert _status(main, argv) == 2
+    assert "no row of the runs has that codec and setting" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "n.json").exists()
