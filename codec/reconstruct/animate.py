@@ -410,8 +410,8 @@ class AnimateReconstructor(WarpReconstructor):
         super().reset()
         self.memory.clear()
         self._poses = {}
-        #: people refined, their FLOPs and the frames drawn so far (``refiner`` only)
-        self.refined, self.flops, self._frames = 0, 0, 0
+        #: people refined so far (``refiner`` only)
+        self.refined = 0
 
     def describe(self) -> dict:
         out = {**super().describe(), "memory_mb": self.memory_mb, "limbs": self.limbs,
@@ -420,18 +420,13 @@ class AnimateReconstructor(WarpReconstructor):
             out.update(refiner=self.refiner, refiner_sha256=self._refiner_sha256)
         return out
 
-    def flops_per_frame(self) -> int | None:
-        """The refiner's and the person matte model's FLOPs per frame so far (None with
-        neither; the animation and ``warp``'s drawing are not counted)."""
-        if self._refiner is None:
-            return super().flops_per_frame()
-        return (self.flops + self.matte_flops()) // max(1, self._frames)
+    def _runs_network(self) -> bool:
+        return self._refiner is not None  # ``flops`` counts its refinements
 
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
         if frame.keyframe_image is not None and not frame.plate_refresh:
             self.memory.clear()
             self._poses = {}
-        self._frames += 1
         self._frame = frame
         self._smooth_poses(frame)
         return super().reconstruct(frame)

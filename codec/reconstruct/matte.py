@@ -80,7 +80,7 @@ class PersonMatte:
     @property
     def flops(self) -> int:
         """The model's FLOPs over the mattes computed since :meth:`reset_flops` (its runs x
-        :meth:`~codec.scaffold.pose.PoseEstimator.flops_per_crop`; an empty box runs
+        :meth:`~codec.scaffold.crops.CropModel.flops_per_crop`; an empty box runs
         nothing)."""
         runner = self._runner()
         runs = runner.invocations - self._counted_from

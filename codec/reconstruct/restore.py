@@ -215,13 +215,10 @@ class RestoreReconstructor(WarpReconstructor):
         #: recently heard-from first
         self._memory: OrderedDict[int, np.ndarray] = OrderedDict()
         self.restored = 0
-        self.flops = 0
-        self._frames = 0
 
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
         if frame.keyframe_image is not None and not frame.plate_refresh:
             self._memory = OrderedDict()
-        self._frames += 1
         if frame.appearances:
             frame = dataclasses.replace(frame, appearances=self._restored(frame))
         return super().reconstruct(frame)
@@ -252,10 +249,8 @@ class RestoreReconstructor(WarpReconstructor):
         """FLOPs of one restoration at ``size`` (padded to even sides)."""
         return self._flops_per_pixel * (size[0] + size[0] % 2) * (size[1] + size[1] % 2)
 
-    def flops_per_frame(self) -> int | None:
-        """The restorations' and the person matte model's FLOPs per frame so far (``warp``'s
-        drawing is not counted)."""
-        return (self.flops + self.matte_flops()) // max(1, self._frames)
+    def _runs_network(self) -> bool:
+        return True  # the restorer: ``flops`` counts its restorations
 
     def describe(self) -> dict:
         return {**super().describe(), "name": "restore", "weights": self.weights.name,

@@ -120,20 +120,23 @@ class WarpReconstructor(Reconstructor):
         #: matte or None)
         self._fading: dict[int, tuple[np.ndarray, int, np.ndarray | None]] = {}
         self._smoother = BoxSmoother(self.smooth_s)
-        self._frames_drawn = 0
+        #: frames drawn, and the FLOPs of a subclass's own network (restorer, refiner)
+        self._frames_drawn, self.flops = 0, 0
         if self._matter is not None:
             self._matter.reset_flops()
 
-    def matte_flops(self) -> int:
-        """The cloud's person matte model's FLOPs so far (0 without ``person_matte``)."""
-        return 0 if self._matter is None else self._matter.flops
+    def _runs_network(self) -> bool:
+        """Whether a network of this decoder's own counts its FLOPs into ``flops``."""
+        return False
 
     def flops_per_frame(self) -> int | None:
-        """The person matte model's FLOPs per frame so far (None without ``person_matte``:
-        resampling and blending are not counted)."""
-        if self._matter is None:
+        """The FLOPs per frame so far of the decoder's networks: its own (``flops``) and the
+        cloud's person matte model; None where it runs none (resampling and blending are not
+        counted)."""
+        if not self._runs_network() and self._matter is None:
             return None
-        return self.matte_flops() // max(1, self._frames_drawn)
+        matte = 0 if self._matter is None else self._matter.flops
+        return (self.flops + matte) // max(1, self._frames_drawn)
 
     def reconstruct(self, frame: DecodedFrame) -> np.ndarray:
         self._frames_drawn += 1

@@ -129,6 +129,29 @@ def make_interpreter(path: os.PathLike | str, threads: int):
     return interpreter
 
 
+class CropModel:
+    """What a person-crop model (pose, segmentation) keeps of its LiteRT interpreter: the
+    interpreter, how many crops it ran (:meth:`run`) and its FLOPs a crop."""
+
+    def _use(self, interpreter) -> None:
+        self._interpreter = interpreter
+        #: runs of the model so far (one per person crop)
+        self.invocations = 0
+        self._flops_per_crop: int | None = None
+
+    def run(self, in_index: int, crop: np.ndarray) -> None:
+        """Runs the model on one ``(256, 256, 3)`` float32 crop at input ``in_index``."""
+        self._interpreter.set_tensor(in_index, crop[None])
+        self._interpreter.invoke()
+        self.invocations += 1
+
+    def flops_per_crop(self) -> int:
+        """The model's FLOPs for one crop (:func:`interpreter_flops`, counted once)."""
+        if self._flops_per_crop is None:
+            self._flops_per_crop = interpreter_flops(self._interpreter)
+        return self._flops_per_crop
+
+
 def interpreter_flops(interpreter) -> int:
     """Floating-point operations of one run of a LiteRT ``interpreter``'s graph: 2 x the
     multiply-adds of its convolutions (``CONV_2D``, ``DEPTHWISE_CONV_2D``,

@@ -40,10 +40,10 @@ from semcodec.codec.core.types import BODY_JOINTS, NUM_KEYPOINTS, Pose, Tracks
 from semcodec.codec.scaffold.crops import (
     MODEL_INPUT,
     CropMask,
+    CropModel,
     check_frame,
     check_tracks,
     crop_square,
-    interpreter_flops,
     make_interpreter,
     square_around,
 )
@@ -82,7 +82,7 @@ class PoseConfig:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
 
 
-class PoseEstimator:
+class PoseEstimator(CropModel):
     """33 BlazePose keypoints per tracked person (module docstring).
 
     Args:
@@ -115,21 +115,11 @@ class PoseEstimator:
             raise ValueError(
                 f"{self.config.model}: expected input [1, 256, 256, 3], got {list(inp['shape'])}"
             )
-        self._interpreter = interp
-        #: runs of the landmark model so far (one per person crop)
-        self.invocations = 0
-        self._flops_per_crop: int | None = None
+        self._use(interp)
         self._in_index = inp["index"]
         self._landmarks_index = outputs["Identity"]["index"]
         self._presence_index = outputs["Identity_1"]["index"]
         self._mask_index = outputs["Identity_2"]["index"]
-
-    def flops_per_crop(self) -> int:
-        """The model's FLOPs for one person crop (:func:`~codec.scaffold.crops.interpreter_flops`,
-        counted once)."""
-        if self._flops_per_crop is None:
-            self._flops_per_crop = interpreter_flops(self._interpreter)
-        return self._flops_per_crop
 
     def estimate(self, frame: np.ndarray, tracks: Tracks) -> list[Pose]:
         """The poses of the people in ``tracks``, in track order, without those whose presence
@@ -170,9 +160,7 @@ class PoseEstimator:
                 continue
             x0, y0, side = square_around(box, self.config.crop_margin)
             crop = crop_square(frame, x0, y0, side, MODEL_INPUT)
-            self._interpreter.set_tensor(self._in_index, crop[None])
-            self._interpreter.invoke()
-            self.invocations += 1
+            self.run(self._in_index, crop)
             if with_masks:
                 logits = self._interpreter.get_tensor(self._mask_index)[0, :, :, 0]
                 masks.append(CropMask(int(track_id), x0, y0, side, _sigmoid(logits)))

@@ -43,10 +43,10 @@ from semcodec.codec.core.types import Segmentation, Tracks
 from semcodec.codec.scaffold.crops import (  # re-exported: the names were defined here before
     MODEL_INPUT,
     CropMask,
+    CropModel,
     check_frame,
     check_tracks,
     crop_square,
-    interpreter_flops,
     make_interpreter,
     square_around,
 )
@@ -136,7 +136,7 @@ def label_size(frame_size: tuple[int, int], scale: float) -> tuple[int, int]:
 # --------------------------------------------------------------------------- the segmenter
 
 
-class PersonSegmenter:
+class PersonSegmenter(CropModel):
     """Top-down person segmentation of tracked people into a label map (module docstring).
 
     Args:
@@ -180,19 +180,9 @@ class PersonSegmenter:
                 f"{config.model}: unexpected layout {layout[0]} -> {layout[1]}, expected "
                 "[1, 256, 256, 3] -> [1, 256, 256, 1]"
             )
-        self._interpreter = interp
+        self._use(interp)
         self._in_index = inp["index"]
         self._out_index = out["index"]
-        #: runs of the selfie model so far (one per person crop)
-        self.invocations = 0
-        self._flops_per_crop: int | None = None
-
-    def flops_per_crop(self) -> int:
-        """The model's FLOPs for one person crop (:func:`~codec.scaffold.crops.interpreter_flops`,
-        counted once)."""
-        if self._flops_per_crop is None:
-            self._flops_per_crop = interpreter_flops(self._interpreter)
-        return self._flops_per_crop
 
     def crop_masks(self, frame: np.ndarray, tracks: Tracks) -> list[CropMask]:
         """The model's person probability on each person's crop (``method="model"`` only).
@@ -212,9 +202,7 @@ class PersonSegmenter:
                 continue
             x0, y0, side = square_around(box, self.config.crop_margin)
             crop = crop_square(frame, x0, y0, side, MODEL_INPUT)
-            self._interpreter.set_tensor(self._in_index, crop[None])
-            self._interpreter.invoke()
-            self.invocations += 1
+            self.run(self._in_index, crop)
             prob = self._interpreter.get_tensor(self._out_index)[0, :, :, 0].copy()
             masks.append(CropMask(int(track_id), x0, y0, side, prob))
         return masks

@@ -20,6 +20,7 @@ from semcodec.evaluation.report.markdown import markdown_table, write_text_atomi
 from semcodec.evaluation.report.rows import latest_rows, read_rows
 from semcodec.evaluation.report.saving import (
     SAVING_METRICS,
+    Reach,
     reach_factors,
     saving_factors,
     saving_rows,
@@ -90,10 +91,9 @@ def _range_title(row: dict) -> str:
     return f"**{row['sequence']}**, frames {start}–{start + frames - 1}, {protocol}"
 
 
-def reach_table(rows: list[dict], against: str) -> str:
-    """The Markdown table of :func:`~evaluation.report.saving.reach_factors` of one sequence
-    and protocol's rows against the row ``against`` (``"CODEC:SETTING"``); ``""`` without it."""
-    reaches = reach_factors(rows, against)
+def reach_table(reaches: list[Reach]) -> str:
+    """The Markdown table of one sequence and protocol's
+    :func:`~evaluation.report.saving.reach_factors` (``""`` without any)."""
     if not reaches:
         return ""
     first, table = reaches[0], {}
@@ -101,21 +101,21 @@ def reach_table(rows: list[dict], against: str) -> str:
         line = table.setdefault(r.family, {"codec": r.codec, "curve": r.family})
         line[f"reach: {r.metric}"] = r.text()
     metrics = [f"reach: {m}" for m in SAVING_METRICS if any(r.metric == m for r in reaches)]
-    title = (f"Fewer bits than `{against}` ({first.reference_bpp:.4g} BPP) for its quality, "
-             "on each curve of the codec's settings over their rate targets (the BPP it "
-             "needs in brackets):")  # fmt: skip
+    title = (f"Fewer bits than `{first.codec}:{first.reference}` ({first.reference_bpp:.4g} "
+             "BPP) for its quality, on each curve of the codec's settings over their rate "
+             "targets (the BPP it needs in brackets):")  # fmt: skip
     return title + "\n\n" + markdown_table(list(table.values()), ["codec", "curve", *metrics])
 
 
-def figure_tables(rows: list[dict], against: str | None = None) -> str:
+def figure_tables(rows: list[dict], reaches: list[Reach] = ()) -> str:
     """The Markdown the README shows for a result set: per sequence and protocol, the rows
-    (by codec, then BPP), the saving factors of the rows that are not baselines and, with
-    ``against`` (``"CODEC:SETTING"``), the :func:`reach_table` against that row."""
+    (by codec, then BPP), the saving factors of the rows that are not baselines and the
+    :func:`reach_table` of its ``reaches``."""
     parts = []
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         groups.setdefault((row["sequence"], row.get("protocol") or "cold"), []).append(row)
-    for _, mine in sorted(groups.items()):
+    for (sequence, protocol), mine in sorted(groups.items()):
         mine = sorted(mine, key=lambda r: (r["codec"], float(r.get("bpp") or 0)))
         columns = [c for c in FIGURE_COLUMNS
                    if any(r.get(c) not in (None, "") for r in mine)]  # fmt: skip
@@ -131,7 +131,8 @@ def figure_tables(rows: list[dict], against: str | None = None) -> str:
                        if any(s.metric == m for s in savings)]  # fmt: skip
             parts += [markdown_table(list(table.values()), ["codec", "setting", "bpp", *metrics]),
                       ""]  # fmt: skip
-        reach = reach_table(mine, against) if against else ""
+        reach = reach_table([r for r in reaches
+                             if (r.sequence, r.protocol) == (sequence, protocol)])  # fmt: skip
         if reach:
             parts += [reach, ""]
     return "\n".join(parts).rstrip() + "\n"
@@ -145,7 +146,8 @@ def write_result_set(name: str, run_dirs: list[Path], results_dir: Path,
     if not _NAME.fullmatch(name):
         raise FiguresError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
     rows, commands = load_result_set(run_dirs)
-    if against and not reach_factors(rows, against):
+    reaches = reach_factors(rows, against) if against else []
+    if against and not reaches:
         raise FiguresError(f"--against {against!r}: no row of the runs has that codec and "
                            "setting, with a BPP and a quality")  # fmt: skip
     keep = (*CONTEXT_COLUMNS, *FIGURE_COLUMNS)
@@ -157,10 +159,10 @@ def write_result_set(name: str, run_dirs: list[Path], results_dir: Path,
     }
     if against:
         data["against"] = against
-        data["reach"] = saving_rows(reach_factors(rows, against))
+        data["reach"] = saving_rows(reaches)
     results_dir.mkdir(parents=True, exist_ok=True)
     json_path = write_text_atomic(results_dir / f"{name}.json", json.dumps(data, indent=1) + "\n")
-    md_path = write_text_atomic(results_dir / f"{name}.md", figure_tables(rows, against))
+    md_path = write_text_atomic(results_dir / f"{name}.md", figure_tables(rows, reaches))
     return json_path, md_path
 
 
