@@ -171,7 +171,7 @@ def test_session_log_recovery_cuts_a_torn_tail(tmp_path):
 
 
 def test_rate_limiter_lets_a_chunk_through_and_makes_the_next_wait():
-    from semcodec.cloud.service.core import RateLimiter
+    from semcodec.cloud.service.limits import RateLimiter
 
     now = [0.0]
     limiter = RateLimiter(1000, 500, clock=lambda: now[0])
@@ -284,7 +284,7 @@ def test_requests_go_on_after_units_acknowledged_before_they_were_sent(tmp_path)
 
 
 def test_close_waits_a_bounded_time():
-    from semcodec.cloud.service.core import MAX_CLOSE_WAIT_S, close_wait_s
+    from semcodec.cloud.service.limits import MAX_CLOSE_WAIT_S, close_wait_s
 
     assert close_wait_s(0, 120) == 120 and close_wait_s(5, 120) == 5
     for bad in (-1.0, float("nan"), float("inf")):

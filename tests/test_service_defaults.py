@@ -31,8 +31,9 @@ from grpc_reflection.v1alpha import reflection_pb2_grpc
 
 from semcodec.cloud.cli import main as cloud_main
 from semcodec.cloud.service.config import ConfigError, ServeSettings, load_settings
-from semcodec.cloud.service.core import SessionManager
-from semcodec.cloud.service.server import DecoderServer, limits_of, who_can_connect
+from semcodec.cloud.service.limits import ServiceLimits
+from semcodec.cloud.service.manager import SessionManager
+from semcodec.cloud.service.server import DecoderServer, who_can_connect
 from semcodec.codec.bitstream import read_stream
 from semcodec.edge.stream.client import ChannelSecurity, StreamClient, open_request
 from semcodec.protos import semcodec_v1_pb2 as pb
@@ -174,11 +175,11 @@ async def _idle_attack(target: str, semc: Path, tmp_path: Path, reflections: int
 def test_empty_sessions_are_gone_from_disk_after_the_retention(tmp_path, semc):  # noqa: F811
     """40 sessions opened empty (20 closed, 20 left open until put to rest) under the
     shipped limits: all of their files are gone once the retention has passed."""
-    from semcodec.cloud.service.core import OpenRequest
+    from semcodec.cloud.service.messages import OpenRequest
     from semcodec.codec.reconstruct import available_reconstructors
 
     assert "warp" in available_reconstructors()  # loaded before the decoder threads race
-    limits = limits_of(ServeSettings(out=tmp_path / "out"))
+    limits = ServiceLimits.of(ServeSettings(out=tmp_path / "out"))
     assert limits.retain_s > 0 and limits.session_idle_s > 0  # on by default
     manager = SessionManager(tmp_path / "out", limits)
     header = read_stream(semc)[0].to_bytes()

@@ -221,8 +221,9 @@ def test_feedback_resumes_detections_from_the_frame_the_edge_asks_for(
     """A reconnecting edge says from which frame it still needs detections (StreamStart),
     and CloseSession returns those from its detections_from on."""
     from semcodec.cloud.service.assembler import AssembledUnit
-    from semcodec.cloud.service.core import OpenRequest, SessionManager
     from semcodec.cloud.service.decode import DecodeSettings
+    from semcodec.cloud.service.manager import SessionManager
+    from semcodec.cloud.service.messages import OpenRequest
 
     manager = SessionManager(tmp_path, decode=DecodeSettings(
         bottleneck_dir=bottleneck_file.parent))  # fmt: skip
@@ -260,8 +261,9 @@ def test_a_restarted_server_finds_the_committed_detections(bottleneck_file, dete
     """The decode committed its outputs, then the server stopped before CloseSession: the
     next server reports the session from its files (and does not decode it again)."""
     from semcodec.cloud.service.assembler import AssembledUnit
-    from semcodec.cloud.service.core import OpenRequest, SessionManager
     from semcodec.cloud.service.decode import DecodeSettings
+    from semcodec.cloud.service.manager import SessionManager
+    from semcodec.cloud.service.messages import OpenRequest
 
     decode = DecodeSettings(bottleneck_dir=bottleneck_file.parent)
     manager = SessionManager(tmp_path, decode=decode)

@@ -560,12 +560,16 @@ def test_a_stream_that_does_not_decode_fails_its_own_session_only(server, semc, 
 def test_backlog_is_bounded_a_stream_waits_for_its_decoder(semc, tmp_path, monkeypatch):
     from semcodec.cloud.service import decode
     from semcodec.cloud.service.assembler import AssembledUnit
-    from semcodec.cloud.service.core import OpenRequest, ServiceLimits, SessionManager
+    from semcodec.cloud.service.config import ServeSettings
     from semcodec.cloud.service.errors import ShuttingDownError
+    from semcodec.cloud.service.limits import ServiceLimits
+    from semcodec.cloud.service.manager import SessionManager
+    from semcodec.cloud.service.messages import OpenRequest
 
     stalled = threading.Event()
     monkeypatch.setattr(decode.DecodeWorker, "run", lambda self: stalled.wait(30))
-    manager = SessionManager(tmp_path, ServiceLimits(max_backlog_units=2, backlog_wait_s=0.5))
+    limits = ServiceLimits.of(ServeSettings(out=tmp_path, max_backlog_units=2), backlog_wait_s=0.5)
+    manager = SessionManager(tmp_path, limits)
     header, units = read_stream(semc)
     opened = manager.open("default", OpenRequest(header=header.to_bytes()))
     receiver = manager.attach("default", opened.session_id)

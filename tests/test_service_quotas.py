@@ -4,6 +4,7 @@ real gRPC is tests/test_service_abuse.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import stat
@@ -13,7 +14,7 @@ import zlib
 import pytest
 
 from semcodec.cloud.service.assembler import AssembledUnit, Chunk
-from semcodec.cloud.service.core import OpenRequest, ServiceLimits, SessionManager
+from semcodec.cloud.service.config import ServeSettings
 from semcodec.cloud.service.errors import (
     CapacityError,
     ProgressTimeoutError,
@@ -21,6 +22,9 @@ from semcodec.cloud.service.errors import (
     SessionNotFoundError,
     brief,
 )
+from semcodec.cloud.service.limits import ServiceLimits
+from semcodec.cloud.service.manager import SessionManager
+from semcodec.cloud.service.messages import OpenRequest
 from semcodec.cloud.service.servicer import Progress
 from semcodec.cloud.service.store import DROPPED_NAME, RECORD_NAME
 from semcodec.codec.bitstream import read_stream
@@ -29,13 +33,15 @@ from .test_service_grpc import semc  # noqa: F401  (fixture: 3 frames of the sam
 
 
 def _manager(tmp_path, **limits) -> SessionManager:
+    """A manager under the default serve settings' limits, ``limits`` (core units) changed."""
     # codec.core.registry loads its built-ins on first use without a lock: decoder threads that
     # race to it can leave it empty ("unknown reconstructor 'warp'; available: "), so load it
     # here first, as DecoderServer does
     from semcodec.codec.reconstruct import available_reconstructors
 
     assert "warp" in available_reconstructors()
-    return SessionManager(tmp_path / "out", ServiceLimits(**limits))
+    defaults = ServiceLimits.of(ServeSettings(out=tmp_path / "out"))
+    return SessionManager(tmp_path / "out", dataclasses.replace(defaults, **limits))
 
 
 def _open(manager, semc, tenant="a") -> str:  # noqa: F811
@@ -167,7 +173,8 @@ def test_the_tokens_file_sets_a_tenants_own_quotas(tmp_path, semc):  # noqa: F81
     assert set(tokens.values()) == {"a", "b"} and quotas == {"a": {"max_sessions": 1.0,
                                                                    "max_kbps": 8.0}}
     _manager(tmp_path)  # the registry loaded
-    manager = SessionManager(tmp_path / "out", ServiceLimits(tenant_max_sessions=3),
+    manager = limits = ServiceLimits.of(ServeSettings(out=tmp_path / "out", tenant_max_sessions=3))
+    manager = SessionManager(tmp_path / "out", limits,
                              tenant_quotas=quotas)  # fmt: skip
     try:
         _open(manager, semc, "a")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from semcodec.cloud.service.core import recommend_rate
+from semcodec.cloud.service.messages import recommend_rate
 from semcodec.codec.scaffold.rate import RateController
 from semcodec.edge.stream.agent import AutoRate
 from semcodec.edge.stream.client import LinkStats

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 
-from semcodec.cloud.service.core import check_tenant
+from semcodec.cloud.service.messages import check_tenant
 
 #: Tenant of every request when the server runs without --tokens.
 DEFAULT_TENANT = "default"

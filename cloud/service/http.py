@@ -125,7 +125,7 @@ class Logins:
 
 
 class FrontDoor:
-    """The aiohttp application over a :class:`~cloud.service.core.SessionManager`.
+    """The aiohttp application over a :class:`~cloud.service.manager.SessionManager`.
 
     Args:
         manager: the session core (read only: viewers never load or keep sessions).

@@ -12,7 +12,7 @@ from prometheus_client import (
     start_http_server,
 )
 
-from semcodec.cloud.service.core import Metrics
+from semcodec.cloud.service.messages import Metrics
 
 #: Decode latency buckets, seconds per frame (reconstruction and outputs included).
 DECODE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import threading
 from concurrent import futures
@@ -32,9 +31,10 @@ from semcodec.cloud.service.config import (
     is_loopback,
     split_host_port,
 )
-from semcodec.cloud.service.core import ServiceLimits, SessionManager
 from semcodec.cloud.service.decode import DecodeSettings
 from semcodec.cloud.service.guard import BoundedHealth, CallGuard, cap_logs
+from semcodec.cloud.service.limits import ServiceLimits
+from semcodec.cloud.service.manager import SessionManager
 from semcodec.cloud.service.metrics import PrometheusMetrics
 from semcodec.cloud.service.servicer import SemanticStreamServicer, StreamTimeouts
 from semcodec.protos import semcodec_v1_pb2 as pb
@@ -77,22 +77,6 @@ def http_tls(settings: ServeSettings):
     except (OSError, ssl.SSLError) as exc:
         raise ServerStartError(f"cannot read a TLS file: {exc}") from exc
     return context
-
-
-def limits_of(settings: ServeSettings) -> ServiceLimits:
-    return ServiceLimits(max_sessions=settings.max_sessions,
-                         max_backlog_units=settings.max_backlog_units,
-                         max_chunk_bytes=settings.max_chunk_kib * 1024,
-                         max_unit_bytes=settings.max_unit_mib << 20,
-                         max_session_bytes_per_s=settings.max_session_kbps * 1000 / 8,
-                         session_burst_bytes=settings.session_burst_kib * 1024,
-                         tenant_max_sessions=settings.tenant_max_sessions,
-                         tenant_max_streams=settings.tenant_max_streams,
-                         tenant_bytes_per_s=settings.tenant_max_kbps * 1000 / 8,
-                         tenant_max_stored_bytes=int(settings.tenant_max_stored_mib * (1 << 20)),
-                         session_idle_s=settings.session_idle_s,
-                         retain_s=settings.retain_s,
-                         decode_threads=settings.decode_threads or os.cpu_count() or 2)  # fmt: skip
 
 
 def who_can_connect(settings: ServeSettings, tenants: list[str] | None) -> str:
@@ -173,8 +157,8 @@ class DecoderServer:
         decode = DecodeSettings(settings.decoder, settings.overview, settings.flow_prior,
                                 settings.bottleneck_dir, settings.sr)  # fmt: skip
         self._tokens, quotas = self._load_tokens()
-        self.manager = SessionManager(settings.out, limits_of(settings), decode, self.metrics,
-                                      quotas)  # fmt: skip
+        self.manager = SessionManager(settings.out, ServiceLimits.of(settings), decode,
+                                      self.metrics, quotas)  # fmt: skip
         self.metrics.bind(self.manager)
         self.health: BoundedHealth | None = None  # made on the event loop
         self.port: int | None = None

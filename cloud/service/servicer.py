@@ -5,7 +5,7 @@ Core errors (:mod:`cloud.service.errors`) become the status they name, with thei
 thread: what blocks (disk writes and fsyncs, opening a session, the decoder's setup) runs
 in a bounded thread pool, and every wait -- for the next message, for the decoder's backlog,
 for a rate limit, for a close -- is awaited on the event loop, woken by the session's change
-notifications (:meth:`~cloud.service.core.Session.listen`), never by polling.
+notifications (:meth:`~cloud.service.session.Session.listen`), never by polling.
 
 Streams are timed (:class:`StreamTimeouts`): a call must send its ``StreamStart`` within
 ``start_s``; between units it may stay quiet for ``idle_s``; a unit in progress must bring
@@ -28,14 +28,6 @@ import grpc
 
 from semcodec.cloud.service.assembler import Chunk
 from semcodec.cloud.service.auth import tenant_of
-from semcodec.cloud.service.core import (
-    Feedback,
-    Metrics,
-    OpenRequest,
-    Results,
-    SessionManager,
-    close_wait_s,
-)
 from semcodec.cloud.service.errors import (
     InvalidRequestError,
     ProgressTimeoutError,
@@ -44,6 +36,9 @@ from semcodec.cloud.service.errors import (
     SupersededError,
     brief,
 )
+from semcodec.cloud.service.limits import close_wait_s
+from semcodec.cloud.service.manager import SessionManager
+from semcodec.cloud.service.messages import Feedback, Metrics, OpenRequest, Results
 from semcodec.protos import semcodec_v1_pb2 as pb
 from semcodec.protos import semcodec_v1_pb2_grpc as pb_grpc
 

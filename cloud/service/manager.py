@@ -1,0 +1,478 @@
+"""The transport-free session core of ``cloud-decoder serve``: :class:`SessionManager`
+opens, resumes, closes and reports sessions per tenant, and shows them to viewers
+(:class:`SessionView`).
+
+A session (:mod:`cloud.service.session`) stores each unit a
+:class:`~cloud.service.receiver.StreamReceiver` reassembles and verifies in its log
+(written and fsynced: that is what an acknowledgement means) and decodes the log behind
+it; the requests and answers are in :mod:`cloud.service.messages`, the limits in
+:mod:`cloud.service.limits`, each tenant's quota use in :mod:`cloud.service.tenants`.
+
+Layout under the server's ``out`` folder::
+
+    OUT/<tenant>/<session-id>/            the outputs, as `cloud-decoder decode` writes them
+                                          (appear when the session's decode is complete)
+    OUT/.sessions/<tenant>/<session-id>/  stream.semc (the stored stream), session.json
+
+Tenants are isolated by construction: a session is looked up under its tenant only, so
+another tenant's session id is simply not found.
+
+A detect-mode stream (mode ``task``, codec ``features``; :mod:`cloud.service.detect`) is
+decoded to detections; each frame's detections go to the edge in the feedback of its stream
+(from the frame the edge asks for when it attaches) and the rest with CloseSession.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from semcodec.cloud.service.config import ServeSettings
+from semcodec.cloud.service.decode import DecodeSettings, FairSlots
+from semcodec.cloud.service.detect import is_detect
+from semcodec.cloud.service.errors import (
+    CapacityError,
+    InvalidRequestError,
+    QuotaError,
+    SessionNotFoundError,
+    SessionStateError,
+    ShuttingDownError,
+    brief_id,
+)
+from semcodec.cloud.service.limits import ServiceLimits, close_wait_s
+from semcodec.cloud.service.messages import (
+    Metrics,
+    Opened,
+    OpenRequest,
+    Results,
+    check_decodable,
+    check_tenant,
+    parse_open,
+)
+from semcodec.cloud.service.receiver import StreamReceiver
+from semcodec.cloud.service.session import Session
+from semcodec.cloud.service.store import (
+    LOG_NAME,
+    RECORD_NAME,
+    SessionLog,
+    leftovers,
+    make_private_dir,
+    read_dropped,
+    read_json,
+    remove_paths,
+    write_json_atomic,
+)
+from semcodec.cloud.service.tenants import TenantUsage
+from semcodec.codec.bitstream import BitstreamError, StreamHeader
+
+SESSIONS_DIR = ".sessions"
+_SESSION_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """What a viewer is shown of a session (the dashboard's row, the JSON API's object).
+
+    Attributes:
+        session_id, state: ``streaming`` (a stream attached), ``open``, ``at rest`` (open,
+            out of memory), ``closed`` or ``failed``.
+        mode, level: ``generative`` (level 0-3) or ``task``.
+        width, height, fps: the stream's frames.
+        frames_decoded, units_stored: so far.
+        kbps: stored unit bits per second over the last ``GOODPUT_WINDOW_S`` (0 at rest).
+        last_ack: wall-clock time of the last stored unit (None: none yet, or at rest).
+        decoder: the reconstructor's name; live: frames can be watched now.
+    """
+
+    session_id: str
+    state: str
+    mode: str
+    level: int
+    width: int
+    height: int
+    fps: float
+    frames_decoded: int
+    units_stored: int
+    kbps: float
+    last_ack: float | None
+    decoder: str
+    live: bool
+
+
+def _header_fields(header: StreamHeader) -> dict:
+    return {"mode": "task" if is_detect(header) else "generative", "level": header.level,
+            "width": header.width, "height": header.height,
+            "fps": round(header.fps_num / max(header.fps_den, 1), 3)}  # fmt: skip
+
+
+def view_of(session: Session, decoder: str) -> SessionView:
+    """A held session's view."""
+    header = StreamHeader.from_bytes(session.log.header_bytes())
+    results, feedback = session.results(), session.feedback()
+    state = "streaming" if session.streams else results.state
+    return SessionView(session.session_id, state, frames_decoded=results.frames_decoded,
+                       units_stored=results.units_stored,
+                       kbps=round(feedback.goodput_bps / 1000, 2),
+                       last_ack=session.last_stored_at, decoder=decoder, live=True,
+                       **_header_fields(header))  # fmt: skip
+
+
+def stored_view(state_dir: Path, decoder: str) -> SessionView:
+    """The view of a session on disk only (at rest, closed or failed)."""
+    from semcodec.codec.bitstream import read_stream
+
+    record = read_json(state_dir / RECORD_NAME)
+    results = record.get("results") or {}
+    with open(state_dir / LOG_NAME, "rb") as fh:
+        header = read_stream(fh)[0]
+    state = record.get("state", "open")
+    return SessionView(state_dir.name, "at rest" if state == "open" else state,
+                       frames_decoded=int(results.get("frames_decoded", 0)),
+                       units_stored=int(results.get("units_stored", 0)), kbps=0.0,
+                       last_ack=None, decoder=decoder, live=False,
+                       **_header_fields(header))  # fmt: skip
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _check_ids(tenant: str, session_id: str) -> None:
+    """Refuses a tenant name that cannot be one (ValueError) and a session id that cannot be
+    one (NOT_FOUND: as for any session not found)."""
+    check_tenant(tenant)
+    if not _SESSION_ID.match(session_id):
+        raise SessionNotFoundError(f"no session {brief_id(session_id)}")
+
+
+def _stored_record(state_dir: Path) -> dict:
+    """The record of the session stored in ``state_dir`` (NOT_FOUND without one)."""
+    if not (state_dir / RECORD_NAME).is_file():
+        raise SessionNotFoundError(f"no session {state_dir.name}")
+    return read_json(state_dir / RECORD_NAME)
+
+
+def _expired(state_dir: Path, now: float, retain_s: float) -> bool:
+    """Whether a session's state folder has been at rest longer than ``retain_s`` (by its
+    files' age; an unreadable record counts as not expired)."""
+    try:
+        read_json(state_dir / RECORD_NAME)
+        age = now - max(p.stat().st_mtime for p in state_dir.iterdir())
+    except (OSError, ValueError):
+        return False
+    return age > retain_s
+
+
+class SessionManager:
+    """All sessions of one server, by tenant.
+
+    Args:
+        out_root: the server's output folder.
+        limits: see :class:`~cloud.service.limits.ServiceLimits` (default: those of the
+            default serve settings).
+        decode: how sessions are decoded.
+        metrics: hooks for counters (default: none).
+        tenant_quotas: quotas of named tenants, overriding ``limits``' ``tenant_*`` (see
+            :class:`TenantUsage`).
+    """
+
+    def __init__(self, out_root: Path, limits: ServiceLimits | None = None,
+                 decode: DecodeSettings | None = None, metrics: Metrics | None = None,
+                 tenant_quotas: dict[str, dict[str, float]] | None = None):  # fmt: skip
+        self.out_root = Path(out_root)
+        self.tenant_quotas = tenant_quotas or {}
+        self.limits = limits or ServiceLimits.of(ServeSettings(out=self.out_root))
+        self.decode = decode or DecodeSettings()
+        self.metrics = metrics or Metrics()
+        self._sessions: dict[tuple[str, str], Session] = {}
+        self._tenants: dict[str, TenantUsage] = {}
+        self._slots = (FairSlots(self.limits.decode_threads)
+                       if self.limits.decode_threads > 0 else None)  # fmt: skip
+        self._lock = threading.RLock()
+        self._draining = False
+
+    def tenant(self, tenant: str) -> TenantUsage:
+        """The quota use of ``tenant`` (a valid tenant name)."""
+        check_tenant(tenant)
+        with self._lock:
+            usage = self._tenants.get(tenant)
+            if usage is None:
+                usage = TenantUsage(tenant, self.limits, self.out_root / SESSIONS_DIR / tenant,
+                                    self.tenant_quotas.get(tenant))  # fmt: skip
+                self._tenants[tenant] = usage
+            return usage
+
+    # -- lookup
+
+    def _paths(self, tenant: str, session_id: str) -> tuple[Path, Path]:
+        return (self.out_root / SESSIONS_DIR / tenant / session_id,
+                self.out_root / tenant / session_id)  # fmt: skip
+
+    def _find(self, tenant: str, session_id: str) -> Session:
+        """The session, loaded from disk after a restart; NOT_FOUND for any other tenant's."""
+        _check_ids(tenant, session_id)
+        with self._lock:
+            session = self._sessions.get((tenant, session_id))
+            if session is not None:
+                session.touch()
+                return session
+            state_dir, out_dir = self._paths(tenant, session_id)
+            record = _stored_record(state_dir)
+            if record.get("state") != "open":
+                raise SessionStateError(f"session {session_id} is {record.get('state')}")
+            self._check_capacity(tenant)
+            # the session is this server's now: what earlier servers left of it goes
+            remove_paths(leftovers(state_dir, out_dir, everyone=True))
+            session = Session(tenant, session_id, state_dir, out_dir,
+                              SessionLog.recover(state_dir / LOG_NAME), self.limits,
+                              self.decode, self.metrics, record, self._slots)  # fmt: skip
+            self._sessions[(tenant, session_id)] = session
+        session.start()
+        return session
+
+    def _check_capacity(self, tenant: str) -> None:
+        """Room for one more session of ``tenant`` (call with ``_lock`` held)."""
+        if self._draining:
+            raise ShuttingDownError("the server is stopping: it takes no new sessions")
+        quota = self.tenant(tenant).max_sessions
+        if quota:
+            held = sum(1 for owner, _ in self._sessions if owner == tenant)
+            if held >= quota:
+                raise QuotaError(f"tenant {tenant} holds {held} sessions, its quota "
+                                 "(tenant_max_sessions): close one, or wait for idle ones to "
+                                 "be put to rest (session_idle_s)")  # fmt: skip
+        if len(self._sessions) >= self.limits.max_sessions:
+            raise CapacityError(f"the server holds {len(self._sessions)} sessions, its limit "
+                                "(--max-sessions): retry later")  # fmt: skip
+
+    @property
+    def active(self) -> int:
+        """Sessions held open."""
+        return len(self._sessions)
+
+    def total_backlog(self) -> int:
+        """Units stored but not decoded, over all sessions."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        return sum(s.backlog for s in sessions)
+
+    # -- requests
+
+    def open(self, tenant: str, request: OpenRequest) -> Opened:
+        """Opens a new session, or resumes ``request.session_id``."""
+        header = parse_open(request)
+        if request.session_id:
+            session = self._find(tenant, request.session_id)
+            if session.log.header_bytes() != request.header:
+                raise InvalidRequestError(f"the stream header differs from the one session "
+                                          f"{session.session_id} was opened with")  # fmt: skip
+            self.metrics.session_opened(True)
+            return Opened(session.session_id, session.next_seq, True)
+        check_decodable(header, self.decode)
+        session = self._create(check_tenant(tenant), request.header)
+        self.metrics.session_opened(False)
+        return Opened(session.session_id, 0, False)
+
+    def _create(self, tenant: str, header: bytes) -> Session:
+        with self._lock:
+            self._check_capacity(tenant)
+            session_id = secrets.token_hex(16)
+            state_dir, out_dir = self._paths(tenant, session_id)
+            make_private_dir(state_dir.parent)
+            state_dir.mkdir(mode=0o700)
+            log = SessionLog.create(state_dir / LOG_NAME, header)
+            record = {"session_id": session_id, "tenant": tenant, "state": "open",
+                      "created": time.time(), "dropped": []}  # fmt: skip
+            write_json_atomic(state_dir / RECORD_NAME, record)
+            session = Session(tenant, session_id, state_dir, out_dir, log, self.limits,
+                              self.decode, self.metrics, record, self._slots)  # fmt: skip
+            self._sessions[(tenant, session_id)] = session
+        session.start()
+        return session
+
+    def attach(self, tenant: str, session_id: str, detections_from: int = 0) -> StreamReceiver:
+        """A stream for the session (a newer stream supersedes an older one); its feedback
+        carries detections from frame ``detections_from`` on (detect mode; 0: from the
+        first), or a generative stream's tracked boxes (level 1; only when asked:
+        ``detections_from`` >= 1)."""
+        if self._draining:
+            raise ShuttingDownError("the server is stopping; resume the session later")
+        session = self._find(tenant, session_id)
+        return StreamReceiver(session, session.attach(), self.limits, self.metrics,
+                              detections_from, self.tenant(tenant))  # fmt: skip
+
+    def close(self, tenant: str, session_id: str, timeout_s: float = 0.0,
+              detections_from: int = 0) -> Results:  # fmt: skip
+        """Ends a session: the decoder finishes what is stored; returns the results, with
+        the kept detections from frame ``detections_from`` on (detect mode; 0: the first;
+        a generative stream's tracked boxes only when asked, ``detections_from`` >= 1).
+
+        A closed session is final: its results stay readable, it cannot be resumed.
+        """
+        session = self.start_close(tenant, session_id)
+        if isinstance(session, Results):
+            return session
+        wait = close_wait_s(timeout_s, self.limits.close_timeout_s)
+        if not session.close(wait):
+            raise ShuttingDownError(f"session {session_id}: the decoder did not finish in "
+                                    f"{wait:.0f} s; close it again to wait longer")  # fmt: skip
+        return self.finish_close(session, detections_from)
+
+    def start_close(self, tenant: str, session_id: str) -> Session | Results:
+        """First half of :meth:`close`: asks the session's decoder to finish (without
+        waiting); the results at once when the session is closed already."""
+        try:
+            session = self._find(tenant, session_id)
+        except SessionStateError:
+            return self.results(tenant, session_id)
+        session.request_close()
+        return session
+
+    def finish_close(self, session: Session, detections_from: int = 0) -> Results:
+        """Second half of :meth:`close`, once ``session.decode_finished`` (or its decoder
+        thread ended): records the results and forgets the session."""
+        tenant, session_id = session.tenant, session.session_id
+        session.close(10.0)  # the decoder thread ends right after it reports
+        results = session.results()
+        session.record.update(state=results.state, results=results.record())
+        write_json_atomic(session.state_dir / RECORD_NAME, session.record)
+        with self._lock:
+            self._sessions.pop((tenant, session_id), None)
+        self.metrics.session_closed(results.state)
+        if detections_from > 0 or session.detect:
+            results.detections = list(session.detections_since(max(1, detections_from)))
+        return results
+
+    def results(self, tenant: str, session_id: str) -> Results:
+        """The results so far (never waits)."""
+        _check_ids(tenant, session_id)
+        with self._lock:
+            session = self._sessions.get((tenant, session_id))
+        if session is not None:
+            session.touch()
+            return session.results()
+        state_dir, _ = self._paths(tenant, session_id)
+        record = _stored_record(state_dir)
+        if "results" in record:
+            return Results(**record["results"])
+        log = SessionLog.recover(state_dir / LOG_NAME)
+        return Results(session_id, "open", log.units, log.unit_bytes, 0, False, "",
+                       f"{tenant}/{session_id}", read_dropped(state_dir, record))  # fmt: skip
+
+    # -- viewers (read only: a viewer never loads, resumes or keeps a session)
+
+    def held(self, tenant: str, session_id: str) -> Session:
+        """The session of ``tenant`` held in memory (open, decoding) for a viewer.
+
+        Raises:
+            SessionNotFoundError: no such session of this tenant in memory (another tenant's
+                sessions are not found either).
+        """
+        check_tenant(tenant)
+        with self._lock:
+            session = self._sessions.get((tenant, session_id))
+        if session is None:
+            raise SessionNotFoundError(f"no live session {brief_id(session_id)}")
+        return session
+
+    def listing(self, tenant: str, limit: int = 100) -> list[SessionView]:
+        """The tenant's sessions, those held first then the newest on disk, at most
+        ``limit``."""
+        check_tenant(tenant)
+        with self._lock:
+            held = [s for (owner, _), s in self._sessions.items() if owner == tenant]
+        views = [view_of(s, self.decode.decoder) for s in held]
+        seen = {v.session_id for v in views}
+        folder = self.out_root / SESSIONS_DIR / tenant
+        stored = sorted((p for p in folder.glob("*") if _SESSION_ID.match(p.name)
+                         and p.name not in seen and not p.is_symlink()),
+                        key=_mtime, reverse=True)  # fmt: skip
+        for state_dir in stored[: max(0, limit - len(views))]:
+            with contextlib.suppress(OSError, ValueError, BitstreamError):
+                views.append(stored_view(state_dir, self.decode.decoder))
+        return views[:limit]
+
+
+    def reap(self, now: float | None = None, timeout_s: float = 10.0) -> list[str]:
+        """Puts to rest the sessions idle for ``session_idle_s`` (see :class:`ServeSettings`):
+        their decoders stop and they leave memory; their logs stay for a resume. Returns
+        their ids."""
+        idle_s = self.limits.session_idle_s
+        if idle_s <= 0:
+            return []
+        now = time.monotonic() if now is None else now
+        rested = []
+        with self._lock:
+            for key, session in list(self._sessions.items()):
+                if session.rest_if_idle(now, idle_s):
+                    del self._sessions[key]
+                    rested.append(session)
+        for session in rested:
+            session.join(timeout_s)
+            self.metrics.session_closed("rested")
+        return [s.session_id for s in rested]
+
+    def sweep(self, now: float | None = None) -> list[Path]:
+        """Removes the sessions at rest for longer than ``retain_s`` (by the age of their
+        files): open sessions put to rest, and closed or failed ones, whose outputs go with
+        them; a tenant's folders go once empty. Returns the state folders removed."""
+        retain = self.limits.retain_s
+        if retain <= 0:
+            return []
+        now = time.time() if now is None else now
+        removed = []
+        for state_dir in (self.out_root / SESSIONS_DIR).glob("*/*"):
+            tenant, session_id = state_dir.parent.name, state_dir.name
+            if not _SESSION_ID.match(session_id) or state_dir.is_symlink():
+                continue
+            with self._lock:
+                if (tenant, session_id) in self._sessions or not _expired(state_dir, now, retain):
+                    continue
+                size = sum(p.stat().st_size for p in state_dir.glob(LOG_NAME))
+                out_dir = self._paths(tenant, session_id)[1]
+                remove_paths([state_dir, *leftovers(state_dir, out_dir, everyone=False)]
+                             + ([out_dir] if out_dir.is_dir() else []))  # fmt: skip
+                for folder in (state_dir.parent, out_dir.parent):
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()  # only when empty
+            usage = self._tenants.get(tenant)
+            if usage is not None:
+                usage.stored(-size)
+            removed.append(state_dir)
+        return removed
+
+    def clean_start(self) -> list[Path]:
+        """At start-up: removes what killed servers left (partial units, unfinished record
+        writes, hidden partial output folders) of processes that no longer run. Returns what
+        it removed."""
+        found = []
+        for state_dir in (self.out_root / SESSIONS_DIR).glob("*/*"):
+            tenant, session_id = state_dir.parent.name, state_dir.name
+            if _SESSION_ID.match(session_id) and not state_dir.is_symlink():
+                out_dir = self._paths(tenant, session_id)[1]
+                found += leftovers(state_dir, out_dir, everyone=False)
+        remove_paths(found)
+        return found
+
+    # -- stopping
+
+    def drain(self) -> None:
+        """Takes no new sessions or streams from now on."""
+        self._draining = True
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stops every decoder; open sessions keep their logs for a resume after a restart."""
+        self.drain()
+        with self._lock:
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
+        for session in sessions:
+            session.abandon(timeout_s)

@@ -1,0 +1,102 @@
+"""Each tenant's use of its quotas: concurrent streams, unit bytes per second and bytes
+stored on disk (its open sessions are counted by :class:`~cloud.service.manager.SessionManager`).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from semcodec.cloud.service.errors import QuotaError
+from semcodec.cloud.service.limits import RateLimiter, ServiceLimits
+from semcodec.cloud.service.store import LOG_NAME
+
+
+class TenantUsage:
+    """One tenant's use of its quotas (the ``tenant_*`` serve settings); thread-safe.
+
+    Args:
+        name: the tenant.
+        limits: the server's limits (the ``tenant_*`` quotas).
+        sessions_dir: ``OUT/.sessions/<tenant>``, whose stored streams count as its storage.
+        quotas: this tenant's own quotas, overriding ``limits`` (``max_sessions``,
+            ``max_streams``, ``max_kbps``, ``max_stored_mib``; from the tokens file).
+    """
+
+    def __init__(self, name: str, limits: ServiceLimits, sessions_dir: Path,
+                 quotas: dict[str, float] | None = None) -> None:  # fmt: skip
+        self.name, self.limits, self.sessions_dir = name, limits, sessions_dir
+        quotas = quotas or {}
+        self.max_sessions = int(quotas.get("max_sessions", limits.tenant_max_sessions))
+        self.max_streams = int(quotas.get("max_streams", limits.tenant_max_streams))
+        self.max_stored_bytes = int(quotas["max_stored_mib"] * (1 << 20)
+                                    if "max_stored_mib" in quotas
+                                    else limits.tenant_max_stored_bytes)  # fmt: skip
+        rate = (quotas["max_kbps"] * 1000 / 8 if "max_kbps" in quotas
+                else limits.tenant_bytes_per_s)  # fmt: skip
+        self.streams = 0
+        self.reserved = 0  # units being received: their declared sizes
+        self._stored: int | None = None  # read from disk on first use
+        self._lock = threading.Lock()
+        self._limiter = RateLimiter(rate, max(rate, 4096)) if rate > 0 else None
+
+    def open_stream(self) -> None:
+        """Counts a new ``StreamUnits`` call (call :meth:`close_stream` when it ends).
+
+        Raises:
+            QuotaError: the tenant holds ``tenant_max_streams`` streams already.
+        """
+        with self._lock:
+            quota = self.max_streams
+            if quota and self.streams >= quota:
+                raise QuotaError(f"tenant {self.name} has {self.streams} streams open, its "
+                                 "quota (tenant_max_streams): end one first")  # fmt: skip
+            self.streams += 1
+
+    def close_stream(self) -> None:
+        with self._lock:
+            self.streams = max(0, self.streams - 1)
+
+    def throttle_delay(self, nbytes: int) -> float:
+        """Takes ``nbytes`` from the tenant's rate (``tenant_bytes_per_s``); returns how
+        long to wait, seconds."""
+        return 0.0 if self._limiter is None else self._limiter.take(nbytes)
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of the tenant's stored streams on disk, and of the units being received
+        (their declared sizes)."""
+        with self._lock:
+            if self._stored is None:
+                self._stored = sum(p.stat().st_size
+                                   for p in self.sessions_dir.glob(f"*/{LOG_NAME}"))  # fmt: skip
+            return self._stored + self.reserved
+
+    def reserve(self, unit_bytes: int) -> None:
+        """Counts a unit whose first chunk came (its partial file grows to ``unit_bytes``)
+        in the tenant's storage; call :meth:`release` once it is stored or forgotten.
+
+        Raises:
+            QuotaError: it would pass ``tenant_max_stored_bytes``.
+        """
+        held = self.stored_bytes  # reads the disk once, outside the lock
+        with self._lock:
+            quota = self.max_stored_bytes
+            if quota and self._stored + self.reserved + unit_bytes > quota:
+                raise QuotaError(f"tenant {self.name} stores {held} bytes (units being "
+                                 f"received included); a unit of {unit_bytes} would pass its "
+                                 f"quota (tenant_max_stored_bytes, {quota}): close or remove "
+                                 "sessions first")  # fmt: skip
+            self.reserved += unit_bytes
+
+    def release(self, unit_bytes: int) -> None:
+        """A unit counted by :meth:`reserve` is stored (then :meth:`stored` counts it) or
+        forgotten."""
+        with self._lock:
+            self.reserved = max(0, self.reserved - unit_bytes)
+
+    def stored(self, nbytes: int) -> None:
+        """``nbytes`` more are stored (negative: removed)."""
+        with self._lock:
+            if self._stored is not None:
+                self._stored = max(0, self._stored + nbytes)
