@@ -3,15 +3,21 @@
 Environment variables are ``SEMCODEC_SERVE_<NAME>`` (``SEMCODEC_SERVE_MAX_SESSIONS=8``);
 the file (``--config F`` or ``$SEMCODEC_SERVE_CONFIG``) is TOML with the same names in a
 ``[serve]`` table (``max_sessions = 8``). Unknown names are errors, never ignored.
+
+Every setting is declared once, as a field of :class:`ServeSettings` that carries its help;
+:func:`add_serve_arguments` makes the flags of them and :func:`serve_overrides` reads the
+flags back, and the session core's limits are derived from them
+(:meth:`cloud.service.limits.ServiceLimits.of`).
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import ipaddress
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,124 +31,144 @@ class ConfigError(ValueError):
     """A setting that cannot be used (names the setting and where it came from)."""
 
 
+def setting(default: Any = MISSING, *, help: str, metavar: str | None = None,
+            flag: bool = True) -> Any:  # fmt: skip
+    """One serve setting's declaration: a dataclass field whose metadata holds what
+    :func:`add_serve_arguments` makes its flag of.
+
+    Args:
+        default: its value when nothing sets it (none: the setting is required).
+        help: what it means, its unit and what 0 means: the flag's help (its default is
+            added there) and the setting's documentation.
+        metavar: the flag's value placeholder (None: from the name's unit, see
+            :func:`_metavar`).
+        flag: whether ``cloud-decoder serve`` has a flag for it (False: only the config file
+            and the environment set it).
+    """
+    return field(default=default, metadata={"help": help, "metavar": metavar, "flag": flag})
+
+
 @dataclass(frozen=True)
 class ServeSettings:
     """Everything ``cloud-decoder serve`` is configured by.
 
-    Attributes:
-        listen: ``HOST:PORT`` of the gRPC service (port 0: a free one).
-        out: the output folder (sessions under ``out/<tenant>/<session-id>``).
-        tls_cert, tls_key: PEM certificate chain and private key: serve TLS.
-        client_ca: PEM CA that client certificates must chain to: mutual TLS.
-        tokens: tokens file (``TOKEN TENANT`` per line): bearer tokens required.
-        allow_anonymous_remote: serve without tokens on an address beyond the loopback (by
-            default refused: anyone who reaches the port could stream and read results).
-        metrics_listen: ``HOST:PORT`` of the Prometheus ``/metrics`` endpoint ("": none).
-        http_listen: ``HOST:PORT`` of the HTTP front door (dashboard, live view, MJPEG,
-            events, JSON API; "": none, the default). Same tokens, TLS and rule beyond the
-            loopback as the gRPC port.
-        tenant_max_viewers, max_viewers: concurrent live viewers (MJPEG or events) per
-            tenant and in all (0: no cap).
-        viewer_stall_s: a viewer whose socket takes nothing for this long is dropped.
-        max_sessions: open sessions at once.
-        max_backlog_units: per-session units stored but not yet decoded.
-        max_chunk_kib: largest chunk of a unit, KiB (below gRPC's 4 MiB message limit).
-        max_unit_mib: largest unit, MiB (at most 64).
-        max_session_kbps: per-session rate of unit bytes, kbit/s (1000 bits; 0: unlimited):
-            a faster stream is slowed down by reading it later (back-pressure), not refused.
-        session_burst_kib: what an idle session may send at once beyond that rate, KiB
-            (0: one second at the rate, at least 4 KiB).
-        grace_s: seconds a stop waits for streams to end before cutting them.
-        notice_s: seconds a stop answers NOT_SERVING (still serving open sessions) before
-            it drains, so load balancers see it go.
-        workers: threads for the session core's blocking work (disk writes and fsyncs,
-            opening sessions); an open or idle stream holds none (0: 16).
-        tenant_max_sessions, tenant_max_streams: open sessions and concurrent streams per
-            tenant (0: no per-tenant bound). On by default (16 of the 64 sessions, 32
-            streams): one tenant cannot take the server from the others.
-        tenant_max_kbps: unit bytes per tenant, kbit/s, over all its sessions (back-pressure;
-            0: unlimited).
-        tenant_max_stored_mib: stored streams per tenant on disk, units being received
-            included, MiB (0: unlimited; 4096 by default).
-        session_idle_s: a session without a stream or request for this long is put to rest
-            (decoder stopped, out of memory, resumable; 0: never).
-        retain_s: a session at rest (open and idle, or closed) this long is removed from
-            disk, its outputs with it (0: never).
-        stream_start_s: a stream must send its StreamStart within this long.
-        stream_idle_s: a stream may stay quiet between units this long.
-        progress_window_s, min_progress_bytes: a unit in progress must bring at least that
-            many bytes in every window (slower: DEADLINE_EXCEEDED).
-        keepalive_s, keepalive_timeout_s: the server pings a quiet connection this often and
-            drops it when the ping is not answered in time.
-        max_connection_idle_s: a connection without calls is closed after this long (0: never).
-        max_connection_age_s, max_connection_age_grace_s: a connection is asked to go away
-            after this long (0: never), its calls given the grace to end (edges reconnect and
-            resume).
-        max_streams_per_connection: concurrent calls on one HTTP/2 connection.
-        max_calls: concurrent calls on the server (more: RESOURCE_EXHAUSTED; 0: no cap).
-        max_open_streams: concurrent reflection streams (unauthenticated; 0: no cap).
-        max_watch_streams: concurrent health ``Watch`` streams (unauthenticated, apart from
-            reflection; 0: no cap). Both caps together stay below ``max_calls``, so that
-            unauthenticated calls always leave room for authenticated ones.
-        max_calls_per_peer: concurrent calls from one address (0: no cap; behind a load
-            balancer all calls come from its address).
-        decode_threads: frames decoded at once over all sessions (0: the machine's cores).
-        decoder: reconstructor name.
-        sr: the plate's upscaler where an edge sent it smaller than the frame (``bicubic``,
-            or a network of ``codec.reconstruct.superres``: ``cloud-decoder decode --sr``).
-        overview: write overview.mp4 per session.
-        flow_prior: the flow prior file the edges use, when not the shipped one.
-        bottleneck_dir: a folder of bottleneck files (``*.pt``, from ``semcodec-bench
-            train-bottleneck``) for detect-mode streams, beside the shipped ones.
+    Each field is declared once, with :func:`setting`: its default, its meaning (``help``:
+    units, what 0 means) and its flag (``--max-sessions`` for ``max_sessions``; a boolean
+    that is off by default is a switch of its name, one that is on a ``--no-`` switch). The
+    flags, the environment's names and the config file's keys all come from these fields.
     """
 
-    out: Path
-    listen: str = "127.0.0.1:50051"
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    client_ca: Path | None = None
-    tokens: Path | None = None
-    allow_anonymous_remote: bool = False
-    metrics_listen: str = "127.0.0.1:9464"
-    http_listen: str = ""
-    tenant_max_viewers: int = 8
-    max_viewers: int = 64
-    viewer_stall_s: float = 5.0
-    max_sessions: int = 64
-    max_backlog_units: int = 32
-    max_chunk_kib: int = 1024
-    max_unit_mib: int = 64
-    max_session_kbps: float = 0.0
-    session_burst_kib: int = 0
-    grace_s: float = 10.0
-    notice_s: float = 1.0
-    workers: int = 0  # 0: 16
-    decoder: str = "warp"
-    sr: str = "bicubic"
-    overview: bool = True
-    flow_prior: Path | None = None
-    bottleneck_dir: Path | None = None
-    tenant_max_sessions: int = 16
-    tenant_max_streams: int = 32
-    tenant_max_kbps: float = 0.0
-    tenant_max_stored_mib: float = 4096.0
-    session_idle_s: float = 300.0
-    retain_s: float = 7 * 86400.0
-    stream_start_s: float = 10.0
-    stream_idle_s: float = 300.0
-    progress_window_s: float = 30.0
-    min_progress_bytes: int = 1024
-    keepalive_s: float = 60.0
-    keepalive_timeout_s: float = 20.0
-    max_connection_idle_s: float = 300.0
-    max_connection_age_s: float = 3600.0
-    max_connection_age_grace_s: float = 30.0
-    max_streams_per_connection: int = 32
-    max_calls: int = 8192
-    max_open_streams: int = 256
-    max_watch_streams: int = 4096
-    max_calls_per_peer: int = 0
-    decode_threads: int = 0
+    out: Path = setting(metavar="DIR", help="the output folder: each session's files go "
+                        "under OUT/<tenant>/<session-id>/")  # fmt: skip
+    listen: str = setting("127.0.0.1:50051", metavar="HOST:PORT",
+                          help="address of the gRPC service (port 0: a free one)")
+    tls_cert: Path | None = setting(None, metavar="FILE",
+                                    help="PEM certificate chain: serve TLS (with --tls-key)")
+    tls_key: Path | None = setting(None, metavar="FILE", help="PEM private key of --tls-cert")
+    client_ca: Path | None = setting(None, metavar="FILE", help="PEM CA that client "
+                                     "certificates must chain to: mutual TLS")  # fmt: skip
+    tokens: Path | None = setting(None, metavar="FILE", help="bearer tokens, one 'TOKEN "
+                                  "TENANT' pair per line: tokens required")  # fmt: skip
+    allow_anonymous_remote: bool = setting(False, help="serve without --tokens on an address "
+                                           "beyond the loopback (refused otherwise: anyone "
+                                           "reaching the port could stream and read "
+                                           "results)")  # fmt: skip
+    metrics_listen: str = setting("127.0.0.1:9464", metavar="HOST:PORT",
+                                  help="address of the Prometheus /metrics endpoint ('': none)")
+    http_listen: str = setting("", metavar="HOST:PORT", help="address of the HTTP front "
+                               "door: dashboard, live view (MJPEG, boxes as events), JSON API, "
+                               "on the same tokens, TLS and rule beyond the loopback as the "
+                               "gRPC port ('': none)")  # fmt: skip
+    tenant_max_viewers: int = setting(8, help="concurrent live viewers (MJPEG or events) per "
+                                      "tenant (0: no cap)")  # fmt: skip
+    max_viewers: int = setting(64, help="concurrent live viewers in all (0: no cap)")
+    viewer_stall_s: float = setting(5.0, help="a viewer whose socket takes nothing for this "
+                                    "long is dropped, seconds")  # fmt: skip
+    max_sessions: int = setting(64, help="open sessions at once (more: RESOURCE_EXHAUSTED)")
+    max_backlog_units: int = setting(32, help="units stored but not yet decoded, per session "
+                                     "(more: the stream waits for its decoder)")  # fmt: skip
+    max_chunk_kib: int = setting(1024, help="largest chunk of a unit, KiB (below gRPC's 4 MiB "
+                                 "message limit: at most 4092)")  # fmt: skip
+    max_unit_mib: int = setting(64, help="largest unit, MiB (1 to 64)")
+    max_session_kbps: float = setting(0.0, help="per-session rate of unit bytes, kbit/s (1000 "
+                                      "bits): a faster stream is read more slowly "
+                                      "(back-pressure), not refused (0: unlimited)")  # fmt: skip
+    session_burst_kib: int = setting(0, help="what an idle session may send at once beyond "
+                                     "--max-session-kbps, KiB (0: one second at the rate, at "
+                                     "least 4)")  # fmt: skip
+    grace_s: float = setting(10.0, help="on stop, how long streams may take to end before "
+                             "they are cut, seconds")  # fmt: skip
+    notice_s: float = setting(1.0, help="on stop, how long the server answers NOT_SERVING "
+                              "(still serving open sessions) before it drains, so that load "
+                              "balancers see it go, seconds")  # fmt: skip
+    workers: int = setting(0, help="threads for the session core's blocking work (disk writes "
+                           "and fsyncs, opening sessions); an open or idle stream holds none "
+                           "(0: 16)")  # fmt: skip
+    tenant_max_sessions: int = setting(16, help="open sessions per tenant, so that one tenant "
+                                       "cannot take the server from the others (0: no "
+                                       "per-tenant bound)")  # fmt: skip
+    tenant_max_streams: int = setting(32, help="concurrent streams per tenant (0: no bound)")
+    tenant_max_kbps: float = setting(0.0, help="unit bytes per tenant over all its sessions, "
+                                     "kbit/s, by back-pressure (0: unlimited)")  # fmt: skip
+    tenant_max_stored_mib: float = setting(4096.0, help="stored streams per tenant on disk, "
+                                           "units being received included, MiB (0: "
+                                           "unlimited)")  # fmt: skip
+    session_idle_s: float = setting(300.0, help="a session without a stream or request for "
+                                    "this long is put to rest (decoder stopped, out of memory, "
+                                    "resumable), seconds (0: never)")  # fmt: skip
+    retain_s: float = setting(7 * 86400.0, help="a session at rest (open and idle, or closed) "
+                              "this long is removed from disk, its outputs with it, seconds "
+                              "(0: never)")  # fmt: skip
+    stream_start_s: float = setting(10.0, help="a stream must send its StreamStart within "
+                                    "this long, seconds")  # fmt: skip
+    stream_idle_s: float = setting(300.0, help="a stream may stay quiet between units this "
+                                   "long, seconds")  # fmt: skip
+    progress_window_s: float = setting(30.0, help="a unit in progress must bring "
+                                       "--min-progress-bytes in every window this long "
+                                       "(slower: DEADLINE_EXCEEDED), seconds")  # fmt: skip
+    min_progress_bytes: int = setting(1024, help="bytes a unit in progress must bring in "
+                                      "every --progress-window-s")  # fmt: skip
+    keepalive_s: float = setting(60.0, help="the server pings a quiet connection this often "
+                                 "and drops it when the ping goes unanswered, seconds")
+    keepalive_timeout_s: float = setting(20.0, flag=False, help="how long a keepalive ping "
+                                         "may go unanswered, seconds")  # fmt: skip
+    max_connection_idle_s: float = setting(300.0, help="a connection without calls is closed "
+                                           "after this long, seconds (0: never)")  # fmt: skip
+    max_connection_age_s: float = setting(3600.0, help="a connection is asked to go away "
+                                          "after this long (edges reconnect and resume), "
+                                          "seconds (0: never)")  # fmt: skip
+    max_connection_age_grace_s: float = setting(30.0, flag=False, help="how long the calls of "
+                                                "a connection asked to go away may take to "
+                                                "end, seconds")  # fmt: skip
+    max_streams_per_connection: int = setting(32, help="concurrent calls on one HTTP/2 "
+                                              "connection")  # fmt: skip
+    max_calls: int = setting(8192, help="concurrent calls on the server (more: "
+                             "RESOURCE_EXHAUSTED; 0: no cap)")  # fmt: skip
+    max_open_streams: int = setting(256, help="concurrent reflection streams, which are "
+                                    "unauthenticated; with --max-watch-streams it stays below "
+                                    "--max-calls, so that unauthenticated calls leave room for "
+                                    "the others")  # fmt: skip
+    max_watch_streams: int = setting(4096, help="concurrent health Watch streams, which are "
+                                     "unauthenticated, apart from reflection")  # fmt: skip
+    max_calls_per_peer: int = setting(0, help="concurrent calls from one address (0: no cap; "
+                                      "behind a load balancer all calls come from its "
+                                      "address)")  # fmt: skip
+    decode_threads: int = setting(0, help="frames decoded at once over all sessions (0: the "
+                                  "machine's cores)")  # fmt: skip
+    decoder: str = setting("warp", metavar="NAME", help="the reconstructor sessions are "
+                           "decoded with")  # fmt: skip
+    sr: str = setting("bicubic", metavar="NAME", help="the plate's upscaler where an edge "
+                      "sent it smaller than the frame: bicubic, or a network of "
+                      "codec.reconstruct.superres (as cloud-decoder decode --sr)")  # fmt: skip
+    overview: bool = setting(True, help="no overview.mp4 per session (written by default)")
+    flow_prior: Path | None = setting(None, metavar="FILE", help="the flow prior file the "
+                                      "edges use, when not the shipped one")  # fmt: skip
+    bottleneck_dir: Path | None = setting(None, metavar="DIR", help="detect-mode streams: a "
+                                          "folder of bottleneck files (*.pt from "
+                                          "`semcodec-bench train-bottleneck`) looked in beside "
+                                          "the shipped ones; a stream whose bottleneck is "
+                                          "found nowhere is refused "
+                                          "(FAILED_PRECONDITION)")  # fmt: skip
 
     def check(self) -> ServeSettings:
         """Raises :class:`ConfigError` for inconsistent settings; returns self."""
@@ -220,14 +246,26 @@ def is_loopback(host: str) -> bool:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(ServeSettings)}
+#: The settings ``cloud-decoder serve`` has a flag for, in their declaration's order.
+FLAG_FIELDS = tuple(name for name, f in _FIELDS.items() if f.metadata["flag"])
+#: The value placeholder of a flag by its setting's unit (the name's ending).
+_UNIT_METAVARS = {"_s": "S", "_kbps": "K", "_kib": "K", "_mib": "M", "_bytes": "B"}
+
+
+def _kind(name: str) -> type:
+    """The type of setting ``name``'s values: ``Path``, ``bool``, ``int``, ``float`` or
+    ``str`` (its annotation, read as text: ``Path | None`` is ``Path``)."""
+    annotation = str(_FIELDS[name].type)
+    kinds = {"Path": Path, "bool": bool, "int": int, "float": float}
+    return next((k for text, k in kinds.items() if annotation.startswith(text)), str)
 
 
 def _convert(name: str, value: Any, where: str) -> Any:
-    kind = str(_FIELDS[name].type)
+    kind = _kind(name)
     try:
-        if kind.startswith("Path"):
+        if kind is Path:
             return None if value in (None, "") else Path(value)
-        if kind == "bool":
+        if kind is bool:
             if isinstance(value, bool):
                 return value
             if str(value).lower() in ("1", "true", "yes", "on"):
@@ -235,13 +273,62 @@ def _convert(name: str, value: Any, where: str) -> Any:
             if str(value).lower() in ("0", "false", "no", "off"):
                 return False
             raise ValueError(value)
-        if kind == "int":
-            return int(value)
-        if kind == "float":
-            return float(value)
-        return str(value)
+        return kind(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{name} = {value!r} ({where}): expected {kind}") from None
+        raise ConfigError(f"{name} = {value!r} ({where}): expected "
+                          f"{_FIELDS[name].type}") from None  # fmt: skip
+
+
+def flag_of(name: str) -> str:
+    """The flag of setting ``name``: ``--max-sessions`` for ``max_sessions``; a boolean on by
+    default is turned off by ``--no-NAME``."""
+    negated = _kind(name) is bool and _FIELDS[name].default is True
+    return ("--no-" if negated else "--") + name.replace("_", "-")
+
+
+def flag_help(name: str) -> str:
+    """The help of setting ``name``'s flag: what it means, then its default (a switch's is
+    not to give it; a setting without one is required)."""
+    text, default = _FIELDS[name].metadata["help"], _FIELDS[name].default
+    if _kind(name) is bool:
+        return text
+    if default is MISSING:
+        return f"{text} (required)"
+    if default is None or default == "":
+        shown = "none" if default is None else "''"
+    else:
+        shown = str(int(default) if isinstance(default, float) and default.is_integer()
+                    else default)  # fmt: skip
+    return f"{text} (default: {shown})"
+
+
+def _metavar(name: str) -> str:
+    """The flag's value placeholder: declared, else from the name's unit, else ``N``."""
+    declared = _FIELDS[name].metadata["metavar"]
+    unit = next((m for end, m in _UNIT_METAVARS.items() if name.endswith(end)), "N")
+    return declared or unit
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds ``--config`` and a flag for every setting of :data:`FLAG_FIELDS` to ``parser``:
+    its help is the setting's, with its default; an unset flag is None (see
+    :func:`serve_overrides`)."""
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help=f"TOML settings, in a [serve] table (default: ${CONFIG_ENV})")
+    for name in FLAG_FIELDS:
+        kind, text = _kind(name), flag_help(name).replace("%", "%%")
+        if kind is bool:
+            parser.add_argument(flag_of(name), dest=name, action="store_const",
+                                const=not _FIELDS[name].default, help=text)  # fmt: skip
+        else:
+            parser.add_argument(flag_of(name), type=None if kind is str else kind,
+                                metavar=_metavar(name), help=text)  # fmt: skip
+
+
+def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the flags of :func:`add_serve_arguments` give, for :func:`load_settings`
+    (None: the flag was not given)."""
+    return {name: getattr(args, name) for name in FLAG_FIELDS}
 
 
 def _from_file(path: Path) -> dict[str, Any]:
