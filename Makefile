@@ -84,8 +84,9 @@ bench-pets: $(STAMP)
 	$(BIN)/semcodec-bench run --data PETS09-S2L1 --frames 150 --codecs x264,x265,raw \
 	  --crf 23,28,33,38 --scales 1,0.5 --out runs/pets150
 
-# The README's Results: the measurements (resumable: a rerun computes only missing cells;
-# hours on 2 cores), then their result sets in docs/results/ and the README's tables.
+# The results (docs/results.md, the README's headline): the measurements (resumable: a rerun
+# computes only missing cells; hours on 2 cores), then their result sets in docs/results/ and
+# the pages' tables.
 # Needs the sequences of ../shared/data (or DATA=DIR).
 DATA ?= ../shared/data
 COLD_GRID := --codecs x265,raw,scaffold --crf 40,45,51 --static-camera --scales 1,0.5 \
@@ -144,6 +145,9 @@ ZOOM2 := --camera-transform zoom=2,x=0.5,y=0.55
 PEOPLE_GRID := --codecs scaffold,x265 --lpips-every 4 --moda-every 2 \
   --metrics person,pose,moda,st_lpips,temporal --data-dir $(DATA) \
   --settings '$(PEOPLE_SETTINGS)' --settings '$(X265_GRID)'
+
+# the pages with generated blocks (tests/test_readme_figures.py checks the same ones)
+FIGURE_PAGES := README.md docs/results.md docs/index.md $(sort $(wildcard docs/guide/*.md))
 
 readme-figures: $(STAMP)
 	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 $(COLD_GRID) \
@@ -219,7 +223,7 @@ readme-figures: $(STAMP)
 	  --show scaffold:level=1,target_bpp=0.002,decoder=restore,$(BLAZE) \
 	  --show scaffold:level=1,target_bpp=0.002,pose_every=1,decoder=animate,person_matte=selfie_segmentation,refiner=w8 \
 	  --at 1,45,89 --width 320 -o docs/people-sidebyside.jpg
-	$(BIN)/semcodec-bench figures --readme README.md
+	$(BIN)/semcodec-bench figures --readme $(FIGURE_PAGES)
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache $(NP2)

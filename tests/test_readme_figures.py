@@ -1,9 +1,12 @@
-"""The README's figures regenerate: its generated blocks equal the files under
-``docs/results/`` (``semcodec-bench figures --readme README.md`` writes them), the code's
-parameters there (``parameters.json``, ``levels.md``, ``columns.md``) equal what the code
-gives now, and every number the README states outside code is in a file of
-``docs/results/``. (The measurements behind the design are in ``docs/journal.md``, dated and
-not regenerated.)"""
+"""The figures of the README and of the documentation's pages regenerate: their generated
+blocks equal the files under ``docs/results/`` (``semcodec-bench figures --readme README.md
+docs/results.md ...`` writes them, as ``make readme-figures`` does), the code's parameters
+there (``parameters.json``, ``levels.md``, ``columns.md``) and the tables made of other
+result files (``headline.md``, ``quick.md``) equal what the code gives now, and every number
+those pages state outside code is in a file of ``docs/results/``. (The measurements behind
+the design are in ``docs/journal.md``, dated and not regenerated; ``docs/service.md``,
+``docs/deployment.md`` and ``docs/architecture.md`` are references with numbers of their
+own.)"""
 
 from __future__ import annotations
 
@@ -18,6 +21,10 @@ from semcodec.evaluation.report.figures import FiguresError, spliced
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 RESULTS = ROOT / "docs" / "results"
+#: The pages whose numbers come from ``docs/results/``: the README, the results, the site's
+#: home page and the guides.
+PAGES = (README, ROOT / "docs" / "results.md", ROOT / "docs" / "index.md",
+         *sorted((ROOT / "docs" / "guide").glob("*.md")))  # fmt: skip
 NUMBER = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?!\d|\.\d)")
 
 
@@ -61,14 +68,36 @@ def is_in_results(token: str, tokens: set[str], values: list[float]) -> bool:
     return any(round(v, decimals) == number for v in values)
 
 
-def test_generated_blocks_are_current():
-    readme = README.read_text()
+def page_id(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_generated_blocks_are_current(page):
+    text = page.read_text()
     try:
-        assert spliced(readme, RESULTS) == readme, (
-            "a generated block differs from its result set: run "
-            "`semcodec-bench figures --readme README.md`")
+        assert spliced(text, RESULTS) == text, (
+            f"a generated block of {page_id(page)} differs from its result set: run "
+            "`make readme-figures` (its last step, `semcodec-bench figures --readme ...`)")
     except FiguresError as exc:
         pytest.fail(str(exc))
+
+
+def test_the_pages_with_generated_blocks_are_all_checked():
+    """A page of docs/ (other than the references) with a generated block is in PAGES."""
+    block = re.compile(r"^<!-- figures:[\w.-]+ -->$", re.M)
+    blocks = {p for p in (ROOT / "docs").rglob("*.md")
+              if block.search(p.read_text()) and RESULTS not in p.parents}  # fmt: skip
+    assert blocks <= set(PAGES)
+    assert all(block.search(p.read_text()) for p in (README, ROOT / "docs" / "results.md"))
+
+
+def test_the_tables_made_of_other_result_files_are_current():
+    from semcodec.evaluation.report.figures import headline_table
+
+    assert (RESULTS / "headline.md").read_text() == headline_table(RESULTS), (
+        "run `semcodec-bench figures --readme README.md ...`")
+    assert "| PETS09-S2L1 |" in (RESULTS / "headline.md").read_text()
 
 
 def test_the_code_parameters_are_current():
@@ -80,9 +109,10 @@ def test_the_code_parameters_are_current():
                          "`semcodec-bench figures --readme README.md`")  # fmt: skip
 
 
-def test_every_number_of_the_readme_is_in_the_results():
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_number_of_the_page_is_in_the_results(page):
     tokens, values = result_numbers()
-    missing = sorted({t for t in NUMBER.findall(_prose(README.read_text()))
+    missing = sorted({t for t in NUMBER.findall(_prose(page.read_text()))
                       if not is_in_results(t, tokens, values)})  # fmt: skip
     assert missing == []
 

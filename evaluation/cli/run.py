@@ -243,8 +243,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "README's generated tables from those sets",
         description="With --name NAME RUN_DIR...: writes RESULTS/NAME.json (the runs' commands, "
         "every row's figures, saving factors) and RESULTS/NAME.md (the tables). With --readme "
-        "FILE: replaces each block between <!-- figures:NAME --> and <!-- /figures:NAME --> "
-        "in FILE with RESULTS/NAME.md. `make readme-figures` runs the README's measurements "
+        "FILE...: replaces each block between <!-- figures:NAME --> and <!-- /figures:NAME --> "
+        "in each FILE with RESULTS/NAME.md. `make readme-figures` runs the README's measurements "
         "and both steps.",
     )
     add_verbosity(figures)
@@ -258,10 +258,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                          "quality, e.g. scaffold:level=1 (today's level-1 default)")  # fmt: skip
     figures.add_argument("--results", type=Path, default=Path("docs/results"), metavar="DIR",
                          help="where result sets live")  # fmt: skip
-    figures.add_argument("--readme", type=Path, metavar="FILE",
-                         help="refresh this README's generated blocks (and write the code's "
-                         "parameters it quotes: RESULTS/parameters.json, levels.md, "
-                         "columns.md)")  # fmt: skip
+    figures.add_argument("--readme", type=Path, nargs="+", metavar="FILE",
+                         help="refresh the generated blocks of these pages (README.md "
+                         "docs/results.md ...) and write the tables they quote that are made "
+                         "of other files: the code's parameters (RESULTS/parameters.json, "
+                         "levels.md, columns.md), quick.md, headline.md")  # fmt: skip
     figures.set_defaults(handler=cmd_figures)
     side = sub.add_parser(
         "sidebyside",
@@ -519,6 +520,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
         from semcodec.evaluation.cli.parameters import write_code_figures
 
         write_code_figures(args.results)
-        changed = splice_readme(args.readme, args.results)
-        log.info("%s: %s", args.readme, "tables refreshed" if changed else "already current")
+        for page in args.readme:
+            changed = splice_readme(page, args.results)
+            log.info("%s: %s", page, "tables refreshed" if changed else "already current")
     return 0

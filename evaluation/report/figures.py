@@ -4,10 +4,11 @@ README's generated blocks.
 ``semcodec-bench figures --name NAME RUN_DIR...`` reads the runs' rows (the newest of each
 cell) and writes ``docs/results/NAME.json`` (the commands that made the runs, every row's
 figures, the saving factors) and ``docs/results/NAME.md`` (the tables the README shows).
-``semcodec-bench figures --readme README.md`` replaces each block between
-``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->`` with ``NAME.md``;
-``tests/test_readme_figures.py`` checks that the blocks are current and that every number
-the README states elsewhere is in ``docs/results/``.
+``semcodec-bench figures --readme README.md docs/results.md ...`` replaces each block between
+``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->`` of those pages with ``NAME.md``;
+``tests/test_readme_figures.py`` checks that the blocks of the README and of every page of
+``docs/`` are current and that every number those pages state elsewhere is in
+``docs/results/``.
 """
 
 from __future__ import annotations
@@ -195,6 +196,51 @@ def write_quick_figures(results_dir: Path) -> Path | None:
     return write_text_atomic(results_dir / "quick.md", table + "\n")
 
 
+#: The result sets of the README's headline table: level 1 at its default target against the
+#: strongest x265 of the same run, per camera and protocol.
+HEADLINE_SETS = ("demo-sample", "level1-cold-tud", "level1-cold-pets", "level1-cold-pets-zoom2",
+                 "level1-cold-tud-half", "level1-steady-tud", "level1-steady-pets",
+                 "level1-steady-pets-zoom2")  # fmt: skip
+HEADLINE_ROW = ("scaffold", "level=1")
+_HEADLINE_METRICS = {"st_lpips": "whole frame (ST-LPIPS)",
+                     "person_st_lpips": "people (person-region ST-LPIPS)",
+                     "moda": "detections (MODA)"}  # fmt: skip
+
+
+def headline_table(results_dir: Path) -> str:
+    """The README's headline: for each result set of :data:`HEADLINE_SETS` in
+    ``results_dir``, level 1's BPP and how many times fewer bits than the best x265 curve of
+    the same run it needs for the same quality (its saving factors, ``<=``/``>=`` outside the
+    range x265 was measured on)."""
+    lines = []
+    for name in HEADLINE_SETS:
+        path = results_dir / f"{name}.json"
+        if not path.is_file():
+            continue
+        data = json.loads(path.read_text())
+        for row in data["rows"]:
+            if (row["codec"], row["setting"]) != HEADLINE_ROW:
+                continue
+            start, frames = int(row.get("start") or 1), int(row.get("frames") or 0)
+            line = {"camera": row["sequence"], "frames": f"{start}–{start + frames - 1}",
+                    "protocol": "steady state" if row.get("protocol") == "steady"
+                    else "cold start", "level 1 bpp": row["bpp"]}  # fmt: skip
+            mine = (row["sequence"], *HEADLINE_ROW, row.get("protocol") or "cold")
+            for s in data["savings"]:
+                key = (s["sequence"], s["codec"], s["setting"], s.get("protocol", "cold"))
+                if key == mine and s["metric"] in _HEADLINE_METRICS and s["factor"] is not None:
+                    bound = "" if s["bound"] == "=" else f"{s['bound']} "
+                    line[_HEADLINE_METRICS[s["metric"]]] = f"{bound}{s['factor']:.2f}x"
+            lines.append(line)
+    return markdown_table(lines, ["camera", "frames", "protocol", "level 1 bpp",
+                                  *_HEADLINE_METRICS.values()]) + "\n"  # fmt: skip
+
+
+def write_headline(results_dir: Path) -> Path:
+    """``results_dir/headline.md``: :func:`headline_table`."""
+    return write_text_atomic(results_dir / "headline.md", headline_table(results_dir))
+
+
 def spliced(readme: str, results_dir: Path) -> str:
     """``readme`` with every generated block replaced by its result set's ``NAME.md``."""
 
@@ -209,8 +255,11 @@ def spliced(readme: str, results_dir: Path) -> str:
 
 
 def splice_readme(readme: Path, results_dir: Path) -> bool:
-    """Rewrites ``readme``'s generated blocks from ``results_dir``; True if anything changed."""
+    """Rewrites ``readme``'s generated blocks (a README or a page of ``docs/``) from
+    ``results_dir``, after writing the tables made of other result files (``quick.md``,
+    ``headline.md``); True if anything changed."""
     write_quick_figures(results_dir)
+    write_headline(results_dir)
     text = readme.read_text()
     new = spliced(text, results_dir)
     if new != text:

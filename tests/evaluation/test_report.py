@@ -169,6 +169,35 @@ def test_result_sets_and_readme_blocks_regenerate(tmp_path):
         splice_readme(readme, tmp_path / "results")
 
 
+def test_the_headline_is_level_1_against_x265_per_camera_and_protocol(tmp_path):
+    """headline.md: one line per headline result set's level-1 row, with its saving factors
+    against x265 (bounds kept); other rows and sets outside HEADLINE_SETS are left out."""
+    import json
+
+    from semcodec.evaluation.report.figures import splice_readme, write_result_set
+
+    run = tmp_path / "run"
+    run.mkdir()
+    base = {"sequence": "TUD", "start": 91, "frames": 89, "protocol": "steady", "width": 8,
+            "height": 8}  # fmt: skip
+    rows = [{**base, "codec": "x265", "setting": f"crf={c}", "curve": "x265", "bpp": b,
+             "st_lpips": q, "moda": m} for c, b, q, m in ((40, 0.02, 0.1, 0.6),
+                                                         (51, 0.005, 0.3, 0.2))]  # fmt: skip
+    rows += [{**base, "codec": "scaffold", "setting": s, "bpp": 0.004, "st_lpips": 0.2,
+              "moda": 0.7} for s in ("level=1", "level=2")]  # fmt: skip
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    results = tmp_path / "results"
+    write_result_set("level1-steady-tud", [run], results)
+    write_result_set("not-in-the-headline", [run], results)
+    page = tmp_path / "README.md"
+    page.write_text("<!-- figures:headline -->\n<!-- /figures:headline -->\n")
+    assert splice_readme(page, results)
+    lines = [line for line in page.read_text().splitlines() if line.startswith("| TUD")]
+    # ST-LPIPS 0.2 lies halfway in log-BPP between x265's 0.02 and 0.005 (0.01 BPP: 2.5x);
+    # MODA 0.7 is above x265's best (at most 0.02 / 0.004 BPP)
+    assert lines == ["| TUD | 91–179 | steady state | 0.004 | 2.50x |  | >= 5.00x |"]
+
+
 def test_a_result_set_shows_the_decoders_flops_where_a_row_has_them(tmp_path):
     """Bits x FLOPs (issue 39): ``dec_flops_per_frame`` is a column of the README's table
     when a row of the range has it, and absent from a range where none has."""
