@@ -155,11 +155,15 @@ class ServeSettings:
                                       "address)")  # fmt: skip
     decode_threads: int = setting(0, help="frames decoded at once over all sessions (0: the "
                                   "machine's cores)")  # fmt: skip
-    decoder: str = setting("warp", metavar="NAME", help="the reconstructor sessions are "
-                           "decoded with")  # fmt: skip
-    sr: str = setting("bicubic", metavar="NAME", help="the plate's upscaler where an edge "
-                      "sent it smaller than the frame: bicubic, or a network of "
-                      "codec.reconstruct.superres (as cloud-decoder decode --sr)")  # fmt: skip
+    decoder: str = setting("", metavar="NAME[,KEY=VALUE...]", help="the decoder of sessions "
+                           "whose request names none: a reconstructor and its options as "
+                           "`cloud-decoder decode --decoder` takes them, e.g. "
+                           "restore,person_matte=none or warp,sr=esrgan-slim ('': the best "
+                           "measured, restore,person_matte=pose_landmark_full)")  # fmt: skip
+    decoder_ladder: bool = setting(True, help="no stepping down: a session's decoder that "
+                                   "falls behind its camera steps down a ladder of cheaper "
+                                   "rungs (no person matte, no restorer) by default, and back "
+                                   "up when it has caught up")  # fmt: skip
     overview: bool = setting(True, help="no overview.mp4 per session (written by default)")
     flow_prior: Path | None = setting(None, metavar="FILE", help="the flow prior file the "
                                       "edges use, when not the shipped one")  # fmt: skip

@@ -30,14 +30,29 @@ log = logging.getLogger("semcodec.cloud.service")
 
 @dataclass(frozen=True)
 class DecodeSettings:
-    """How sessions are decoded: reconstructor name, overview video, flow prior file, and
-    a folder of extra bottleneck files for detect-mode streams (beside the shipped ones)."""
+    """How sessions are decoded: the decoder (text of a
+    :class:`~codec.reconstruct.pipeline.DecoderSpec`, "": the default), overview video, flow
+    prior file, a folder of extra bottleneck files for detect-mode streams (beside the
+    shipped ones), and whether a decoder behind its camera steps down its ladder."""
 
-    decoder: str = "warp"
+    decoder: str = ""
     overview: bool = True
     flow_prior: Path | None = None
     bottleneck_dir: Path | None = None
-    sr: str = "bicubic"  # the plate's upscaler (codec.reconstruct.superres)
+    #: step a session's decoder down its ladder while it falls behind the camera
+    ladder: bool = True
+
+    @property
+    def spec(self):
+        """The :class:`~codec.reconstruct.pipeline.DecoderSpec` sessions are decoded with.
+
+        Raises:
+            codec.reconstruct.pipeline.DecoderOptionError: a decoder that does not exist or
+                options it does not take.
+        """
+        from semcodec.codec.reconstruct.pipeline import DecoderSpec
+
+        return DecoderSpec.parse(self.decoder)
 
 
 class FairSlots:
@@ -76,7 +91,7 @@ class Abandoned(Exception):
 
 
 class WorkSource(Protocol):
-    """What the decoder asks its session (see :class:`~cloud.service.core.Session`)."""
+    """What the decoder asks its session (see :class:`~cloud.service.session.Session`)."""
 
     def next_work(self, decoded: int) -> str: ...
 
@@ -159,30 +174,42 @@ class DecodeWorker(threading.Thread):
         from semcodec.cloud.outputs import DecodeOutputs
         from semcodec.cloud.service.detect import is_detect
         from semcodec.codec.bitstream import read_stream
-        from semcodec.codec.reconstruct import create_reconstructor
-        from semcodec.codec.reconstruct.superres import DEFAULT_SR, create_upscaler
-        from semcodec.codec.scaffold.codec import ScaffoldDecoder
 
         remove_own_partials(self.out_dir)
         with open(self.log_path, "rb") as fh:
             header, units = read_stream(fh)
             if is_detect(header):
                 return self._decode_detect(header, units)
-            reconstructor = create_reconstructor(self.settings.decoder)
-            sr = self.settings.sr
-            decoder = ScaffoldDecoder(header, flow_prior=load_flow_prior(self.settings.flow_prior),
-                                      upscale=create_upscaler(sr))  # fmt: skip
-            # what `cloud-decoder decode` records about its reconstructor, recorded alike
-            described = ({"decoder": {**reconstructor.describe(),
-                                      **({"sr": sr} if sr != DEFAULT_SR else {})}}
-                         if hasattr(reconstructor, "describe") else {})  # fmt: skip
+            pipeline = self.settings.spec.open(
+                header, flow_prior=load_flow_prior(self.settings.flow_prior))
             with DecodeOutputs(self.out_dir, header, overview=self.settings.overview,
-                               **described) as outputs:  # fmt: skip
-                self._loop(decoder, reconstructor, units, outputs)
-                self._finish(decoder, outputs)
+                               decoder=pipeline.record()) as outputs:  # fmt: skip
+                try:
+                    self._loop(pipeline, units, outputs)
+                    self._finish(pipeline, outputs)
+                finally:  # stream.json says where the decoder stepped down its ladder
+                    outputs.decoder = pipeline.record()
                 return outputs.count, outputs.incomplete is None
 
-    def _loop(self, decoder, reconstructor, units, outputs) -> None:
+    def _pace_keeper(self, pipeline):
+        """The :class:`~codec.reconstruct.pipeline.PaceKeeper` of a live session's decoder
+        (None: the ladder is off, or the decoder has no cheaper rung)."""
+        from semcodec.codec.reconstruct.pipeline import PaceKeeper
+
+        fps = pipeline.header.fps_num / max(1, pipeline.header.fps_den)
+        if not self.settings.ladder or len(pipeline.ladder()) < 2 or not fps > 0:
+            return None
+        return PaceKeeper(pipeline, fps, on_step=self._stepped)
+
+    def _stepped(self, rung: str, frame: int) -> None:
+        log.info("session %s: decoding %s from frame %d (%s)", self.out_dir.name, rung, frame,
+                 "behind the camera" if rung != "full" else "caught up")  # fmt: skip
+        stepped = getattr(self.source, "decoder_stepped", None)
+        if stepped is not None:
+            stepped(rung, frame)
+
+    def _loop(self, pipeline, units, outputs) -> None:
+        keeper = self._pace_keeper(pipeline)
         decoded = 0
         while True:
             work = self.source.next_work(decoded)
@@ -195,17 +222,20 @@ class DecodeWorker(threading.Thread):
                                         "the stream cannot be decoded past a gap")
                 self._wait_for_finish()
                 return
+            available = time.perf_counter()  # the unit is there: the camera's clock runs
             with self.slots:
                 start = time.perf_counter()
-                frame = decoder.decode_unit(next(units))
+                frame = pipeline.decode_unit(next(units))
                 if frame is not None:
-                    picture = reconstructor.reconstruct(frame)
-                    outputs.add(frame, picture)
-                    self.source.frame_shown(frame, picture)
+                    outputs.add(*frame)
+                    self.source.frame_shown(*frame)
             decoded += 1
-            self.source.frame_decoded(decoded, time.perf_counter() - start)
+            done = time.perf_counter()
+            self.source.frame_decoded(decoded, done - start)
             if frame is None:  # END: nothing may follow
                 return
+            if keeper is not None:
+                keeper.frame_done(done - available)
 
     def _decode_detect(self, header, units) -> tuple[int, bool]:
         """A detect-mode stream: detections files, and each frame's detections to the
@@ -271,12 +301,12 @@ class DecodeWorker(threading.Thread):
                 raise Abandoned
 
     @staticmethod
-    def _finish(decoder, outputs) -> None:
+    def _finish(pipeline, outputs) -> None:
         from semcodec.codec.scaffold.codec import IncompleteStreamError
 
         if outputs.incomplete is not None:
             return
         try:
-            decoder.finish()
+            pipeline.finish()
         except IncompleteStreamError as exc:
             outputs.mark_incomplete(str(exc))

@@ -389,7 +389,7 @@ class SessionManager:
         check_tenant(tenant)
         with self._lock:
             held = [s for (owner, _), s in self._sessions.items() if owner == tenant]
-        views = [view_of(s, self.decode.decoder) for s in held]
+        views = [view_of(s, str(self.decode.spec)) for s in held]
         seen = {v.session_id for v in views}
         folder = self.out_root / SESSIONS_DIR / tenant
         stored = sorted((p for p in folder.glob("*") if _SESSION_ID.match(p.name)
@@ -397,7 +397,7 @@ class SessionManager:
                         key=_mtime, reverse=True)  # fmt: skip
         for state_dir in stored[: max(0, limit - len(views))]:
             with contextlib.suppress(OSError, ValueError, BitstreamError):
-                views.append(stored_view(state_dir, self.decode.decoder))
+                views.append(stored_view(state_dir, str(self.decode.spec)))
         return views[:limit]
 
 

@@ -142,20 +142,16 @@ class DecoderServer:
 
     def __init__(self, settings: ServeSettings) -> None:
         from semcodec.codec.keyframes import available_intra_coders
-        from semcodec.codec.reconstruct import available_reconstructors
 
         # the codec's registries load their built-ins on first use, without a lock: load
         # them here, before the pool and decoder threads race to them
         available_intra_coders()
         self.settings = settings.check()
-        if settings.decoder not in available_reconstructors():
-            raise ConfigError(f"decoder {settings.decoder!r}: expected one of "
-                              f"{', '.join(available_reconstructors())}")  # fmt: skip
-        check_upscaler(settings.sr)
+        check_decoder(settings.decoder)
         cap_logs("semcodec.cloud.service", "grpc", "asyncio")
         self.metrics = PrometheusMetrics()
         decode = DecodeSettings(settings.decoder, settings.overview, settings.flow_prior,
-                                settings.bottleneck_dir, settings.sr)  # fmt: skip
+                                settings.bottleneck_dir, settings.decoder_ladder)  # fmt: skip
         self._tokens, quotas = self._load_tokens()
         self.manager = SessionManager(settings.out, ServiceLimits.of(settings), decode,
                                       self.metrics, quotas)  # fmt: skip
@@ -350,23 +346,22 @@ class DecoderServer:
         return 0
 
 
-def check_upscaler(name: str) -> None:
-    """Refuses an unknown plate upscaler, and fetches (checks) a network's files now rather
-    than in the first session.
+def check_decoder(text: str) -> None:
+    """Refuses a decoder that does not exist or options it does not take, and fetches
+    (checks) its networks' files now rather than in the first session.
 
     Raises:
-        ConfigError: an unknown name, or a network whose files cannot be had.
+        ConfigError: what is wrong, or a network whose files cannot be had.
     """
     from semcodec.codec.core.models import ModelError
-    from semcodec.codec.reconstruct.superres import (
-        SuperResolutionError,
-        create_upscaler,
-        upscaler_names,
-    )
+    from semcodec.codec.reconstruct.pipeline import DecoderOptionError, DecoderSpec
+    from semcodec.codec.reconstruct.superres import SuperResolutionError, create_upscaler
 
-    if name not in upscaler_names():
-        raise ConfigError(f"sr {name!r}: expected one of {', '.join(upscaler_names())}")
     try:
-        create_upscaler(name)
+        spec = DecoderSpec.parse(text)
+        spec.reconstructor()
+        create_upscaler(spec.sr, device=spec.device)
+    except DecoderOptionError as exc:
+        raise ConfigError(f"decoder {text!r}: {exc}") from None
     except (ModelError, SuperResolutionError) as exc:
-        raise ConfigError(f"sr {name!r}: its network cannot be had: {exc}") from None
+        raise ConfigError(f"decoder {text!r}: its networks cannot be had: {exc}") from None

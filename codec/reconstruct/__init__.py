@@ -19,6 +19,9 @@ class Reconstructor(abc.ABC):
     """Turns a stream of :class:`DecodedFrame` into ``(H, W, 3)`` uint8 RGB frames, in order."""
 
     name: ClassVar[str] = ""
+    #: The parts (networks) skipped for what arrives from now on: a decoder that falls
+    #: behind its camera steps down (:meth:`steps_down`) and keeps its state.
+    skipped: frozenset[str] = frozenset()
 
     @abc.abstractmethod
     def reset(self) -> None:
@@ -32,6 +35,11 @@ class Reconstructor(abc.ABC):
         """The name and settings that decide this reconstructor's output (for ``stream.json``
         and benchmark rows)."""
         return {"name": self.name}
+
+    def steps_down(self) -> tuple[str, ...]:
+        """The parts this reconstructor can skip to run cheaper, the first to go first
+        (none: it cannot)."""
+        return ()
 
     def flops_per_frame(self) -> int | None:
         """Decoder FLOPs per frame for neural reconstructors; None for classical ones."""

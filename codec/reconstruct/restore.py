@@ -199,7 +199,8 @@ class RestoreReconstructor(WarpReconstructor):
     def __init__(self, weights: str | Path | None = None,
                  memory_mb: float = DEFAULT_MEMORY_MB, matte: bool = False,
                  fade: int = 0, smooth_s: float = SMOOTH_S,
-                 person_matte: str = "") -> None:  # fmt: skip
+                 person_matte: str = "", matte_floor: float = 0.0, matte_dilate: float = 0.0,
+                 matte_extent: float = 0.0, near_floor: float = 0.0) -> None:  # fmt: skip
         if not 0 <= float(memory_mb) < float("inf"):
             raise ValueError(f"memory_mb must be a finite number >= 0, got {memory_mb}")
         self.weights = restorer_weights(weights)
@@ -207,7 +208,9 @@ class RestoreReconstructor(WarpReconstructor):
         self.weights_sha256 = file_sha256(self.weights)
         self.memory_bytes = int(float(memory_mb) * 1e6)
         self._flops_per_pixel = flops_per_pixel(self.model)
-        super().__init__(matte=matte, fade=fade, smooth_s=smooth_s, person_matte=person_matte)
+        super().__init__(matte=matte, fade=fade, smooth_s=smooth_s, person_matte=person_matte,
+                         matte_floor=matte_floor, matte_dilate=matte_dilate,
+                         matte_extent=matte_extent, near_floor=near_floor)  # fmt: skip
 
     def reset(self) -> None:
         super().reset()
@@ -228,6 +231,9 @@ class RestoreReconstructor(WarpReconstructor):
         boxes = {int(t): b for t, b in zip(tracks.ids.tolist(), tracks.boxes, strict=True)}
         out = {}
         for track_id, ref in frame.appearances.items():
+            if "restorer" in self.skipped:  # stepped down: the reference as it came
+                out[track_id] = ref
+                continue
             box = boxes.get(int(track_id))
             size = restored_size(box) if box is not None else (ref.shape[1], ref.shape[0])
             memory = self._memory.get(track_id)
@@ -251,6 +257,10 @@ class RestoreReconstructor(WarpReconstructor):
 
     def _runs_network(self) -> bool:
         return True  # the restorer: ``flops`` counts its restorations
+
+    def steps_down(self) -> tuple[str, ...]:
+        """The person matte first, then the restorer (references drawn as they came)."""
+        return (*super().steps_down(), "restorer")
 
     def describe(self) -> dict:
         return {**super().describe(), "name": "restore", "weights": self.weights.name,

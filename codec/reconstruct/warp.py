@@ -91,7 +91,9 @@ class WarpReconstructor(Reconstructor):
     """Keyframe + flow warping + mask compositing over an inpainted background plate."""
 
     def __init__(self, inpaint_radius: int = 5, matte: bool = False, fade: int = 0,
-                 smooth_s: float = SMOOTH_S, person_matte: str = "") -> None:  # fmt: skip
+                 smooth_s: float = SMOOTH_S, person_matte: str = "",
+                 matte_floor: float = 0.0, matte_dilate: float = 0.0,
+                 matte_extent: float = 0.0, near_floor: float = 0.0) -> None:  # fmt: skip
         if isinstance(fade, bool) or not isinstance(fade, int) or fade < 0:
             raise ValueError(f"fade must be an int >= 0 (frames), got {fade!r}")
         if matte and person_matte:
@@ -102,6 +104,11 @@ class WarpReconstructor(Reconstructor):
         self.fade = fade
         self.smooth_s = BoxSmoother(smooth_s).time_constant
         self.person_matte = str(person_matte)
+        if not 0.0 <= float(matte_floor) <= 1.0:
+            raise ValueError(f"matte_floor must be 0..1, got {matte_floor!r}")
+        self.matte_floor = float(matte_floor)
+        self.matte_dilate, self.matte_extent = float(matte_dilate), float(matte_extent)
+        self.near_floor = float(near_floor)
         self._matter = None
         if self.person_matte:
             from semcodec.codec.reconstruct.matte import PersonMatte
@@ -128,6 +135,10 @@ class WarpReconstructor(Reconstructor):
     def _runs_network(self) -> bool:
         """Whether a network of this decoder's own counts its FLOPs into ``flops``."""
         return False
+
+    def steps_down(self) -> tuple[str, ...]:
+        """``person_matte`` (new references drawn as rectangles) where one is computed."""
+        return ("person_matte",) if self._matter is not None else ()
 
     def flops_per_frame(self) -> int | None:
         """The FLOPs per frame so far of the decoder's networks: its own (``flops``) and the
@@ -173,9 +184,12 @@ class WarpReconstructor(Reconstructor):
         canvas = self._background.copy()
         plate = self._background if self.matte else None
         boxes = self._smoother.update(tracks.ids, tracks.boxes, frame.fps)
+        near = touching(boxes) if self.near_floor else np.zeros(len(boxes), bool)
         for k in np.argsort(boxes[:, 3], kind="stable"):
             box, track_id = boxes[k], int(tracks.ids[k])
             ref, ref_matte = self._person(track_id, frame)
+            if ref_matte is not None and near[k]:  # neighbours kept apart by their edges
+                ref_matte = np.maximum(ref_matte, np.float32(self.near_floor))
             if ref is None:
                 draw_silhouette(canvas, box, UNKNOWN_PERSON_RGB)
                 continue
@@ -203,8 +217,12 @@ class WarpReconstructor(Reconstructor):
     def describe(self) -> dict:
         """The name, and each drawing option that is not its default."""
         chosen = {"matte": self.matte, "fade": self.fade, "smooth_s": self.smooth_s,
-                  "person_matte": self.person_matte}  # fmt: skip
-        defaults = {"matte": False, "fade": 0, "smooth_s": SMOOTH_S, "person_matte": ""}
+                  "person_matte": self.person_matte, "matte_floor": self.matte_floor,
+                  "matte_dilate": self.matte_dilate, "matte_extent": self.matte_extent,
+                  "near_floor": self.near_floor}
+        defaults = {"matte": False, "fade": 0, "smooth_s": SMOOTH_S, "person_matte": "",
+                    "matte_floor": 0.0, "matte_dilate": 0.0, "matte_extent": 0.0,
+                    "near_floor": 0.0}
         return {**super().describe(), **{k: v for k, v in chosen.items() if v != defaults[k]}}
 
     def _start_fades(self, appearances: dict[int, np.ndarray], tracks) -> None:
@@ -218,10 +236,14 @@ class WarpReconstructor(Reconstructor):
             self._refs[track_id] = ref
             self._mattes.pop(track_id, None)
             box = boxes.get(int(track_id))
-            if self._matter is not None and box is not None:
+            if self._matter is not None and box is not None \
+                    and "person_matte" not in self.skipped:  # fmt: skip
                 box = with_aspect(box, ref.shape[1] / ref.shape[0])
-                self._mattes[track_id] = self._matter.matte(ref, ref_region(box),
-                                                            self._background)  # fmt: skip
+                from semcodec.codec.reconstruct.matte import shaped_matte
+
+                alpha = self._matter.matte(ref, ref_region(box), self._background)
+                self._mattes[track_id] = shaped_matte(alpha, self.matte_floor,
+                                                      self.matte_dilate, self.matte_extent)
 
     def _advance_fades(self) -> None:
         for track_id, (old, done, old_matte) in list(self._fading.items()):
@@ -337,6 +359,16 @@ class BoxSmoother:
         cx, bottom, height = self._filter.update(ids, np.stack([(x1 + x2) / 2, y2, y2 - y1], 1)).T
         half = (x2 - x1) / 2
         return np.stack([cx - half, bottom - np.maximum(height, 1.0), cx + half, bottom], 1)
+
+
+def touching(boxes: np.ndarray) -> np.ndarray:
+    """``(N,)`` bool: which of ``boxes`` ``(N, 4)`` ``x1, y1, x2, y2`` overlap another box."""
+    boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
+    x1, y1, x2, y2 = boxes.T
+    overlap = (np.minimum(x2[:, None], x2[None]) > np.maximum(x1[:, None], x1[None])) \
+        & (np.minimum(y2[:, None], y2[None]) > np.maximum(y1[:, None], y1[None]))  # fmt: skip
+    np.fill_diagonal(overlap, False)
+    return overlap.any(axis=1)
 
 
 def with_aspect(box: np.ndarray, aspect: float) -> np.ndarray:

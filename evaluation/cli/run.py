@@ -139,10 +139,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     codecs.add_argument(
         "--decoders",
         type=csv_list,
-        default=["warp"],
+        default=[],
         metavar="NAMES",
-        help="scaffold: rebuild every level with each of these reconstructors (warp, "
-        "diffusion); rows are named level=N[,decoder=diffusion,steps=S]",
+        help="scaffold: rebuild every level with each of these reconstructors (warp, restore, "
+        "animate, diffusion) besides none: its settings as given, decoded by the default "
+        "decoder; rows are named level=N[,decoder=NAME[,steps=S]]",
     )
     codecs.add_argument(
         "--steps",
@@ -315,7 +316,7 @@ def _with_decoders(settings: list[str], decoders: list[str], steps: list[int]) -
     from semcodec.evaluation.codecs.base import create_codec
 
     unknown = sorted(set(decoders) - set(available_reconstructors()))
-    if unknown or not decoders:
+    if unknown:
         raise UsageError(f"--decoders {','.join(decoders)}: expected names among "
                          f"{', '.join(available_reconstructors())}")  # fmt: skip
     if steps and "diffusion" not in decoders:
@@ -323,8 +324,8 @@ def _with_decoders(settings: list[str], decoders: list[str], steps: list[int]) -
     base = settings or [str(s) for s in create_codec("scaffold").default_settings()]
     out = []
     for setting in base:
-        for decoder in decoders:
-            if decoder == "warp":
+        for decoder in decoders or [None]:
+            if decoder is None:  # the setting as given: the default decoder, or its own
                 out.append(setting)
             elif decoder == "diffusion" and steps:
                 out.extend(f"{setting},decoder=diffusion,steps={n}" for n in steps)
@@ -373,7 +374,7 @@ def grid_from_args(args: argparse.Namespace):
         codecs["x265"] = [*base, *STATIC_CAMERA_SETTINGS]
     if "scaffold" in codecs:
         codecs["scaffold"] = _with_decoders(codecs["scaffold"], args.decoders, args.steps)
-    elif args.decoders != ["warp"] or args.steps:
+    elif args.decoders or args.steps:
         raise UsageError("--decoders/--steps choose the scaffold's decoder: name scaffold in "
                          "--codecs")  # fmt: skip
     options = codec_options_for(args.protocol, args.gop, args.preset)

@@ -3,11 +3,12 @@
 
 Settings are ``level=N`` (0–3), optionally with overrides of the level's fields, e.g.
 ``level=1,target_bpp=0.003`` (the rate controller's target; default: the level's own), and
-the decoder that rebuilds the frames: ``decoder=diffusion,steps=4`` (``seed=N``,
-``weights=FILE`` for another denoiser, ``previous=0`` to generate without the previous
-output; ``decoder=restore,memory_mb=M`` bounds the restorer's memory;
-``decoder=animate,refiner=w8`` (or ``w32``, a refiner file) redraws the animated people with
-a learned refiner, on streams with ``pose_every``; default ``decoder=warp``). The
+the decoder that rebuilds the frames: ``decoder=NAME`` and its options, the keys of
+:data:`codec.reconstruct.pipeline.OPTIONS` (``decoder=diffusion,steps=4``,
+``decoder=restore,memory_mb=M``, ``decoder=animate,refiner=w8`` on streams with
+``pose_every``, ``sr=esrgan-slim``); without ``decoder``, the default decoder
+(:data:`~codec.reconstruct.pipeline.DEFAULT_DECODER`) with any options given laid over
+its own. The
 payload is the whole ``.semc`` stream (header, units, END) exactly as
 :func:`codec.bitstream.write_stream` writes it, and the per-stream byte counts split it into
 ``keyframe``, ``plate_tiles``, ``seg``, ``pose``, ``flow``, ``boxes``, ``appearance`` and
@@ -27,12 +28,12 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
+from semcodec.codec.reconstruct.pipeline import OPTIONS
 from semcodec.evaluation.codecs.base import Codec, Encoded, Setting, SettingError, register_codec
 
-#: Setting keys that choose the decoder, not the stream.
-DECODER_KEYS = ("decoder", "steps", "seed", "weights", "memory_mb", "previous", "matte", "fade",
-                "smooth_s", "sr", "person_matte", "limbs", "arms", "pose_s",
-                "min_turn", "refiner")
+#: Setting keys that choose the decoder, not the stream (each declared once, in
+#: :data:`codec.reconstruct.pipeline.OPTIONS`).
+DECODER_KEYS = ("decoder", *OPTIONS)
 #: The stream of this process's last encode, under its :func:`_stream_key` (one entry).
 _LAST_STREAM: dict[str, Encoded] = {}
 #: The sub-streams whose bytes are reported (``bytes_<name>``); they sum to the payload.
@@ -41,19 +42,28 @@ STREAMS = ("keyframe", "plate_tiles", "seg", "pose", "flow", "boxes", "appearanc
 
 @register_codec("scaffold")
 class ScaffoldCodec(Codec):
-    """Semantic scaffolds (segmentation, pose, flow, rare keyframes), reconstructed by ``warp``."""
+    """Semantic scaffolds (segmentation, pose, flow, rare keyframes), reconstructed by the
+    default decoder (:data:`~codec.reconstruct.pipeline.DEFAULT_DECODER`) unless a setting
+    names another."""
 
     quality_key = "level"
     supports_scale = False  # the level decides every resolution
 
-    def __init__(self, reconstructor: str = "warp", models_dir: str | None = None,
+    def __init__(self, decoder: str = "", models_dir: str | None = None,
                  threads: int = 1, keyframe_interval: int | None = None):  # fmt: skip
         """``keyframe_interval``: frames between keyframes (plates) for every level, in place
         of the level's own (the steady-state protocol gives every codec one intra period);
-        a setting's ``keyframe_interval=N`` still wins."""
+        a setting's ``keyframe_interval=N`` still wins. ``decoder``: the decoder of settings
+        that name none, as text (:meth:`~codec.reconstruct.pipeline.DecoderSpec.parse`; "":
+        the default)."""
+        from semcodec.codec.reconstruct.pipeline import DecoderOptionError, DecoderSpec
+
         if keyframe_interval is not None and keyframe_interval < 0:
             raise ValueError(f"keyframe_interval must be >= 0, got {keyframe_interval}")
-        self.reconstructor = reconstructor
+        try:
+            self.decoder = DecoderSpec.parse(decoder)
+        except DecoderOptionError as exc:
+            raise SettingError(f"scaffold: {exc}") from None
         self.models_dir = models_dir
         self.threads = threads
         self.keyframe_interval = keyframe_interval
@@ -62,7 +72,7 @@ class ScaffoldCodec(Codec):
         return [Setting.of(level=n) for n in (0, 1, 2, 3)]
 
     def describe(self) -> dict[str, str]:
-        return {"encoder": f"semcodec scaffold (decoder {self.reconstructor})",
+        return {"encoder": f"semcodec scaffold (decoder {self.decoder})",
                 "encoder_version": "bitstream v2 (boxes, appearance)"}  # fmt: skip
 
     def curve_of(self, setting: Setting) -> str:
@@ -75,99 +85,27 @@ class ScaffoldCodec(Codec):
 
     def check_setting(self, setting: Setting) -> None:
         self._level(setting)
-        self._decoder(setting)
-        self._upscaler_name(setting)
+        self.decoder_of(setting)
 
-    def _upscaler_name(self, setting: Setting) -> str:
-        """The cloud's super-resolution of the plate, ``sr=NAME`` (default bicubic)."""
-        from semcodec.codec.reconstruct.superres import DEFAULT_SR, upscaler_names
+    def decoder_of(self, setting: Setting):
+        """The :class:`~codec.reconstruct.pipeline.DecoderSpec` of ``setting``'s decoder keys
+        (none: the codec's decoder). A refiner needs a stream sent with ``pose_every``.
 
-        name = setting.get("sr", DEFAULT_SR)
-        if name not in upscaler_names():
-            raise SettingError(f"scaffold: sr={name}: not one of {', '.join(upscaler_names())}")
-        return name
+        Raises:
+            SettingError: an unknown decoder, a bad value or an option that cannot apply.
+        """
+        from semcodec.codec.reconstruct.pipeline import DecoderOptionError, DecoderSpec
 
-    def _decoder(self, setting: Setting) -> tuple[str, dict]:
-        """The reconstructor name and options of ``setting`` (default: the codec's own)."""
-        from semcodec.codec.reconstruct import DECODER_OPTIONS, available_reconstructors
-
-        name = setting.get("decoder", self.reconstructor)
-        if name not in available_reconstructors():
-            raise SettingError(f"scaffold: decoder={name}: not one of "
-                               f"{', '.join(available_reconstructors())}")  # fmt: skip
-        options: dict = {}
-        for key in ("steps", "seed"):
-            value = setting.number(key)
-            if value is not None:
-                if not float(value).is_integer() or value < 0:
-                    raise SettingError(f"scaffold: {key}={setting.get(key)}: expected an integer")
-                options[key] = int(value)
-        if setting.get("weights") is not None:
-            options["weights"] = setting.get("weights")
-        if setting.get("memory_mb") is not None:
-            budget = setting.number("memory_mb")
-            if budget is None or budget < 0:
-                raise SettingError(f"scaffold: memory_mb={setting.get('memory_mb')}: expected "
-                                   "MB >= 0")  # fmt: skip
-            options["memory_mb"] = float(budget)
-        for key in ("previous", "matte", "limbs", "arms"):
-            if setting.get(key) is not None:
-                if setting.get(key) not in ("0", "1"):
-                    raise SettingError(f"scaffold: {key}={setting.get(key)}: expected 0 or 1")
-                options[key] = setting.get(key) == "1"
-        if setting.get("person_matte") is not None:
-            from semcodec.codec.reconstruct.matte import MATTE_MODELS
-
-            if setting.get("person_matte") not in MATTE_MODELS:
-                raise SettingError(f"scaffold: person_matte={setting.get('person_matte')}: "
-                                   f"expected one of {', '.join(MATTE_MODELS)}")  # fmt: skip
-            options["person_matte"] = setting.get("person_matte")
-        if setting.get("fade") is not None:
-            fade = setting.number("fade")
-            if fade is None or not float(fade).is_integer() or fade < 0:
-                raise SettingError(f"scaffold: fade={setting.get('fade')}: expected frames >= 0")
-            options["fade"] = int(fade)
-        if setting.get("min_turn") is not None:
-            degrees = setting.number("min_turn")
-            if degrees is None or not 0 <= degrees <= 60:
-                raise SettingError(f"scaffold: min_turn={setting.get('min_turn')}: expected "
-                                   "degrees 0..60")  # fmt: skip
-            options["min_turn"] = float(degrees)
-        if setting.get("refiner") is not None:
-            options["refiner"] = self._refiner(setting)
-        for key in ("smooth_s", "pose_s"):
-            if setting.get(key) is not None:
-                seconds = setting.number(key)
-                if seconds is None or not 0 <= seconds < 60:
-                    raise SettingError(f"scaffold: {key}={setting.get(key)}: expected "
-                                       "seconds 0..60 (0: off)")  # fmt: skip
-                options[key] = float(seconds)
-        extra = [k for k in options if k not in DECODER_OPTIONS.get(name, ())]
-        if extra:
-            owners = " or ".join(f"decoder={n}" for n, keys in DECODER_OPTIONS.items()
-                                 if extra[0] in keys)  # fmt: skip
-            raise SettingError(f"scaffold: '{setting}': {', '.join(extra)} need {owners}")
-        return name, options
-
-    @staticmethod
-    def _refiner(setting: Setting) -> str:
-        """``refiner=NAME`` (``decoder=animate``'s learned refiner): a shipped refiner
-        (``w8``, ``w32``) or a refiner file, on a stream that carries the sparse pose it is
-        conditioned on (``pose_every`` >= 1); anything else is refused, never ignored."""
-        from pathlib import Path
-
-        from semcodec.codec.reconstruct.refiner import SHIPPED_REFINERS
-
-        name = setting.get("refiner")
-        if name not in SHIPPED_REFINERS and name not in SHIPPED_REFINERS.values() \
-                and not Path(name).is_file():  # fmt: skip
-            raise SettingError(f"scaffold: refiner={name}: expected one of "
-                               f"{', '.join(SHIPPED_REFINERS)} or a refiner file")  # fmt: skip
+        values = {k: v for k, v in setting.params if k in DECODER_KEYS}
+        try:
+            spec = DecoderSpec.from_mapping(values, base=self.decoder)
+        except DecoderOptionError as exc:
+            raise SettingError(f"scaffold: '{setting}': {exc}") from None
         every = setting.number("pose_every")
-        if every is None or every < 1:
-            raise SettingError(f"scaffold: refiner={name}: the refiner draws from the sparse "
+        if dict(spec.options).get("refiner") and (every is None or every < 1):
+            raise SettingError(f"scaffold: '{setting}': the refiner draws from the sparse "
                                "pose; it needs a stream with pose_every >= 1")  # fmt: skip
-        return name
+        return spec
 
     def _level(self, setting: Setting):
         """The level config of ``setting``: ``level=N`` plus any :class:`LevelConfig` field
@@ -268,20 +206,10 @@ class ScaffoldCodec(Codec):
         scaffolds carry, one ``(N, 4)`` float32 ``x1, y1, x2, y2`` array per frame, and
         ``encoded.metadata["person_ids"]`` their ``(N,)`` int32 track ids.
         """
-        from semcodec.codec.reconstruct import create_reconstructor
-        from semcodec.codec.reconstruct.superres import create_upscaler
-        from semcodec.codec.scaffold.codec import decode_stream
+        from semcodec.codec.bitstream import read_stream
 
-        name, options = self._decoder(encoded.setting)
-        reconstructor = create_reconstructor(name, **options)
-        upscaler = create_upscaler(self._upscaler_name(encoded.setting), self.models_dir)
-        sr_flops = 0.0
-
-        def upscale(picture: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-            nonlocal sr_flops
-            sr_flops += upscaler.flops(picture.shape[1::-1])
-            return upscaler(picture, size)
-
+        header, units = read_stream(encoded.payload)
+        pipeline = self.decoder_of(encoded.setting).open(header, self.models_dir)
         boxes: list[np.ndarray] = []  # the people the scaffolds carry, per frame
         ids: list[np.ndarray] = []  # their track ids
         silhouettes = SilhouetteCount(encoded.fps, encoded.metadata.get("measured_from", 0))
@@ -290,7 +218,7 @@ class ScaffoldCodec(Codec):
 
         def images():
             nonlocal refreshes
-            for unit, image in decode_stream(encoded.payload, reconstructor, upscale=upscale):
+            for unit, image in pipeline.frames(units):
                 boxes.append(unit.scaffold.tracks.boxes)
                 ids.append(unit.scaffold.tracks.ids)
                 silhouettes.add(unit)
@@ -302,10 +230,10 @@ class ScaffoldCodec(Codec):
         encoded.metadata["counts"] = {**silhouettes.row(), "plate_refreshes": refreshes}
         if len(frames) != encoded.frames:
             raise RuntimeError(f"scaffold: decoded {len(frames)} frames, expected {encoded.frames}")
-        flops = reconstructor.flops_per_frame()
-        if flops is not None or sr_flops:
-            encoded.metadata["dec_flops_per_frame"] = (flops or 0.0) + sr_flops / len(frames)
-        encoded.metadata["decoder"] = {**reconstructor.describe(), "sr": upscaler.name}
+        flops = pipeline.flops_per_frame()
+        if flops is not None:
+            encoded.metadata["dec_flops_per_frame"] = flops
+        encoded.metadata["decoder"] = {**pipeline.record(), "sr": pipeline.spec.sr}
         return np.stack(frames)
 
 

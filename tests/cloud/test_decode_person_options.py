@@ -37,10 +37,11 @@ def test_the_person_matte_is_used_and_recorded(level1_stream, tmp_path):
     _skip_without("selfie_segmentation")
     semc, out = tmp_path / "s.semc", tmp_path / "out"
     semc.write_bytes(level1_stream)
-    assert cloud_main(["decode", str(semc), "-o", str(out), "--no-overview",
-                       "--person-matte", "selfie_segmentation"]) == 0  # fmt: skip
+    assert cloud_main(["decode", str(semc), "-o", str(out), "--no-overview", "--decoder",
+                       "warp", "--person-matte", "selfie_segmentation"]) == 0  # fmt: skip
     decoder = json.loads((out / "stream.json").read_text())["decoder"]
     assert (decoder["name"], decoder["person_matte"]) == ("warp", "selfie_segmentation")
+    assert decoder["spec"] == "warp,person_matte=selfie_segmentation"
 
 
 @pytest.mark.parametrize("extra, words", [

@@ -75,8 +75,10 @@ def test_cli_records_the_decoder_in_stream_json(stream, weights, tmp_path, capsy
     decoder = json.loads((out / "stream.json").read_text())["decoder"]
     assert decoder["name"] == "diffusion" and (decoder["steps"], decoder["seed"]) == (4, 7)
     assert len(decoder["weights_sha256"]) == 64
-    assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "w"), "--no-overview"]) == 0
-    assert json.loads((tmp_path / "w" / "stream.json").read_text())["decoder"] == {"name": "warp"}
+    assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "w"), "--no-overview",
+                       "--decoder", "warp"]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "w" / "stream.json").read_text())["decoder"] == \
+        {"name": "warp", "spec": "warp"}
     assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "x"), "--steps", "4"]) == 2
     assert "only for --decoder diffusion" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()

@@ -78,11 +78,7 @@ def _cli_help(capsys) -> str:
     return capsys.readouterr().out
 
 
-@pytest.mark.parametrize("source", [
-    "generator",
-    pytest.param("cli", marks=pytest.mark.xfail(strict=True, reason=(
-        "cloud/cli.py declares its own serve flags until it calls add_serve_arguments"))),
-])  # fmt: skip
+@pytest.mark.parametrize("source", ["generator", "cli"])
 def test_the_serve_help_is_the_settings_declaration(source, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     options = _options(_generated_help() if source == "generator" else _cli_help(capsys))

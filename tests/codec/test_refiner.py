@@ -162,7 +162,7 @@ def test_the_shipped_refiners_load_and_are_refused_on_a_wrong_sha256(short, tmp_
 
 @pytest.mark.parametrize("setting,message", [
     ("level=1,decoder=animate,refiner=w8", "pose_every"),
-    ("level=1,pose_every=1,decoder=warp,refiner=w8", "decoder=animate"),
+    ("level=1,pose_every=1,decoder=warp,refiner=w8", "--decoder animate"),
     ("level=1,pose_every=1,decoder=animate,refiner=w7", "refiner=w7"),
 ])  # fmt: skip
 def test_a_refiner_that_cannot_apply_is_refused(setting, message):

@@ -175,7 +175,8 @@ BAD_RUNS = [
     (["--codecs", "scaffold", "--steps", "4"], "add diffusion to --decoders"),
     (["--codecs", "x264", "--decoders", "diffusion"], "name scaffold in --codecs"),
     (["--codecs", "scaffold", "--steps", "0"], "--steps"),
-    (["--codecs", "scaffold", "--settings", "scaffold:level=1,steps=4"], "need decoder=diffusion"),
+    (["--codecs", "scaffold", "--settings", "scaffold:level=1,steps=4"],
+     "only for --decoder diffusion"),
 ]
 
 
@@ -187,8 +188,12 @@ def test_decoders_and_steps_make_one_scaffold_row_each():
                                       "scaffold:level=0;level=1", "--decoders",
                                       "warp,diffusion", "--steps", "1,4"])  # fmt: skip
     assert grid_from_args(args).codecs["scaffold"] == [
-        "level=0", "level=0,decoder=diffusion,steps=1", "level=0,decoder=diffusion,steps=4",
-        "level=1", "level=1,decoder=diffusion,steps=1", "level=1,decoder=diffusion,steps=4"]
+        "level=0,decoder=warp", "level=0,decoder=diffusion,steps=1",
+        "level=0,decoder=diffusion,steps=4", "level=1,decoder=warp",
+        "level=1,decoder=diffusion,steps=1", "level=1,decoder=diffusion,steps=4"]
+    args = build_parser().parse_args(["run", "--codecs", "scaffold", "--settings",
+                                      "scaffold:level=1"])  # fmt: skip
+    assert grid_from_args(args).codecs["scaffold"] == ["level=1"]  # the default decoder
 
 
 @pytest.mark.parametrize("argv, message", BAD_RUNS, ids=[m for _, m in BAD_RUNS])
