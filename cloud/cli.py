@@ -236,9 +236,22 @@ def cmd_decode(args: argparse.Namespace) -> int:
     if args.sr is not None and not pipeline.upscaled:  # the option had nothing to act on
         log.warning("--sr %s: every plate of this stream was sent at the frame's size, so "
                     "nothing was upscaled", args.sr)  # fmt: skip
-    log.info("%s: %d frames (%.1f fps with outputs), decoder %s", args.output, outputs.count,
-             outputs.count / max(seconds, 1e-9), spec)  # fmt: skip
+    fps = outputs.count / max(seconds, 1e-9)
+    log.info("%s: %d frames (%.1f fps with outputs, %s), decoder %s", args.output,
+             outputs.count, fps, _pace(fps, header), spec)  # fmt: skip
     return 0
+
+
+def _pace(fps: float, header) -> str:
+    """How a decode's ``fps`` compares with the camera's frame rate, in words."""
+    camera = header.fps_num / max(1, header.fps_den)
+    if not camera > 0:
+        return "the stream states no frame rate"
+    ratio = fps / camera
+    if ratio >= 1:
+        return f"{ratio:.1f}x the camera's {camera:g} fps"
+    return (f"behind the camera's {camera:g} fps: {ratio:.2f}x real time; a live service "
+            "steps this decoder down its ladder")
 
 
 def _decode_detections(args: argparse.Namespace, header, units) -> int:

@@ -48,6 +48,10 @@ from semcodec.codec.reconstruct.warp import SMOOTH_S, WarpReconstructor
 from semcodec.codec.reconstruct.weights import inference, load_weights, save_weights
 from semcodec.codec.scaffold.appearance import MAX_REF_HEIGHT, ref_region
 
+#: Largest difference (0..255 levels) of a reference restored on a GPU from the CPU's: float32
+#: convolutions summed in another order differ in the last bits, and a pixel at a rounding
+#: boundary moves by one level.
+GPU_TOLERANCE = 1
 #: Tallest restored reference (pixels): twice the tallest reference sent.
 RESTORED_MAX_HEIGHT = 2 * MAX_REF_HEIGHT
 
@@ -173,12 +177,14 @@ def restore_reference(model: ReferenceRestorer, reference: np.ndarray,
     ``(height, width, 3)`` uint8."""
     width, height = size
     even = (width + width % 2, height + height % 2)
-    base = _to_tensor(_resized(reference, even))
-    remembered = torch.zeros_like(base) if memory is None else _to_tensor(_resized(memory, even))
+    device = next(model.parameters()).device
+    base = _to_tensor(_resized(reference, even)).to(device)
+    remembered = torch.zeros_like(base) if memory is None else \
+        _to_tensor(_resized(memory, even)).to(device)  # fmt: skip
     with inference():
         out = model(base, remembered)
     out = out[0, :, :height, :width].clamp(-1, 1).add(1).mul(127.5).round()
-    return out.permute(1, 2, 0).to(torch.uint8).numpy()
+    return out.permute(1, 2, 0).to(torch.uint8).cpu().numpy()
 
 
 @register_reconstructor("restore")
@@ -191,6 +197,8 @@ class RestoreReconstructor(WarpReconstructor):
         memory_mb: the memory's budget, MB (10**6 bytes of uint8 pixels) per stream; each
             track's sharpest earlier reference is kept while the budget allows (0: none).
         matte, fade, smooth_s, person_matte: as for ``warp``.
+        device: where the restorer runs (``cpu``; ``cuda``: a GPU, its outputs within
+            :data:`GPU_TOLERANCE` of the CPU's; the person matte stays on the CPU).
 
     Raises:
         ValueError: a negative or non-finite ``memory_mb``.
@@ -200,11 +208,13 @@ class RestoreReconstructor(WarpReconstructor):
                  memory_mb: float = DEFAULT_MEMORY_MB, matte: bool = False,
                  fade: int = 0, smooth_s: float = SMOOTH_S,
                  person_matte: str = "", matte_floor: float = 0.0, matte_dilate: float = 0.0,
-                 matte_extent: float = 0.0, near_floor: float = 0.0) -> None:  # fmt: skip
+                 matte_extent: float = 0.0, near_floor: float = 0.0,
+                 device: str = "cpu") -> None:  # fmt: skip
         if not 0 <= float(memory_mb) < float("inf"):
             raise ValueError(f"memory_mb must be a finite number >= 0, got {memory_mb}")
         self.weights = restorer_weights(weights)
-        self.model = load_restorer(self.weights)
+        self.device = str(device)
+        self.model = load_restorer(self.weights).to(self.device)
         self.weights_sha256 = file_sha256(self.weights)
         self.memory_bytes = int(float(memory_mb) * 1e6)
         self._flops_per_pixel = flops_per_pixel(self.model)

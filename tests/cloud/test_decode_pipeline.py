@@ -218,3 +218,20 @@ def test_a_stepped_down_restore_skips_its_networks(half_plate_stream):
     full = DEFAULT_DECODER.open(header)
     list(full.frames(read_stream(path)[1]))
     assert full.reconstructor.restored > 0 and full.reconstructor._matter.flops > 0
+
+
+def test_the_restorer_on_a_gpu_stays_within_its_tolerance_of_the_cpu(half_plate_stream):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here: device=cuda is checked on a GPU machine")
+    from semcodec.codec.bitstream import read_stream
+    from semcodec.codec.reconstruct.restore import GPU_TOLERANCE
+
+    path, header = half_plate_stream
+    cpu, gpu = (DecoderSpec.parse(f"restore,person_matte=none,device={d}").open(header)
+                for d in ("cpu", "cuda"))  # fmt: skip
+    for (_, a), (_, b) in zip(cpu.frames(read_stream(path)[1]), gpu.frames(read_stream(path)[1]),
+                              strict=True):  # fmt: skip
+        assert np.abs(a.astype(int) - b.astype(int)).max() <= GPU_TOLERANCE + 1
+    assert gpu.record()["device"] == "cuda" and gpu.reconstructor.restored > 0
