@@ -117,26 +117,6 @@ class PersonMatte:
         return prob
 
 
-def shaped_matte(alpha: np.ndarray, floor: float = 0.0, dilate: float = 0.0,
-                 min_extent: float = 0.0) -> np.ndarray:
-    """A reference's matte ``alpha`` ``(h, w)`` float32 0..1 as it is drawn: dilated by
-    ``dilate`` x its height (a margin of the reference's own background kept around the
-    person), the whole rectangle where the person it marks (probability >= 0.5) spans less
-    than ``min_extent`` of the reference's height (a matte that disagrees with the decoded
-    box is not trusted), and never below ``floor`` (the rectangle kept at that opacity)."""
-    h = alpha.shape[0]
-    if min_extent > 0:
-        rows = np.flatnonzero((alpha >= 0.5).any(axis=1))
-        if rows.size == 0 or (rows[-1] + 1 - rows[0]) < min_extent * h:
-            return np.ones_like(alpha)
-    if dilate > 0:
-        k = 2 * max(1, round(dilate * h)) + 1
-        alpha = cv2.dilate(alpha, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
-    if floor > 0:
-        alpha = floor + (1.0 - floor) * alpha
-    return alpha.astype(np.float32)
-
-
 def ref_probability(prob: np.ndarray, x0: float, y0: float, side: float, box: np.ndarray,
                     size: tuple[int, int]) -> np.ndarray:  # fmt: skip
     """A crop's ``(n, n)`` float32 probability map over the square ``[x0, x0+side) x

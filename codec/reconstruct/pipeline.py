@@ -153,15 +153,6 @@ OPTIONS: dict[str, DecoderOption] = {o.key: o for o in (
                   "matte the cloud computes itself (zero bits): selfie_segmentation (every "
                   "person in the crop), pose_landmark_full or pose_landmark_lite (the one "
                   "person centred in it); 'none': the reference's rectangle"),
-    DecoderOption("matte_floor", _number(0, 1), ("warp", "restore"), "OPACITY",
-                  "warp, restore: with --person-matte, the opacity the reference keeps outside "
-                  "the person (0: cut out; 1: the rectangle) (default 0)"),
-    DecoderOption("matte_dilate", _number(0, 0.5), ("warp", "restore"), "FRACTION",
-                  "warp, restore: with --person-matte, widen the matte by this fraction of the "
-                  "reference's height (default 0)"),
-    DecoderOption("matte_extent", _number(0, 1), ("warp", "restore"), "FRACTION",
-                  "warp, restore: with --person-matte, draw the rectangle where the matte's "
-                  "person spans less than this fraction of the reference's height (default 0)"),
     DecoderOption("near_floor", _number(0, 1), ("warp", "restore"), "OPACITY",
                   "warp, restore: with --person-matte, the opacity a person's rectangle keeps "
                   "while their box overlaps another person's (neighbours apart) (default 0)"),
@@ -351,7 +342,8 @@ def carries_pose(header) -> bool:
 #: A decoder of no options (the pipeline's defaults: bicubic, CPU).
 _PLAIN = DecoderSpec("warp")
 #: What every front end decodes with unless told otherwise: the best measured for a viewer.
-DEFAULT_DECODER = DecoderSpec("restore", (("person_matte", "pose_landmark_full"),))
+DEFAULT_DECODER = DecoderSpec("restore", (("near_floor", 1.0),
+                                          ("person_matte", "pose_landmark_full")))
 #: The bit-exact reference decoder of the reference streams.
 REFERENCE_DECODER = _PLAIN
 

@@ -196,7 +196,7 @@ class RestoreReconstructor(WarpReconstructor):
             name (:data:`SHIPPED_RESTORERS`); default: the first of them (`ref_restorer_v2`).
         memory_mb: the memory's budget, MB (10**6 bytes of uint8 pixels) per stream; each
             track's sharpest earlier reference is kept while the budget allows (0: none).
-        matte, fade, smooth_s, person_matte: as for ``warp``.
+        matte, fade, smooth_s, person_matte, near_floor: as for ``warp``.
         device: where the restorer runs (``cpu``; ``cuda``: a GPU, its outputs within
             :data:`GPU_TOLERANCE` of the CPU's; the person matte stays on the CPU).
 
@@ -207,8 +207,7 @@ class RestoreReconstructor(WarpReconstructor):
     def __init__(self, weights: str | Path | None = None,
                  memory_mb: float = DEFAULT_MEMORY_MB, matte: bool = False,
                  fade: int = 0, smooth_s: float = SMOOTH_S,
-                 person_matte: str = "", matte_floor: float = 0.0, matte_dilate: float = 0.0,
-                 matte_extent: float = 0.0, near_floor: float = 0.0,
+                 person_matte: str = "", near_floor: float = 0.0,
                  device: str = "cpu") -> None:  # fmt: skip
         if not 0 <= float(memory_mb) < float("inf"):
             raise ValueError(f"memory_mb must be a finite number >= 0, got {memory_mb}")
@@ -219,8 +218,7 @@ class RestoreReconstructor(WarpReconstructor):
         self.memory_bytes = int(float(memory_mb) * 1e6)
         self._flops_per_pixel = flops_per_pixel(self.model)
         super().__init__(matte=matte, fade=fade, smooth_s=smooth_s, person_matte=person_matte,
-                         matte_floor=matte_floor, matte_dilate=matte_dilate,
-                         matte_extent=matte_extent, near_floor=near_floor)  # fmt: skip
+                         near_floor=near_floor)  # fmt: skip
 
     def reset(self) -> None:
         super().reset()

@@ -235,3 +235,35 @@ def test_the_restorer_on_a_gpu_stays_within_its_tolerance_of_the_cpu(half_plate_
                               strict=True):  # fmt: skip
         assert np.abs(a.astype(int) - b.astype(int)).max() <= GPU_TOLERANCE + 1
     assert gpu.record()["device"] == "cuda" and gpu.reconstructor.restored > 0
+
+
+def test_people_whose_boxes_overlap_are_found_as_touching():
+    from semcodec.codec.reconstruct.warp import touching
+
+    boxes = np.array([[0, 0, 10, 30], [8, 2, 18, 32], [40, 0, 50, 30], [50, 0, 60, 30]], float)
+    # the first two overlap; the last two only share an edge: apart
+    assert touching(boxes).tolist() == [True, True, False, False]
+    assert touching(np.zeros((0, 4))).tolist() == []
+
+
+def test_a_neighbour_keeps_its_rectangle_at_the_near_floor():
+    """With ``near_floor=1`` a person overlapping another is drawn as their whole rectangle
+    although their matte says nobody is there; apart, the same matte hides them."""
+    from semcodec.codec.core.types import DecodedFrame, FrameScaffold, Tracks
+    from semcodec.codec.reconstruct.warp import WarpReconstructor
+
+    plate = np.zeros((60, 90, 3), np.uint8)
+    ref = np.full((30, 10, 3), 200, np.uint8)
+
+    def drawn(boxes, floor):
+        rec = WarpReconstructor(smooth_s=0, near_floor=floor)
+        rec._person = lambda track_id, frame: (ref, np.zeros((30, 10), np.float32))
+        tracks = Tracks(boxes=np.array(boxes, np.float32), scores=np.ones(2, np.float32),
+                        ids=np.array([1, 2], np.int32))  # fmt: skip
+        frame = DecodedFrame(FrameScaffold(1, tracks), (90, 60), keyframe_image=plate,
+                             plate=True)  # fmt: skip
+        return rec.reconstruct(frame)
+
+    together, apart = [[10, 10, 20, 40], [15, 12, 25, 42]], [[10, 10, 20, 40], [60, 10, 70, 40]]
+    assert drawn(together, 1.0).max() == 200  # kept apart by their rectangles
+    assert drawn(together, 0.0).max() == 0 and drawn(apart, 1.0).max() == 0  # cut out
