@@ -105,10 +105,12 @@ X265_GRID := x265:crf=40;crf=45;crf=51;qp=45,ipratio=8;qp=48,ipratio=8;qp=51,ipr
 # the cloud's person matte: the selfie model (every person in a crop), BlazePose full (one)
 SELFIE := person_matte=selfie_segmentation
 BLAZE := person_matte=pose_landmark_full
-# level 1 on every camera (issue 39's done-when matrix): today's warp at the targets
+# level 1 on every camera (issues 39 and 50): the default decoder at 0.004, warp (the
+# bit-exact reference, named: rows without a decoder are the default's) at the targets
 # 0.001-0.004 beside restore with BlazePose's matte, and at 0.002 the people decoders' compute
 # ladder (warp with the matte, restore width 8, restore width 32)
-LEVEL1_LADDER := scaffold:level=1,target_bpp=0.001;level=1,target_bpp=0.002;level=1;$\
+LEVEL1_LADDER := scaffold:level=1;level=1,target_bpp=0.001,decoder=warp;$\
+  level=1,target_bpp=0.002,decoder=warp;level=1,decoder=warp;$\
   level=1,target_bpp=0.001,decoder=restore,$(BLAZE);$\
   level=1,target_bpp=0.002,decoder=restore,$(BLAZE);level=1,decoder=restore,$(BLAZE);$\
   level=1,target_bpp=0.002,decoder=warp,$(BLAZE);$\
@@ -120,15 +122,16 @@ TASK_BASELINES := $(foreach c,23 28 33 38 43 48 51,x264:crf=$(c)) \
   $(foreach c,23 28 33 38 43 48 51,x265:crf=$(c)) $(foreach q,36 40 44 48 51,x265:qp=$(q),ipratio=8) \
   $(foreach c,18 23 28 33,x265:crf=$(c),scale=0.5)
 # the boxes a level-1 stream carries (track_moda, track_mota) beside the detector (issue 40)
-TRACKS_GRID := --codecs raw,scaffold --settings scaffold:level=1 --metrics moda --moda-every 2
+TRACKS_GRID := --codecs raw,scaffold --settings scaffold:level=1,decoder=warp --metrics moda \
+  --moda-every 2
 # issue 39's people decoders at level-1 targets 0.001-0.004 (bits x FLOPs x memory): warp,
 # restore with the cloud's matte (the selfie model, and BlazePose full: one person a crop),
 # and on the pose stream (0.002, 0.004) animate with the matte, + the refiner at widths 8
 # and 32, the animate memory at 0/4/16 MB; x265 as in the steady-state runs
-PEOPLE_SETTINGS := scaffold:level=1,target_bpp=0.001;$\
+PEOPLE_SETTINGS := scaffold:level=1,target_bpp=0.001,decoder=warp;$\
   level=1,target_bpp=0.001,decoder=restore,$(SELFIE);$\
   level=1,target_bpp=0.001,decoder=restore,$(BLAZE);$\
-  level=1,target_bpp=0.002;$\
+  level=1,target_bpp=0.002,decoder=warp;$\
   level=1,target_bpp=0.002,decoder=restore,$(SELFIE);$\
   level=1,target_bpp=0.002,decoder=restore,$(BLAZE);$\
   level=1,target_bpp=0.002,pose_every=1,decoder=animate,$(SELFIE);$\
@@ -136,12 +139,12 @@ PEOPLE_SETTINGS := scaffold:level=1,target_bpp=0.001;$\
   level=1,target_bpp=0.002,pose_every=1,decoder=animate,$(SELFIE),refiner=w32;$\
   level=1,target_bpp=0.002,pose_every=1,decoder=animate,$(SELFIE),memory_mb=0;$\
   level=1,target_bpp=0.002,pose_every=1,decoder=animate,$(SELFIE),memory_mb=4;$\
-  level=1;level=1,decoder=restore,$(SELFIE);level=1,decoder=restore,$(BLAZE);$\
+  level=1,decoder=warp;level=1,decoder=restore,$(SELFIE);level=1,decoder=restore,$(BLAZE);$\
   level=1,pose_every=1,decoder=animate,$(SELFIE);$\
   level=1,pose_every=1,decoder=animate,$(SELFIE),refiner=w8;$\
   level=1,pose_every=1,decoder=animate,$(SELFIE),refiner=w32
 # the pose agreement (PCK@0.1) of level 1's people over the done-when ranges (issue 39)
-PCK_SETTINGS := scaffold:level=1;level=1,target_bpp=0.002;$\
+PCK_SETTINGS := scaffold:level=1,decoder=warp;level=1,target_bpp=0.002,decoder=warp;$\
   level=1,target_bpp=0.002,decoder=restore,$(BLAZE);level=1,decoder=restore,$(BLAZE);$\
   level=1,target_bpp=0.002,pose_every=1,decoder=animate,$(BLAZE)
 PCK_GRID := --codecs scaffold --metrics pose --lpips-every 4 --data-dir $(DATA) \
@@ -180,7 +183,8 @@ readme-figures: $(STAMP) demo-figures
 	  --out runs/figures/level1-cold-pets-zoom2
 	$(BIN)/semcodec-bench run --data TUD-Stadtmitte --start 91 --frames 89 \
 	  --camera-transform scale=0.5 $(COLD_GRID) \
-	  --settings 'scaffold:level=1;level=1,decoder=restore;level=1,decoder=restore,$(BLAZE)' \
+	  --settings 'scaffold:level=1;level=1,decoder=warp;level=1,decoder=restore;$\
+  level=1,decoder=restore,$(BLAZE)' \
 	  --out runs/figures/level1-cold-tud-half
 	$(BIN)/semcodec-bench run --data PETS09-S2L1-full --start 501 --frames 295 --protocol steady \
 	  $(STEADY_GRID) --out runs/figures/level1-steady-pets
@@ -190,7 +194,7 @@ readme-figures: $(STAMP) demo-figures
 	  --camera-transform zoom=2,x=0.5,y=0.55 $(STEADY_GRID) --out runs/figures/level1-steady-pets-zoom2
 	for name in level1-cold-tud level1-cold-pets level1-cold-pets-zoom2 level1-cold-tud-half \
 	    level1-steady-pets level1-steady-tud level1-steady-pets-zoom2; do \
-	  $(BIN)/semcodec-bench figures --name $$name --against scaffold:level=1 \
+	  $(BIN)/semcodec-bench figures --name $$name --against scaffold:level=1,decoder=warp \
 	    runs/figures/$$name || exit 1; done
 	$(BIN)/semcodec-bench task --data TUD-Stadtmitte --start 91 --frames 89 \
 	  --baselines $(TASK_BASELINES) --targets-kbps 10 20 40 100 --threads 2 \
@@ -234,8 +238,8 @@ readme-figures: $(STAMP) demo-figures
 	    --out runs/figures/pck-pets-zoom2-$$protocol || exit 1; done
 	$(BIN)/semcodec-bench figures --name people-pck runs/figures/pck-*
 	$(BIN)/semcodec-bench sidebyside --data TUD-Stadtmitte --start 91 --frames 89 --protocol steady \
-	  --data-dir $(DATA) --show x265:qp=51,ipratio=8,scale=0.75 --show scaffold:level=1 \
-	  --show scaffold:level=1,target_bpp=0.002 \
+	  --data-dir $(DATA) --show x265:qp=51,ipratio=8,scale=0.75 \
+	  --show scaffold:level=1,decoder=warp --show scaffold:level=1,target_bpp=0.002,decoder=warp \
 	  --show scaffold:level=1,target_bpp=0.002,decoder=restore,$(BLAZE) \
 	  --show scaffold:level=1,target_bpp=0.002,pose_every=1,decoder=animate,person_matte=selfie_segmentation,refiner=w8 \
 	  --at 1,45,89 --width 320 -o docs/people-sidebyside.jpg
