@@ -54,19 +54,13 @@ class UnknownReconstructorError(ReconstructionError, ValueError):
     """No reconstructor is registered under that name (or it rejects the options given)."""
 
 
-#: The options each reconstructor takes; the others take none. The cloud CLI and the
-#: benchmark check options with it.
-DECODER_OPTIONS: dict[str, tuple[str, ...]] = {
-    "animate": ("memory_mb", "limbs", "arms", "pose_s", "min_turn", "smooth_s",
-                "person_matte", "refiner"),
-    "diffusion": ("steps", "seed", "weights", "previous"),
-    "restore": ("weights", "memory_mb", "matte", "fade", "smooth_s", "person_matte"),
-    "warp": ("matte", "fade", "smooth_s", "person_matte"),
-}
+#: The built-in reconstructors (each imported on first use). Their options are declared in
+#: :data:`codec.reconstruct.pipeline.OPTIONS`.
+BUILTIN_RECONSTRUCTORS = ("animate", "diffusion", "restore", "warp")
 
 RECONSTRUCTORS: Registry[Reconstructor] = Registry(
     "reconstructor", Reconstructor, UnknownReconstructorError, "semcodec.reconstructors",
-    builtins={name: f"semcodec.codec.reconstruct.{name}" for name in DECODER_OPTIONS},
+    builtins={name: f"semcodec.codec.reconstruct.{name}" for name in BUILTIN_RECONSTRUCTORS},
 )  # fmt: skip
 #: Class decorator registering a reconstructor under a name (a duplicate name is an error).
 register_reconstructor = RECONSTRUCTORS.register
