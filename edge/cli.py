@@ -178,6 +178,11 @@ def _add_stream_parser(sub) -> None:
                     "reconstruction; detect: task features of the split person detector, "
                     "for detections only")  # fmt: skip
     _add_detect_arguments(st)
+    st.add_argument("--decoder", metavar="NAME[,KEY=VALUE...]",
+                    help="the decoder the cloud rebuilds this stream with, as `cloud-decoder "
+                    "decode --decoder` takes it: warp, restore,person_matte=none, ... or "
+                    "KEY=VALUE,... over the server's own (default: the server's --decoder); "
+                    "a resumed session keeps its decoder; scaffold mode only")  # fmt: skip
     st.add_argument("--detections-out", type=Path, metavar="FILE",
                     help="detect mode: write the detections the cloud sends back to FILE "
                     "(MOTChallenge lines, as the cloud's detections.txt; written under a "
@@ -349,6 +354,8 @@ def _check_mode_options(args: argparse.Namespace) -> None:
     if args.mode == "detect":
         scaffold = [("--level", args.level), ("--flow-prior", args.flow_prior),
                     ("--pose-every", args.pose_every)]
+        if stream:  # detections come from the bottleneck: no decoder rebuilds video
+            scaffold.append(("--decoder", args.decoder))
         if _given(scaffold):
             raise UsageError(f"{', '.join(_given(scaffold))}: scaffold-mode options; --mode "
                              "detect takes a budget as --target-kbps or --target-bpp, or "
@@ -671,7 +678,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     recorder = DetectionRecorder(args.detections_out) if detect else None
     client = StreamClient(args.server, spool, security, pacer, chunk_kib * 1024,
                           max_outage_s=args.max_outage_s, keepalive_s=args.keepalive_s,
-                          detections=recorder)  # fmt: skip
+                          detections=recorder, decoder=args.decoder or "")  # fmt: skip
     auto = _auto_rate(control, spool, client, info)
     if link is not None:
         link.auto = auto
@@ -707,8 +714,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
                             "left as it was", args.detections_out)  # fmt: skip
         detections = f", {recorder.summary(results.frames_decoded)}"
     incomplete = results.error or ("see detections.json" if detect else "see stream.json")
-    log.info("%s: session %s, %s; cloud: %d frames decoded%s%s, outputs in %s", args.server,
-             results.session_id, client.stats.summary(), results.frames_decoded,
+    decoder = f" with {client.session_decoder}" if client.session_decoder else ""
+    log.info("%s: session %s, %s; cloud: %d frames decoded%s%s%s, outputs in %s", args.server,
+             results.session_id, client.stats.summary(), results.frames_decoded, decoder,
              "" if results.complete else f" (incomplete: {incomplete})", detections,
              results.output_dir)  # fmt: skip
     if auto is not None:

@@ -24,47 +24,47 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11semcodec_v1.proto\x12\x0bsemcodec.v1\"(\n\x08ModelRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\"\x94\x02\n\x12OpenSessionRequest\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\r\n\x05\x63odec\x18\x03 \x01(\t\x12\x1f\n\x04mode\x18\x04 \x01(\x0e\x32\x11.semcodec.v1.Mode\x12\r\n\x05level\x18\x05 \x01(\r\x12\r\n\x05width\x18\x06 \x01(\r\x12\x0e\n\x06height\x18\x07 \x01(\r\x12\x0f\n\x07\x66ps_num\x18\x08 \x01(\r\x12\x0f\n\x07\x66ps_den\x18\t \x01(\r\x12\x12\n\nnum_frames\x18\n \x01(\r\x12%\n\x06models\x18\x0b \x03(\x0b\x32\x15.semcodec.v1.ModelRef\x12\x15\n\rstream_header\x18\x0c \x01(\x0c\"}\n\x13OpenSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08next_seq\x18\x02 \x01(\x04\x12\x0f\n\x07resumed\x18\x03 \x01(\x08\x12\x17\n\x0fmax_chunk_bytes\x18\x04 \x01(\r\x12\x16\n\x0emax_unit_bytes\x18\x05 \x01(\x04\":\n\x0bStreamStart\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x17\n\x0f\x64\x65tections_from\x18\x02 \x01(\x04\"\xb9\x01\n\tUnitChunk\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x14\n\x0ctimestamp_us\x18\x02 \x01(\x03\x12#\n\x04kind\x18\x03 \x01(\x0e\x32\x15.semcodec.v1.UnitKind\x12\x11\n\tunit_size\x18\x04 \x01(\x04\x12\x0e\n\x06offset\x18\x05 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x06 \x01(\x0c\x12\r\n\x05\x63rc32\x18\x07 \x01(\x07\x12\x13\n\x0bunit_sha256\x18\x08 \x01(\x0c\x12\x0f\n\x07\x64ropped\x18\t \x01(\x08\"k\n\rStreamRequest\x12)\n\x05start\x18\x01 \x01(\x0b\x32\x18.semcodec.v1.StreamStartH\x00\x12\'\n\x05\x63hunk\x18\x02 \x01(\x0b\x32\x16.semcodec.v1.UnitChunkH\x00\x42\x06\n\x04\x62ody\"\\\n\tDetection\x12\n\n\x02x1\x18\x01 \x01(\x02\x12\n\n\x02y1\x18\x02 \x01(\x02\x12\n\n\x02x2\x18\x03 \x01(\x02\x12\n\n\x02y2\x18\x04 \x01(\x02\x12\r\n\x05score\x18\x05 \x01(\x02\x12\x10\n\x08track_id\x18\x06 \x01(\r\"G\n\x0f\x46rameDetections\x12\r\n\x05\x66rame\x18\x01 \x01(\x04\x12%\n\x05\x62oxes\x18\x02 \x03(\x0b\x32\x16.semcodec.v1.Detection\"\xcf\x01\n\x08\x46\x65\x65\x64\x62\x61\x63k\x12\x13\n\x0bgoodput_bps\x18\x01 \x01(\x01\x12\x15\n\rbacklog_units\x18\x02 \x01(\r\x12\x19\n\x11max_backlog_units\x18\x03 \x01(\r\x12\x1c\n\x14recommended_rate_bps\x18\x04 \x01(\x01\x12\x16\n\x0e\x66rames_decoded\x18\x05 \x01(\x04\x12\x14\n\x0c\x64\x65\x63ode_error\x18\x06 \x01(\t\x12\x30\n\ndetections\x18\x07 \x03(\x0b\x32\x1c.semcodec.v1.FrameDetections\"@\n\x03\x41\x63k\x12\x10\n\x08next_seq\x18\x01 \x01(\x04\x12\'\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x02 \x01(\x0b\x32\x15.semcodec.v1.Feedback\",\n\x0bStreamReply\x12\x1d\n\x03\x61\x63k\x18\x01 \x01(\x0b\x32\x10.semcodec.v1.Ack\"U\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\ttimeout_s\x18\x02 \x01(\x01\x12\x17\n\x0f\x64\x65tections_from\x18\x03 \x01(\x04\"\'\n\x11GetResultsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x8f\x02\n\x0eSessionResults\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12(\n\x05state\x18\x02 \x01(\x0e\x32\x19.semcodec.v1.SessionState\x12\x14\n\x0cunits_stored\x18\x03 \x01(\x04\x12\x14\n\x0c\x62ytes_stored\x18\x04 \x01(\x04\x12\x16\n\x0e\x66rames_decoded\x18\x05 \x01(\x04\x12\x10\n\x08\x63omplete\x18\x06 \x01(\x08\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x12\n\noutput_dir\x18\x08 \x01(\t\x12\x14\n\x0c\x64ropped_seqs\x18\t \x03(\x04\x12\x30\n\ndetections\x18\n \x03(\x0b\x32\x1c.semcodec.v1.FrameDetections*@\n\x04Mode\x12\x14\n\x10MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fMODE_GENERATIVE\x10\x01\x12\r\n\tMODE_TASK\x10\x02*e\n\x08UnitKind\x12\x19\n\x15UNIT_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12UNIT_KIND_KEYFRAME\x10\x01\x12\x13\n\x0fUNIT_KIND_FRAME\x10\x02\x12\x11\n\rUNIT_KIND_END\x10\x03*y\n\x0cSessionState\x12\x1d\n\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12SESSION_STATE_OPEN\x10\x01\x12\x18\n\x14SESSION_STATE_CLOSED\x10\x02\x12\x18\n\x14SESSION_STATE_FAILED\x10\x03\x32\xc5\x02\n\x0eSemanticStream\x12P\n\x0bOpenSession\x12\x1f.semcodec.v1.OpenSessionRequest\x1a .semcodec.v1.OpenSessionResponse\x12G\n\x0bStreamUnits\x12\x1a.semcodec.v1.StreamRequest\x1a\x18.semcodec.v1.StreamReply(\x01\x30\x01\x12M\n\x0c\x43loseSession\x12 .semcodec.v1.CloseSessionRequest\x1a\x1b.semcodec.v1.SessionResults\x12I\n\nGetResults\x12\x1e.semcodec.v1.GetResultsRequest\x1a\x1b.semcodec.v1.SessionResultsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11semcodec_v1.proto\x12\x0bsemcodec.v1\"(\n\x08ModelRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\"\xa5\x02\n\x12OpenSessionRequest\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\r\n\x05\x63odec\x18\x03 \x01(\t\x12\x1f\n\x04mode\x18\x04 \x01(\x0e\x32\x11.semcodec.v1.Mode\x12\r\n\x05level\x18\x05 \x01(\r\x12\r\n\x05width\x18\x06 \x01(\r\x12\x0e\n\x06height\x18\x07 \x01(\r\x12\x0f\n\x07\x66ps_num\x18\x08 \x01(\r\x12\x0f\n\x07\x66ps_den\x18\t \x01(\r\x12\x12\n\nnum_frames\x18\n \x01(\r\x12%\n\x06models\x18\x0b \x03(\x0b\x32\x15.semcodec.v1.ModelRef\x12\x15\n\rstream_header\x18\x0c \x01(\x0c\x12\x0f\n\x07\x64\x65\x63oder\x18\r \x01(\t\"\x8e\x01\n\x13OpenSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08next_seq\x18\x02 \x01(\x04\x12\x0f\n\x07resumed\x18\x03 \x01(\x08\x12\x17\n\x0fmax_chunk_bytes\x18\x04 \x01(\r\x12\x16\n\x0emax_unit_bytes\x18\x05 \x01(\x04\x12\x0f\n\x07\x64\x65\x63oder\x18\x06 \x01(\t\":\n\x0bStreamStart\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x17\n\x0f\x64\x65tections_from\x18\x02 \x01(\x04\"\xb9\x01\n\tUnitChunk\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x14\n\x0ctimestamp_us\x18\x02 \x01(\x03\x12#\n\x04kind\x18\x03 \x01(\x0e\x32\x15.semcodec.v1.UnitKind\x12\x11\n\tunit_size\x18\x04 \x01(\x04\x12\x0e\n\x06offset\x18\x05 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x06 \x01(\x0c\x12\r\n\x05\x63rc32\x18\x07 \x01(\x07\x12\x13\n\x0bunit_sha256\x18\x08 \x01(\x0c\x12\x0f\n\x07\x64ropped\x18\t \x01(\x08\"k\n\rStreamRequest\x12)\n\x05start\x18\x01 \x01(\x0b\x32\x18.semcodec.v1.StreamStartH\x00\x12\'\n\x05\x63hunk\x18\x02 \x01(\x0b\x32\x16.semcodec.v1.UnitChunkH\x00\x42\x06\n\x04\x62ody\"\\\n\tDetection\x12\n\n\x02x1\x18\x01 \x01(\x02\x12\n\n\x02y1\x18\x02 \x01(\x02\x12\n\n\x02x2\x18\x03 \x01(\x02\x12\n\n\x02y2\x18\x04 \x01(\x02\x12\r\n\x05score\x18\x05 \x01(\x02\x12\x10\n\x08track_id\x18\x06 \x01(\r\"G\n\x0f\x46rameDetections\x12\r\n\x05\x66rame\x18\x01 \x01(\x04\x12%\n\x05\x62oxes\x18\x02 \x03(\x0b\x32\x16.semcodec.v1.Detection\"\xcf\x01\n\x08\x46\x65\x65\x64\x62\x61\x63k\x12\x13\n\x0bgoodput_bps\x18\x01 \x01(\x01\x12\x15\n\rbacklog_units\x18\x02 \x01(\r\x12\x19\n\x11max_backlog_units\x18\x03 \x01(\r\x12\x1c\n\x14recommended_rate_bps\x18\x04 \x01(\x01\x12\x16\n\x0e\x66rames_decoded\x18\x05 \x01(\x04\x12\x14\n\x0c\x64\x65\x63ode_error\x18\x06 \x01(\t\x12\x30\n\ndetections\x18\x07 \x03(\x0b\x32\x1c.semcodec.v1.FrameDetections\"@\n\x03\x41\x63k\x12\x10\n\x08next_seq\x18\x01 \x01(\x04\x12\'\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x02 \x01(\x0b\x32\x15.semcodec.v1.Feedback\",\n\x0bStreamReply\x12\x1d\n\x03\x61\x63k\x18\x01 \x01(\x0b\x32\x10.semcodec.v1.Ack\"U\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\ttimeout_s\x18\x02 \x01(\x01\x12\x17\n\x0f\x64\x65tections_from\x18\x03 \x01(\x04\"\'\n\x11GetResultsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x8f\x02\n\x0eSessionResults\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12(\n\x05state\x18\x02 \x01(\x0e\x32\x19.semcodec.v1.SessionState\x12\x14\n\x0cunits_stored\x18\x03 \x01(\x04\x12\x14\n\x0c\x62ytes_stored\x18\x04 \x01(\x04\x12\x16\n\x0e\x66rames_decoded\x18\x05 \x01(\x04\x12\x10\n\x08\x63omplete\x18\x06 \x01(\x08\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x12\n\noutput_dir\x18\x08 \x01(\t\x12\x14\n\x0c\x64ropped_seqs\x18\t \x03(\x04\x12\x30\n\ndetections\x18\n \x03(\x0b\x32\x1c.semcodec.v1.FrameDetections*@\n\x04Mode\x12\x14\n\x10MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fMODE_GENERATIVE\x10\x01\x12\r\n\tMODE_TASK\x10\x02*e\n\x08UnitKind\x12\x19\n\x15UNIT_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12UNIT_KIND_KEYFRAME\x10\x01\x12\x13\n\x0fUNIT_KIND_FRAME\x10\x02\x12\x11\n\rUNIT_KIND_END\x10\x03*y\n\x0cSessionState\x12\x1d\n\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12SESSION_STATE_OPEN\x10\x01\x12\x18\n\x14SESSION_STATE_CLOSED\x10\x02\x12\x18\n\x14SESSION_STATE_FAILED\x10\x03\x32\xc5\x02\n\x0eSemanticStream\x12P\n\x0bOpenSession\x12\x1f.semcodec.v1.OpenSessionRequest\x1a .semcodec.v1.OpenSessionResponse\x12G\n\x0bStreamUnits\x12\x1a.semcodec.v1.StreamRequest\x1a\x18.semcodec.v1.StreamReply(\x01\x30\x01\x12M\n\x0c\x43loseSession\x12 .semcodec.v1.CloseSessionRequest\x1a\x1b.semcodec.v1.SessionResults\x12I\n\nGetResults\x12\x1e.semcodec.v1.GetResultsRequest\x1a\x1b.semcodec.v1.SessionResultsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'semcodec_v1_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MODE']._serialized_start=1730
-  _globals['_MODE']._serialized_end=1794
-  _globals['_UNITKIND']._serialized_start=1796
-  _globals['_UNITKIND']._serialized_end=1897
-  _globals['_SESSIONSTATE']._serialized_start=1899
-  _globals['_SESSIONSTATE']._serialized_end=2020
+  _globals['_MODE']._serialized_start=1765
+  _globals['_MODE']._serialized_end=1829
+  _globals['_UNITKIND']._serialized_start=1831
+  _globals['_UNITKIND']._serialized_end=1932
+  _globals['_SESSIONSTATE']._serialized_start=1934
+  _globals['_SESSIONSTATE']._serialized_end=2055
   _globals['_MODELREF']._serialized_start=34
   _globals['_MODELREF']._serialized_end=74
   _globals['_OPENSESSIONREQUEST']._serialized_start=77
-  _globals['_OPENSESSIONREQUEST']._serialized_end=353
-  _globals['_OPENSESSIONRESPONSE']._serialized_start=355
-  _globals['_OPENSESSIONRESPONSE']._serialized_end=480
-  _globals['_STREAMSTART']._serialized_start=482
-  _globals['_STREAMSTART']._serialized_end=540
-  _globals['_UNITCHUNK']._serialized_start=543
-  _globals['_UNITCHUNK']._serialized_end=728
-  _globals['_STREAMREQUEST']._serialized_start=730
-  _globals['_STREAMREQUEST']._serialized_end=837
-  _globals['_DETECTION']._serialized_start=839
-  _globals['_DETECTION']._serialized_end=931
-  _globals['_FRAMEDETECTIONS']._serialized_start=933
-  _globals['_FRAMEDETECTIONS']._serialized_end=1004
-  _globals['_FEEDBACK']._serialized_start=1007
-  _globals['_FEEDBACK']._serialized_end=1214
-  _globals['_ACK']._serialized_start=1216
-  _globals['_ACK']._serialized_end=1280
-  _globals['_STREAMREPLY']._serialized_start=1282
-  _globals['_STREAMREPLY']._serialized_end=1326
-  _globals['_CLOSESESSIONREQUEST']._serialized_start=1328
-  _globals['_CLOSESESSIONREQUEST']._serialized_end=1413
-  _globals['_GETRESULTSREQUEST']._serialized_start=1415
-  _globals['_GETRESULTSREQUEST']._serialized_end=1454
-  _globals['_SESSIONRESULTS']._serialized_start=1457
-  _globals['_SESSIONRESULTS']._serialized_end=1728
-  _globals['_SEMANTICSTREAM']._serialized_start=2023
-  _globals['_SEMANTICSTREAM']._serialized_end=2348
+  _globals['_OPENSESSIONREQUEST']._serialized_end=370
+  _globals['_OPENSESSIONRESPONSE']._serialized_start=373
+  _globals['_OPENSESSIONRESPONSE']._serialized_end=515
+  _globals['_STREAMSTART']._serialized_start=517
+  _globals['_STREAMSTART']._serialized_end=575
+  _globals['_UNITCHUNK']._serialized_start=578
+  _globals['_UNITCHUNK']._serialized_end=763
+  _globals['_STREAMREQUEST']._serialized_start=765
+  _globals['_STREAMREQUEST']._serialized_end=872
+  _globals['_DETECTION']._serialized_start=874
+  _globals['_DETECTION']._serialized_end=966
+  _globals['_FRAMEDETECTIONS']._serialized_start=968
+  _globals['_FRAMEDETECTIONS']._serialized_end=1039
+  _globals['_FEEDBACK']._serialized_start=1042
+  _globals['_FEEDBACK']._serialized_end=1249
+  _globals['_ACK']._serialized_start=1251
+  _globals['_ACK']._serialized_end=1315
+  _globals['_STREAMREPLY']._serialized_start=1317
+  _globals['_STREAMREPLY']._serialized_end=1361
+  _globals['_CLOSESESSIONREQUEST']._serialized_start=1363
+  _globals['_CLOSESESSIONREQUEST']._serialized_end=1448
+  _globals['_GETRESULTSREQUEST']._serialized_start=1450
+  _globals['_GETRESULTSREQUEST']._serialized_end=1489
+  _globals['_SESSIONRESULTS']._serialized_start=1492
+  _globals['_SESSIONRESULTS']._serialized_end=1763
+  _globals['_SEMANTICSTREAM']._serialized_start=2058
+  _globals['_SEMANTICSTREAM']._serialized_end=2383
 # @@protoc_insertion_point(module_scope)

@@ -110,6 +110,18 @@ class ServeSettings:
     tenant_max_streams: int = setting(32, help="concurrent streams per tenant (0: no bound)")
     tenant_max_kbps: float = setting(0.0, help="unit bytes per tenant over all its sessions, "
                                      "kbit/s, by back-pressure (0: unlimited)")  # fmt: skip
+    tenant_max_decoder_gflops: float = setting(200.0, metavar="G", help="decoder compute per "
+                                               "tenant, GFLOP/s, metered from what its "
+                                               "sessions' decoders ran: at or over it, a new "
+                                               "session whose decoder runs networks is refused "
+                                               "(RESOURCE_EXHAUSTED; warp is taken) and its "
+                                               "sessions step down their decoders' ladder until "
+                                               "it is under (0: no limit). The default is 16 "
+                                               "sessions (--tenant-max-sessions) x 12.5 GFLOP/s, "
+                                               "above the median camera of the level-1 result "
+                                               "sets with the default decoder "
+                                               "(dec_flops_per_frame x fps: 10.6 GFLOP/s; 1.4 "
+                                               "to 16.9)")  # fmt: skip
     tenant_max_stored_mib: float = setting(4096.0, help="stored streams per tenant on disk, "
                                            "units being received included, MiB (0: "
                                            "unlimited)")  # fmt: skip
@@ -156,12 +168,15 @@ class ServeSettings:
     decode_threads: int = setting(0, help="frames decoded at once over all sessions (0: the "
                                   "machine's cores)")  # fmt: skip
     decoder: str = setting("", metavar="NAME[,KEY=VALUE...]", help="the decoder of sessions "
-                           "whose request names none: a reconstructor and its options as "
+                           "whose request names none (a request's KEY=VALUE,... is laid over "
+                           "it): a reconstructor and its options as "
                            "`cloud-decoder decode --decoder` takes them, e.g. "
                            "restore,person_matte=none or warp,sr=esrgan-slim ('': the best "
-                           "measured, restore,person_matte=pose_landmark_full)")  # fmt: skip
+                           "measured for a viewer, as `cloud-decoder decode --help` "
+                           "shows it)")  # fmt: skip
     decoder_ladder: bool = setting(True, help="no stepping down: a session's decoder that "
-                                   "falls behind its camera steps down a ladder of cheaper "
+                                   "falls behind its camera, or whose tenant is over "
+                                   "--tenant-max-decoder-gflops, steps down a ladder of cheaper "
                                    "rungs (no person matte, no restorer) by default, and back "
                                    "up when it has caught up")  # fmt: skip
     overview: bool = setting(True, help="no overview.mp4 per session (written by default)")
@@ -195,6 +210,7 @@ class ServeSettings:
                 raise ConfigError(f"{name} {getattr(self, name)}: must be positive")
         for name in ("max_session_kbps", "session_burst_kib", "workers", "tenant_max_sessions",
                      "tenant_max_streams", "tenant_max_kbps", "tenant_max_stored_mib",
+                     "tenant_max_decoder_gflops",
                      "session_idle_s", "retain_s", "min_progress_bytes",
                      "max_connection_idle_s", "max_connection_age_s",
                      "max_connection_age_grace_s", "max_calls", "max_open_streams",

@@ -31,15 +31,17 @@ log = logging.getLogger("semcodec.cloud.service")
 @dataclass(frozen=True)
 class DecodeSettings:
     """How sessions are decoded: the decoder (text of a
-    :class:`~codec.reconstruct.pipeline.DecoderSpec`, "": the default), overview video, flow
-    prior file, a folder of extra bottleneck files for detect-mode streams (beside the
-    shipped ones), and whether a decoder behind its camera steps down its ladder."""
+    :class:`~codec.reconstruct.pipeline.DecoderSpec`, "": the default; a session's own, or the
+    server's default), overview video, flow prior file, a folder of extra bottleneck files
+    for detect-mode streams (beside the shipped ones), and whether a decoder steps down its
+    ladder (behind its camera, or its tenant over its compute limit)."""
 
     decoder: str = ""
     overview: bool = True
     flow_prior: Path | None = None
     bottleneck_dir: Path | None = None
-    #: step a session's decoder down its ladder while it falls behind the camera
+    #: step a session's decoder down its ladder while it falls behind the camera or its
+    #: tenant is over its compute limit
     ladder: bool = True
 
     @property
@@ -103,6 +105,18 @@ class WorkSource(Protocol):
 
     def decode_done(self, frames: int, complete: bool, error: str | None) -> None: ...
 
+    # optional (a source without them is not told): the decoder's compute and its rung
+
+    def decoder_opened(self, ladder: tuple[str, ...]) -> None: ...
+
+    def decoder_ran(self, flops: float) -> None: ...
+
+    def compute_rung(self) -> int: ...
+
+    def decoder_stepped(self, rung: str, frame: int, down: bool, cause: str) -> None: ...
+
+    def decoder_closed(self) -> None: ...
+
 
 def load_flow_prior(path: Path | None):
     """The flow prior at ``path`` (None: the shipped ones are used)."""
@@ -133,6 +147,53 @@ def remove_own_partials(out_dir: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+class Rungs:
+    """The rung of its ladder a live session's pipeline decodes at: the deeper of the pace
+    keeper's (the decoder behind its camera) and the tenant's compute rung (the tenant over
+    its compute limit). It stands in for the pipeline to the
+    :class:`~codec.reconstruct.pipeline.PaceKeeper`, which reads ``rung``, ``count`` and
+    ``ladder()`` and calls ``step_to``: those are the pace keeper's own rung.
+
+    Args:
+        pipeline: the session's :class:`~codec.reconstruct.pipeline.DecodePipeline`.
+        on_change: called with ``(rung index, previous index, cause)`` after each change of
+            the pipeline's rung; cause ``pace`` or ``compute``.
+    """
+
+    def __init__(self, pipeline, on_change) -> None:
+        self.pipeline, self.on_change = pipeline, on_change
+        self.rung = 0  # the pace keeper's
+        self.floor = 0  # the tenant's compute rung
+
+    @property
+    def count(self) -> int:
+        return self.pipeline.count
+
+    def ladder(self) -> tuple[str, ...]:
+        return self.pipeline.ladder()
+
+    def _clamped(self, rung: int) -> int:
+        return max(0, min(int(rung), len(self.pipeline.ladder()) - 1))
+
+    def step_to(self, rung: int) -> None:
+        """The pace keeper's step."""
+        self.rung = self._clamped(rung)
+        self._apply("pace")
+
+    def hold_at(self, floor: int) -> None:
+        """The tenant's compute rung: the pipeline decodes there or further down."""
+        floor = self._clamped(floor)
+        if floor != self.floor:
+            self.floor = floor
+            self._apply("compute")
+
+    def _apply(self, cause: str) -> None:
+        before = self.pipeline.rung
+        self.pipeline.step_to(max(self.rung, self.floor))
+        if self.pipeline.rung != before:
+            self.on_change(self.pipeline.rung, before, cause)
+
+
 class DecodeWorker(threading.Thread):
     """Decodes one session's log into ``out_dir`` as units are stored.
 
@@ -153,7 +214,18 @@ class DecodeWorker(threading.Thread):
         self.settings, self.source = settings, source
         self.slots = slots if slots is not None else contextlib.nullcontext()
 
+    def _tell(self, name: str, *args):
+        """Calls the source's optional method ``name`` (None without it)."""
+        method = getattr(self.source, name, None)
+        return None if method is None else method(*args)
+
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            self._tell("decoder_closed")
+
+    def _run(self) -> None:
         frames, complete, error = 0, False, None
         try:
             frames, complete = self._decode()
@@ -191,26 +263,39 @@ class DecodeWorker(threading.Thread):
                     outputs.decoder = pipeline.record()
                 return outputs.count, outputs.incomplete is None
 
-    def _pace_keeper(self, pipeline):
-        """The :class:`~codec.reconstruct.pipeline.PaceKeeper` of a live session's decoder
-        (None: the ladder is off, or the decoder has no cheaper rung)."""
+    def _ladder(self, pipeline):
+        """``(rungs, pace keeper)`` of a live session's decoder: :class:`Rungs` and its
+        :class:`~codec.reconstruct.pipeline.PaceKeeper` (None: the camera states no frame
+        rate), or ``(None, None)`` where the ladder is off or has no cheaper rung."""
         from semcodec.codec.reconstruct.pipeline import PaceKeeper
 
+        if not self.settings.ladder or len(pipeline.ladder()) < 2:
+            return None, None
+        rungs = Rungs(pipeline, self._stepped)
         fps = pipeline.header.fps_num / max(1, pipeline.header.fps_den)
-        if not self.settings.ladder or len(pipeline.ladder()) < 2 or not fps > 0:
-            return None
-        return PaceKeeper(pipeline, fps, on_step=self._stepped)
+        return rungs, (PaceKeeper(rungs, fps) if fps > 0 else None)
 
-    def _stepped(self, rung: str, frame: int) -> None:
-        log.info("session %s: decoding %s from frame %d (%s)", self.out_dir.name, rung, frame,
-                 "behind the camera" if rung != "full" else "caught up")  # fmt: skip
-        stepped = getattr(self.source, "decoder_stepped", None)
-        if stepped is not None:
-            stepped(rung, frame)
+    def _stepped(self, rung: int, before: int, cause: str) -> None:
+        name, frame, down = self._pipeline.ladder()[rung], self._pipeline.count + 1, rung > before
+        why = {("pace", True): "behind the camera", ("pace", False): "caught up",
+               ("compute", True): "the tenant is over its compute limit",
+               ("compute", False): "the tenant is under its compute limit"}[cause, down]
+        log.info("session %s: decoding %s from frame %d (%s)", self.out_dir.name, name, frame,
+                 why)  # fmt: skip
+        self._tell("decoder_stepped", name, frame, down, cause)
+
+    def _ran(self, pipeline, before: float) -> float:
+        """Books the FLOPs the pipeline ran since its total was ``before``; returns the
+        total (the pipeline's FLOPs per frame so far x its frames)."""
+        total = (pipeline.flops_per_frame() or 0.0) * pipeline.count
+        self._tell("decoder_ran", max(0.0, total - before))
+        return total
 
     def _loop(self, pipeline, units, outputs) -> None:
-        keeper = self._pace_keeper(pipeline)
-        decoded = 0
+        self._pipeline = pipeline
+        rungs, keeper = self._ladder(pipeline)
+        self._tell("decoder_opened", pipeline.ladder() if rungs is not None else ("full",))
+        decoded, flops = 0, 0.0
         while True:
             work = self.source.next_work(decoded)
             if work == "abandon":
@@ -223,6 +308,8 @@ class DecodeWorker(threading.Thread):
                 self._wait_for_finish()
                 return
             available = time.perf_counter()  # the unit is there: the camera's clock runs
+            if rungs is not None:
+                rungs.hold_at(self._tell("compute_rung") or 0)
             with self.slots:
                 start = time.perf_counter()
                 frame = pipeline.decode_unit(next(units))
@@ -231,6 +318,7 @@ class DecodeWorker(threading.Thread):
                     self.source.frame_shown(*frame)
             decoded += 1
             done = time.perf_counter()
+            flops = self._ran(pipeline, flops)
             self.source.frame_decoded(decoded, done - start)
             if frame is None:  # END: nothing may follow
                 return

@@ -380,6 +380,15 @@ def _when(at: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) + " UTC"
 
 
+def _rung(view) -> str:
+    """The rung a session decodes at and its last changes of rung: ``no person_matte
+    (compute: no person_matte from frame 40)``; "-" when not decoding and never stepped."""
+    last = "; ".join(f"{s.get('cause', '')}: {s.get('rung', '')} from frame {s.get('frame', '')}"
+                     for s in view.steps[-3:])  # fmt: skip
+    rung = view.rung or "-"
+    return f"{rung} ({last})" if last else rung
+
+
 def dashboard_html(tenant: str, views: list) -> str:
     """The dashboard: one row per session (plain HTML, refreshes every 5 s)."""
     esc = html.escape
@@ -391,15 +400,16 @@ def dashboard_html(tenant: str, views: list) -> str:
         rows.append(f"<tr><td>{link}</td><td>{v.width}x{v.height} @ {v.fps:g} fps</td>"
                     f"<td>{esc(v.state)}</td><td>{esc(level)}</td><td>{v.frames_decoded}</td>"
                     f"<td>{v.kbps:.1f}</td><td>{esc(_when(v.last_ack))}</td>"
-                    f"<td>{esc(v.decoder)}</td></tr>")  # fmt: skip
-    body = "\n".join(rows) or '<tr><td colspan="8">no sessions</td></tr>'
+                    f"<td>{esc(v.decoder or 'detections')}</td>"
+                    f"<td>{esc(_rung(v))}</td></tr>")  # fmt: skip
+    body = "\n".join(rows) or '<tr><td colspan="9">no sessions</td></tr>'
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="5">
 <title>semcodec: {esc(tenant)}</title></head>
 <body><h1>Sessions of {esc(tenant)}</h1>
 <table border="1" cellpadding="4" id="sessions">
 <tr><th>session</th><th>camera</th><th>state</th><th>level or mode</th><th>frames</th>
-<th>kbit/s</th><th>last acknowledgement</th><th>decoder</th></tr>
+<th>kbit/s</th><th>last acknowledgement</th><th>decoder</th><th>rung (steps)</th></tr>
 {body}
 </table>
 <p>JSON: <a href="/api/sessions">/api/sessions</a></p>

@@ -25,7 +25,8 @@ class ServiceLimits:
     of the same name, or its conversion: ``max_chunk_bytes`` (``max_chunk_kib``),
     ``max_unit_bytes`` (``max_unit_mib``), ``max_session_bytes_per_s`` (``max_session_kbps``),
     ``session_burst_bytes`` (``session_burst_kib``), ``tenant_bytes_per_s``
-    (``tenant_max_kbps``), ``tenant_max_stored_bytes`` (``tenant_max_stored_mib``). The
+    (``tenant_max_kbps``), ``tenant_max_stored_bytes`` (``tenant_max_stored_mib``),
+    ``tenant_max_decoder_flops`` (``tenant_max_decoder_gflops``, in FLOP/s). The
     settings say what each means; here 0 means no bound for ``decode_threads`` too (the
     setting's 0, the machine's cores, is resolved by :meth:`of`).
 
@@ -34,6 +35,8 @@ class ServiceLimits:
         close_timeout_s: how long CloseSession waits for the decoder by default, seconds.
         max_markers: the most "dropped" markers one session takes (beyond the stream's
             declared frame count, every unit is refused anyway).
+        compute_window_s: the window a session's decoder FLOP/s is metered over, and the
+            least time between two steps of a tenant's compute rung, seconds.
     """
 
     max_sessions: int
@@ -46,17 +49,20 @@ class ServiceLimits:
     tenant_max_streams: int
     tenant_bytes_per_s: float
     tenant_max_stored_bytes: int
+    tenant_max_decoder_flops: float
     session_idle_s: float
     retain_s: float
     decode_threads: int
     backlog_wait_s: float = 120.0
     close_timeout_s: float = 120.0
     max_markers: int = 10000
+    compute_window_s: float = 5.0
 
     @classmethod
     def of(cls, settings: ServeSettings, **own: float) -> ServiceLimits:
         """The limits ``settings`` set; ``own``: any of the core's own (``backlog_wait_s``,
-        ``close_timeout_s``, ``max_markers``) when not their defaults."""
+        ``close_timeout_s``, ``max_markers``, ``compute_window_s``) when not their
+        defaults."""
         return cls(max_sessions=settings.max_sessions,
                    max_backlog_units=settings.max_backlog_units,
                    max_chunk_bytes=settings.max_chunk_kib * 1024,
@@ -67,6 +73,7 @@ class ServiceLimits:
                    tenant_max_streams=settings.tenant_max_streams,
                    tenant_bytes_per_s=settings.tenant_max_kbps * 1000 / 8,
                    tenant_max_stored_bytes=int(settings.tenant_max_stored_mib * (1 << 20)),
+                   tenant_max_decoder_flops=settings.tenant_max_decoder_gflops * 1e9,
                    session_idle_s=settings.session_idle_s,
                    retain_s=settings.retain_s,
                    decode_threads=settings.decode_threads or os.cpu_count() or 2,

@@ -24,7 +24,9 @@ decoded to detections; each frame's detections go to the edge in the feedback of
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import dataclasses
 import re
 import secrets
 import threading
@@ -32,6 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from semcodec.cloud.service.compute import DecoderMismatchError, choose_decoder, parse_decoder
 from semcodec.cloud.service.config import ServeSettings
 from semcodec.cloud.service.decode import DecodeSettings, FairSlots
 from semcodec.cloud.service.detect import is_detect
@@ -86,7 +89,14 @@ class SessionView:
         frames_decoded, units_stored: so far.
         kbps: stored unit bits per second over the last ``GOODPUT_WINDOW_S`` (0 at rest).
         last_ack: wall-clock time of the last stored unit (None: none yet, or at rest).
-        decoder: the reconstructor's name; live: frames can be watched now.
+        decoder: the session's decoder in full (``restore,person_matte=pose_landmark_full``;
+            "": a detect-mode stream, decoded to detections).
+        rung: the rung of the decoder's ladder it decodes at now (``full``, ``no
+            person_matte``, ...; "": not decoding).
+        steps: the last changes of rung, ``{"frame", "rung", "cause"}`` (cause ``pace``: the
+            decoder behind its camera or caught up; ``compute``: the tenant's compute limit).
+        gflops: the decoder's metered compute, GFLOP/s (0 at rest).
+        live: frames can be watched now.
     """
 
     session_id: str
@@ -101,6 +111,9 @@ class SessionView:
     kbps: float
     last_ack: float | None
     decoder: str
+    rung: str
+    steps: tuple[dict, ...]
+    gflops: float
     live: bool
 
 
@@ -110,7 +123,7 @@ def _header_fields(header: StreamHeader) -> dict:
             "fps": round(header.fps_num / max(header.fps_den, 1), 3)}  # fmt: skip
 
 
-def view_of(session: Session, decoder: str) -> SessionView:
+def view_of(session: Session) -> SessionView:
     """A held session's view."""
     header = StreamHeader.from_bytes(session.log.header_bytes())
     results, feedback = session.results(), session.feedback()
@@ -118,12 +131,23 @@ def view_of(session: Session, decoder: str) -> SessionView:
     return SessionView(session.session_id, state, frames_decoded=results.frames_decoded,
                        units_stored=results.units_stored,
                        kbps=round(feedback.goodput_bps / 1000, 2),
-                       last_ack=session.last_stored_at, decoder=decoder, live=True,
-                       **_header_fields(header))  # fmt: skip
+                       last_ack=session.last_stored_at, decoder=session.decoder,
+                       rung=session.rung if session.decode_state is None else "",
+                       steps=tuple(session.steps), gflops=round(session.meter.rate() / 1e9, 3),
+                       live=True, **_header_fields(header))  # fmt: skip
 
 
-def stored_view(state_dir: Path, decoder: str) -> SessionView:
-    """The view of a session on disk only (at rest, closed or failed)."""
+def recorded_decoder(record: dict, header: StreamHeader, default: str) -> str:
+    """The decoder a session's record holds (one recorded before sessions chose theirs: the
+    server's ``default``; "" for a detect-mode stream)."""
+    if is_detect(header):
+        return ""
+    return str(record.get("decoder", default))
+
+
+def stored_view(state_dir: Path, default: str) -> SessionView:
+    """The view of a session on disk only (at rest, closed or failed); ``default``: the
+    server's decoder, for a record that holds none."""
     from semcodec.codec.bitstream import read_stream
 
     record = read_json(state_dir / RECORD_NAME)
@@ -131,10 +155,12 @@ def stored_view(state_dir: Path, decoder: str) -> SessionView:
     with open(state_dir / LOG_NAME, "rb") as fh:
         header = read_stream(fh)[0]
     state = record.get("state", "open")
+    steps = tuple(s for s in record.get("decoder_steps", ()) if isinstance(s, dict))
     return SessionView(state_dir.name, "at rest" if state == "open" else state,
                        frames_decoded=int(results.get("frames_decoded", 0)),
                        units_stored=int(results.get("units_stored", 0)), kbps=0.0,
-                       last_ack=None, decoder=decoder, live=False,
+                       last_ack=None, decoder=recorded_decoder(record, header, default),
+                       rung="", steps=steps, gflops=0.0, live=False,
                        **_header_fields(header))  # fmt: skip
 
 
@@ -198,6 +224,17 @@ class SessionManager:
                        if self.limits.decode_threads > 0 else None)  # fmt: skip
         self._lock = threading.RLock()
         self._draining = False
+        self._default_decoder = None  # the server's DecoderSpec, parsed on first use
+
+    def default_decoder(self):
+        """The server's default :class:`~codec.reconstruct.pipeline.DecoderSpec` (``decode``'s)."""
+        if self._default_decoder is None:
+            self._default_decoder = self.decode.spec
+        return self._default_decoder
+
+    def _session_decode(self, decoder: str) -> DecodeSettings:
+        """How a session of ``decoder`` (in full) is decoded."""
+        return dataclasses.replace(self.decode, decoder=decoder)
 
     def tenant(self, tenant: str) -> TenantUsage:
         """The quota use of ``tenant`` (a valid tenant name)."""
@@ -231,9 +268,12 @@ class SessionManager:
             self._check_capacity(tenant)
             # the session is this server's now: what earlier servers left of it goes
             remove_paths(leftovers(state_dir, out_dir, everyone=True))
-            session = Session(tenant, session_id, state_dir, out_dir,
-                              SessionLog.recover(state_dir / LOG_NAME), self.limits,
-                              self.decode, self.metrics, record, self._slots)  # fmt: skip
+            log = SessionLog.recover(state_dir / LOG_NAME)
+            decoder = recorded_decoder(record, StreamHeader.from_bytes(log.header_bytes()),
+                                       str(self.default_decoder()))  # fmt: skip
+            session = Session(tenant, session_id, state_dir, out_dir, log, self.limits,
+                              self._session_decode(decoder), self.metrics, record, self._slots,
+                              self.tenant(tenant).compute)  # fmt: skip
             self._sessions[(tenant, session_id)] = session
         session.start()
         return session
@@ -267,21 +307,43 @@ class SessionManager:
     # -- requests
 
     def open(self, tenant: str, request: OpenRequest) -> Opened:
-        """Opens a new session, or resumes ``request.session_id``."""
+        """Opens a new session, or resumes ``request.session_id``.
+
+        A new session's decoder is the request's (checked against the stream; "": the
+        server's), refused while the tenant is over its compute limit if it runs networks;
+        a resume keeps the session's (naming another is refused).
+        """
         header = parse_open(request)
         if request.session_id:
             session = self._find(tenant, request.session_id)
             if session.log.header_bytes() != request.header:
                 raise InvalidRequestError(f"the stream header differs from the one session "
                                           f"{session.session_id} was opened with")  # fmt: skip
+            self._check_same_decoder(session, header, request.decoder)
             self.metrics.session_opened(True)
-            return Opened(session.session_id, session.next_seq, True)
+            return Opened(session.session_id, session.next_seq, True, session.decoder)
         check_decodable(header, self.decode)
-        session = self._create(check_tenant(tenant), request.header)
+        spec = choose_decoder(header, request.decoder, self.default_decoder())
+        self.tenant(check_tenant(tenant)).compute.check_open(spec)
+        decoder = "" if spec is None else str(spec)
+        session = self._create(tenant, request.header, decoder)
         self.metrics.session_opened(False)
-        return Opened(session.session_id, 0, False)
+        return Opened(session.session_id, 0, False, decoder)
 
-    def _create(self, tenant: str, header: bytes) -> Session:
+    def _check_same_decoder(self, session: Session, header: StreamHeader, text: str) -> None:
+        """Refuses a resume that names another decoder than the session's ("": keeps it)."""
+        if not text.strip():
+            return
+        if is_detect(header):
+            choose_decoder(header, text, self.default_decoder())  # refuses it
+        asked = str(parse_decoder(text, self.default_decoder()))
+        if asked != session.decoder:
+            raise DecoderMismatchError(f"session {session.session_id} decodes with "
+                                       f"{session.decoder!r}, the request names {asked!r}: a "
+                                       "session keeps its decoder; resume with the same one (or "
+                                       "none), or open a new session")  # fmt: skip
+
+    def _create(self, tenant: str, header: bytes, decoder: str) -> Session:
         with self._lock:
             self._check_capacity(tenant)
             session_id = secrets.token_hex(16)
@@ -290,10 +352,11 @@ class SessionManager:
             state_dir.mkdir(mode=0o700)
             log = SessionLog.create(state_dir / LOG_NAME, header)
             record = {"session_id": session_id, "tenant": tenant, "state": "open",
-                      "created": time.time(), "dropped": []}  # fmt: skip
+                      "created": time.time(), "dropped": [], "decoder": decoder}  # fmt: skip
             write_json_atomic(state_dir / RECORD_NAME, record)
             session = Session(tenant, session_id, state_dir, out_dir, log, self.limits,
-                              self.decode, self.metrics, record, self._slots)  # fmt: skip
+                              self._session_decode(decoder), self.metrics, record, self._slots,
+                              self.tenant(tenant).compute)  # fmt: skip
             self._sessions[(tenant, session_id)] = session
         session.start()
         return session
@@ -342,7 +405,8 @@ class SessionManager:
         tenant, session_id = session.tenant, session.session_id
         session.close(10.0)  # the decoder thread ends right after it reports
         results = session.results()
-        session.record.update(state=results.state, results=results.record())
+        session.record.update(state=results.state, results=results.record(),
+                              decoder_steps=list(session.steps))  # fmt: skip
         write_json_atomic(session.state_dir / RECORD_NAME, session.record)
         with self._lock:
             self._sessions.pop((tenant, session_id), None)
@@ -389,7 +453,7 @@ class SessionManager:
         check_tenant(tenant)
         with self._lock:
             held = [s for (owner, _), s in self._sessions.items() if owner == tenant]
-        views = [view_of(s, str(self.decode.spec)) for s in held]
+        views = [view_of(s) for s in held]
         seen = {v.session_id for v in views}
         folder = self.out_root / SESSIONS_DIR / tenant
         stored = sorted((p for p in folder.glob("*") if _SESSION_ID.match(p.name)
@@ -397,8 +461,22 @@ class SessionManager:
                         key=_mtime, reverse=True)  # fmt: skip
         for state_dir in stored[: max(0, limit - len(views))]:
             with contextlib.suppress(OSError, ValueError, BitstreamError):
-                views.append(stored_view(state_dir, str(self.decode.spec)))
+                views.append(stored_view(state_dir, str(self.default_decoder())))
         return views[:limit]
+
+    def decoder_census(self) -> collections.Counter:
+        """Held sessions whose decoder is open, by ``(reconstructor name, rung)`` (the
+        metrics' labels: never a session id)."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        return collections.Counter((s.decoder.partition(",")[0], s.rung) for s in sessions
+                                   if s.rung and s.decode_state is None)  # fmt: skip
+
+    def decoder_flops(self) -> float:
+        """FLOP/s of every held session's decoder (metered)."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        return sum(s.meter.rate() for s in sessions)
 
 
     def reap(self, now: float | None = None, timeout_s: float = 10.0) -> list[str]:

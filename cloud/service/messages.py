@@ -72,7 +72,8 @@ class OpenRequest:
     """What an edge declares when it opens (or resumes) a session.
 
     ``header`` is the ``.semc`` stream header, exactly; the other fields must agree with it.
-    ``models`` are ``(name, sha256 hex or "")`` pairs.
+    ``models`` are ``(name, sha256 hex or "")`` pairs. ``decoder``: the decoder a generative
+    session asks for (:func:`~cloud.service.compute.choose_decoder`; "": the server's).
     """
 
     header: bytes
@@ -87,15 +88,18 @@ class OpenRequest:
     fps_den: int | None = None
     num_frames: int | None = None
     models: tuple[tuple[str, str], ...] | None = None
+    decoder: str = ""
 
 
 @dataclass(frozen=True)
 class Opened:
-    """The answer to an open: where the edge continues."""
+    """The answer to an open: where the edge continues, and the session's decoder in full
+    ("": a detect-mode stream)."""
 
     session_id: str
     next_seq: int
     resumed: bool
+    decoder: str = ""
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,8 @@ class Metrics:
     def detect_frame(self, status: str) -> None: ...
 
     def detect_unheld(self, delta: int) -> None: ...
+
+    def decoder_stepped(self, down: bool, cause: str) -> None: ...
 
 
 def check_tenant(tenant: str) -> str:

@@ -11,6 +11,7 @@ from prometheus_client import (
     ProcessCollector,
     start_http_server,
 )
+from prometheus_client.core import GaugeMetricFamily
 
 from semcodec.cloud.service.messages import Metrics
 
@@ -19,8 +20,9 @@ DECODE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class PrometheusMetrics(Metrics):
-    """Sessions, bytes, units, decode latency, errors and backlog; the process's memory, CPU
-    and open files (``process_*``)."""
+    """Sessions, bytes, units, decode latency, errors and backlog; the decoders by name and
+    rung, their steps and compute; the process's memory, CPU and open files
+    (``process_*``)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -57,6 +59,14 @@ class PrometheusMetrics(Metrics):
                                            "sessions whose edge says, at its last decoded unit, "
                                            "that its budget cannot reach the agreement floor",
                                            registry=reg)  # fmt: skip
+        self.decoder_steps = Counter("semcodec_decoder_steps", "Changes of a session "
+                                     "decoder's rung, by direction (down, up) and cause (pace: "
+                                     "behind its camera or caught up; compute: its tenant over "
+                                     "or under its compute limit)", ["direction", "cause"],
+                                     registry=reg)  # fmt: skip
+        self.decoder_gflops = Gauge("semcodec_decoder_gflops", "Decoder compute of the held "
+                                    "sessions, GFLOP/s (metered from what their decoders ran)",
+                                    registry=reg)  # fmt: skip
         self._http = None
 
     def bind_viewers(self, viewers) -> None:
@@ -69,6 +79,8 @@ class PrometheusMetrics(Metrics):
         """Reads the live gauges from ``manager`` (a SessionManager) at each scrape."""
         self.active.set_function(lambda: manager.active)
         self.backlog.set_function(manager.total_backlog)
+        self.decoder_gflops.set_function(lambda: manager.decoder_flops() / 1e9)
+        self.registry.register(DecoderCensus(manager))
 
     def session_opened(self, resumed: bool) -> None:
         self.opened.labels(resumed=str(resumed).lower()).inc()
@@ -95,6 +107,9 @@ class PrometheusMetrics(Metrics):
     def detect_unheld(self, delta: int) -> None:
         self.detect_unheld_streams.inc(delta)
 
+    def decoder_stepped(self, down: bool, cause: str) -> None:
+        self.decoder_steps.labels(direction="down" if down else "up", cause=cause).inc()
+
     def serve(self, host: str, port: int) -> int:
         """Serves ``/metrics`` over HTTP; returns the port (``port`` 0: a free one)."""
         self._http, _thread = start_http_server(port, addr=host, registry=self.registry)
@@ -105,3 +120,21 @@ class PrometheusMetrics(Metrics):
             self._http.shutdown()
             self._http.server_close()
             self._http = None
+
+
+class DecoderCensus:
+    """``semcodec_decoder_sessions{decoder, rung}``: held sessions whose decoder is open, by
+    reconstructor name and the rung of its ladder they decode at (read at each scrape)."""
+
+    def __init__(self, manager) -> None:
+        self.manager = manager
+
+    def describe(self):
+        return [GaugeMetricFamily("semcodec_decoder_sessions", "Sessions decoding, by decoder "
+                                  "and rung", labels=["decoder", "rung"])]  # fmt: skip
+
+    def collect(self):
+        family = self.describe()[0]
+        for (decoder, rung), count in sorted(self.manager.decoder_census().items()):
+            family.add_metric([decoder, rung], count)
+        yield family

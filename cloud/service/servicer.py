@@ -59,7 +59,7 @@ def open_request(msg: pb.OpenSessionRequest) -> OpenRequest:
         protocol_version=msg.protocol_version, codec=msg.codec,
         mode=_MODES.get(msg.mode, f"unknown ({msg.mode})"), level=msg.level, width=msg.width,
         height=msg.height, fps_num=msg.fps_num, fps_den=msg.fps_den, num_frames=msg.num_frames,
-        models=tuple((m.name, m.sha256) for m in msg.models),
+        models=tuple((m.name, m.sha256) for m in msg.models), decoder=msg.decoder,
     )  # fmt: skip
 
 
@@ -254,7 +254,8 @@ class SemanticStreamServicer(pb_grpc.SemanticStreamServicer):
         return pb.OpenSessionResponse(session_id=opened.session_id, next_seq=opened.next_seq,
                                       resumed=opened.resumed,
                                       max_chunk_bytes=limits.max_chunk_bytes,
-                                      max_unit_bytes=limits.max_unit_bytes)  # fmt: skip
+                                      max_unit_bytes=limits.max_unit_bytes,
+                                      decoder=opened.decoder)  # fmt: skip
 
     async def StreamUnits(self, request_iterator, context):
         receiver, usage, superseded = None, None, None

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from semcodec.cloud.service.assembler import AssembledUnit
+from semcodec.cloud.service.compute import ComputeBudget, FlopsMeter
 from semcodec.cloud.service.decode import DecodeSettings, DecodeWorker, FairSlots, committed_decode
 from semcodec.cloud.service.detect import FrameDetections, committed_frames, is_detect
 from semcodec.cloud.service.errors import (
@@ -51,19 +52,31 @@ _logger = logging.getLogger("semcodec.cloud.service")
 #: Frames whose detections a detect-mode session keeps for the edge (the last ones decoded):
 #: what a reconnecting edge, or its CloseSession, can still get.
 DETECTIONS_KEPT = 256
+#: The last changes of its decoder's rung a session shows (all are in its stream.json).
+STEPS_SHOWN = 16
 
 
 class Session:
-    """One session: its log, its decoder thread and what has been stored and decoded."""
+    """One session: its log, its decoder thread and what has been stored and decoded.
+
+    ``decode.decoder`` is the session's own decoder, in full ("" for a detect-mode stream);
+    its FLOPs are metered (``meter``) into the tenant's ``budget`` (None: not counted), whose
+    compute rung its decoder is held at.
+    """
 
     def __init__(self, tenant: str, session_id: str, state_dir: Path, out_dir: Path,
                  log: SessionLog, limits: ServiceLimits, decode: DecodeSettings,
-                 metrics: Metrics, record: dict,
-                 slots: FairSlots | None = None) -> None:  # fmt: skip
+                 metrics: Metrics, record: dict, slots: FairSlots | None = None,
+                 budget: ComputeBudget | None = None) -> None:  # fmt: skip
         self.tenant, self.session_id = tenant, session_id
         self.state_dir, self.out_dir, self.log = state_dir, out_dir, log
         self.limits, self.decode_settings, self.metrics = limits, decode, metrics
         self.record = record
+        self.budget, self.meter = budget, FlopsMeter(limits.compute_window_s)
+        #: the rung its decoder decodes at now ("" before it opens and for detect mode)
+        self.rung = ""
+        #: ``{"frame", "rung", "cause"}`` of the last changes of rung (pace or compute)
+        self.steps: collections.deque[dict] = collections.deque(maxlen=STEPS_SHOWN)
         self.dropped: list[int] = read_dropped(state_dir, record)
         self.next_seq = log.units + len(self.dropped)
         header = StreamHeader.from_bytes(log.header_bytes())
@@ -376,6 +389,39 @@ class Session:
                                 "over_budget": " (its budget cannot reach the agreement floor)",
                                 "below_floor": " (no setting reaches the agreement floor)",
                             }.get(status, ""))  # fmt: skip
+
+    @property
+    def decoder(self) -> str:
+        """The session's decoder, in full ("": a detect-mode stream's detections)."""
+        return self.decode_settings.decoder
+
+    def decoder_opened(self, ladder: tuple[str, ...]) -> None:
+        """The decoder is open, at the first of its ``ladder``'s rungs: its FLOPs count in
+        the tenant's compute from now on."""
+        self.rung = ladder[0]
+        if self.budget is not None:
+            self.budget.add(self.meter, len(ladder) - 1)
+
+    def decoder_ran(self, flops: float) -> None:
+        """The decoder ran ``flops`` for a frame (its networks: matte, restorer, refiner,
+        upscaler)."""
+        self.meter.add(flops)
+
+    def compute_rung(self) -> int:
+        """The rung of its ladder the tenant's compute limit holds the decoder at, at least."""
+        return 0 if self.budget is None else self.budget.rung()
+
+    def decoder_stepped(self, rung: str, frame: int, down: bool, cause: str) -> None:
+        """The decoder decodes at ``rung`` from ``frame`` on (cause ``pace``: behind the
+        camera or caught up; ``compute``: the tenant's compute limit)."""
+        self.rung = rung
+        self.steps.append({"frame": frame, "rung": rung, "cause": cause})
+        self.metrics.decoder_stepped(down, cause)
+
+    def decoder_closed(self) -> None:
+        """The decoder thread ends: its FLOPs no longer count."""
+        if self.budget is not None:
+            self.budget.remove(self.meter)
 
     def decode_done(self, frames: int, complete: bool, error: str | None) -> None:
         with self._cond:

@@ -1,5 +1,6 @@
-"""Each tenant's use of its quotas: concurrent streams, unit bytes per second and bytes
-stored on disk (its open sessions are counted by :class:`~cloud.service.manager.SessionManager`).
+"""Each tenant's use of its quotas: concurrent streams, unit bytes per second, bytes
+stored on disk and decoder compute (:class:`~cloud.service.compute.ComputeBudget`; its open
+sessions are counted by :class:`~cloud.service.manager.SessionManager`).
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from semcodec.cloud.service.compute import ComputeBudget
 from semcodec.cloud.service.errors import QuotaError
 from semcodec.cloud.service.limits import RateLimiter, ServiceLimits
 from semcodec.cloud.service.store import LOG_NAME
@@ -20,7 +22,11 @@ class TenantUsage:
         limits: the server's limits (the ``tenant_*`` quotas).
         sessions_dir: ``OUT/.sessions/<tenant>``, whose stored streams count as its storage.
         quotas: this tenant's own quotas, overriding ``limits`` (``max_sessions``,
-            ``max_streams``, ``max_kbps``, ``max_stored_mib``; from the tokens file).
+            ``max_streams``, ``max_kbps``, ``max_stored_mib``, ``max_decoder_gflops``; from
+            the tokens file).
+
+    Attributes:
+        compute: its decoders' FLOP/s against its limit (``tenant_max_decoder_gflops``).
     """
 
     def __init__(self, name: str, limits: ServiceLimits, sessions_dir: Path,
@@ -34,6 +40,9 @@ class TenantUsage:
                                     else limits.tenant_max_stored_bytes)  # fmt: skip
         rate = (quotas["max_kbps"] * 1000 / 8 if "max_kbps" in quotas
                 else limits.tenant_bytes_per_s)  # fmt: skip
+        flops = (quotas["max_decoder_gflops"] * 1e9 if "max_decoder_gflops" in quotas
+                 else limits.tenant_max_decoder_flops)  # fmt: skip
+        self.compute = ComputeBudget(name, flops, limits.compute_window_s)
         self.streams = 0
         self.reserved = 0  # units being received: their declared sizes
         self._stored: int | None = None  # read from disk on first use

@@ -141,16 +141,18 @@ class LinkStats:
                 f"{self.kbps():.1f} kbit/s")  # fmt: skip
 
 
-def open_request(header: bytes, session_id: str = "") -> pb.OpenSessionRequest:
+def open_request(header: bytes, session_id: str = "", decoder: str = ""
+                 ) -> pb.OpenSessionRequest:  # fmt: skip
     """The OpenSessionRequest of a stream header (every field taken from it; a detect-mode
-    header is codec ``features``, mode ``TASK``)."""
+    header is codec ``features``, mode ``TASK``) and the decoder asked for (text of
+    ``cloud-decoder decode --decoder``; "": the server's)."""
     h = StreamHeader.from_bytes(header)
     detect = h.settings.get(MODE_KEY) == DETECT_MODE
     return pb.OpenSessionRequest(
         protocol_version=1, session_id=session_id, codec="features" if detect else "scaffold",
         mode=pb.MODE_TASK if detect else pb.MODE_GENERATIVE,
         level=h.level, width=h.width, height=h.height, fps_num=h.fps_num, fps_den=h.fps_den,
-        num_frames=h.num_frames, stream_header=header,
+        num_frames=h.num_frames, stream_header=header, decoder=decoder,
         models=[pb.ModelRef(name=m.name, sha256=m.sha256 or "") for m in h.models],
     )  # fmt: skip
 
@@ -189,6 +191,9 @@ class StreamClient:
             twice this), seconds.
         open_timeout_s: how long opening (or resuming) a session may take, seconds.
         detections: where the detections the cloud sends back go (detect mode).
+        decoder: the decoder the session asks for (``cloud-decoder decode --decoder``'s
+            text; "": the server's default); the server's answer, in full, is kept in
+            ``session_decoder``.
     """
 
     def __init__(self, target: str, spool: Spool, security: ChannelSecurity | None = None,
@@ -197,8 +202,10 @@ class StreamClient:
                  backoff_s: tuple[float, float] = (0.2, 5.0), max_outage_s: float = 300.0,
                  progress: Callable[[LinkStats], None] | None = None,
                  keepalive_s: float = 10.0, open_timeout_s: float = 10.0,
-                 detections: DetectionRecorder | None = None) -> None:  # fmt: skip
+                 detections: DetectionRecorder | None = None,
+                 decoder: str = "") -> None:  # fmt: skip
         self.target, self.spool = target, spool
+        self.decoder, self.session_decoder = decoder, ""
         self.detections = detections
         self.keepalive_s, self.open_timeout_s = keepalive_s, open_timeout_s
         self.security = security or ChannelSecurity()
@@ -245,8 +252,9 @@ class StreamClient:
             done = self._closed_results(stub, metadata)
             if done is not None:
                 return done
-            opened = stub.OpenSession(open_request(header, self.spool.session_id),
+            opened = stub.OpenSession(open_request(header, self.spool.session_id, self.decoder),
                                       metadata=metadata, timeout=self.open_timeout_s)  # fmt: skip
+            self.session_decoder = opened.decoder
             self.spool.set_session(opened.session_id)
             self._acked(opened.next_seq)
             if not self.spool.finished():

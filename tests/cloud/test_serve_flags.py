@@ -128,20 +128,21 @@ def test_the_core_limits_are_derived_from_the_settings(tmp_path):
     settings = ServeSettings(out=tmp_path, max_sessions=5, max_backlog_units=6, max_chunk_kib=8,
                              max_unit_mib=2, max_session_kbps=80.0, session_burst_kib=4,
                              tenant_max_sessions=3, tenant_max_streams=4, tenant_max_kbps=16.0,
-                             tenant_max_stored_mib=1.5, session_idle_s=9.0, retain_s=99.0,
-                             decode_threads=3)  # fmt: skip
+                             tenant_max_stored_mib=1.5, tenant_max_decoder_gflops=2.5,
+                             session_idle_s=9.0, retain_s=99.0, decode_threads=3)  # fmt: skip
     limits = ServiceLimits.of(settings, max_markers=7)
     assert dataclasses.asdict(limits) == {
         "max_sessions": 5, "max_backlog_units": 6, "max_chunk_bytes": 8192,
         "max_unit_bytes": 2 << 20, "max_session_bytes_per_s": 10_000.0,
         "session_burst_bytes": 4096, "tenant_max_sessions": 3, "tenant_max_streams": 4,
         "tenant_bytes_per_s": 2000.0, "tenant_max_stored_bytes": 3 << 19,
-        "session_idle_s": 9.0, "retain_s": 99.0, "decode_threads": 3,
-        "backlog_wait_s": 120.0, "close_timeout_s": 120.0, "max_markers": 7}  # fmt: skip
+        "tenant_max_decoder_flops": 2.5e9, "session_idle_s": 9.0, "retain_s": 99.0,
+        "decode_threads": 3, "backlog_wait_s": 120.0, "close_timeout_s": 120.0,
+        "max_markers": 7, "compute_window_s": 5.0}  # fmt: skip
     # the setting's 0 is the machine's cores; the core's 0 would mean no bound
     cores = ServiceLimits.of(ServeSettings(out=tmp_path)).decode_threads
     assert cores == (os.cpu_count() or 2)
     # only the core's own limits have defaults of their own: the rest come from the settings
     own = {f.name for f in dataclasses.fields(ServiceLimits)
            if f.default is not dataclasses.MISSING}  # fmt: skip
-    assert own == {"backlog_wait_s", "close_timeout_s", "max_markers"}
+    assert own == {"backlog_wait_s", "close_timeout_s", "max_markers", "compute_window_s"}

@@ -154,3 +154,16 @@ def test_the_model_threads_default_to_the_cpus_the_process_may_use(caplog):
                           "from semcodec.edge.cli import usable_cpus; print(usable_cpus())"],
                          capture_output=True, text=True, check=True)  # fmt: skip
     assert one.stdout.strip() == "1"
+
+
+def test_the_decoder_is_a_scaffold_stream_option(sample_dir, tmp_path, capsys):
+    assert main(["stream", str(sample_dir), "--server", "127.0.0.1:9", "--mode", "detect",
+                 "--decoder", "warp"]) == 2  # fmt: skip
+    assert "--decoder: scaffold-mode options" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # a file is decoded by whoever reads it
+        main(["encode", str(sample_dir), "-o", str(tmp_path / "x.semc"), "--decoder", "warp"])
+    assert exited.value.code == 2
+    assert "unrecognized arguments: --decoder warp" in capsys.readouterr().err
+    assert not (tmp_path / "x.semc").exists()
+    args = build_parser().parse_args(["stream", "in", "--server", "h:1", "--decoder", "warp"])
+    assert args.decoder == "warp"
