@@ -138,7 +138,7 @@ def test_a_tenant_over_its_compute_limit_is_refused_networks_and_given_warp(tmp_
     try:
         budget = manager.tenant("a").compute
         assert budget.limit == 2e9 and manager.tenant("b").compute.limit == 200e9  # the default
-        meter = FlopsMeter(5.0)
+        meter = FlopsMeter(5.0, clock=_Clock())  # its time stands still: 3 GFLOP/s stays
         budget.add(meter, 2)
         manager.open("a", _request(semc))  # under: the default decoder is taken
         meter.add(3e9)  # 3 GFLOP in the window's first second: 3 GFLOP/s
@@ -338,7 +338,7 @@ def test_refusals_reach_the_edge_as_status_codes_and_the_json_api_shows_it(tmp_p
         code, details = code_of(lambda: stub.OpenSession(
             open_request(header, opened.session_id, "restore")))
         assert code == grpc.StatusCode.FAILED_PRECONDITION and "keeps its decoder" in details
-        meter = FlopsMeter(60.0)
+        meter = FlopsMeter(60.0, clock=_Clock())
         server.manager.tenant("default").compute.add(meter, 0)
         meter.add(5e9)
         code, details = code_of(lambda: stub.OpenSession(open_request(header)))

@@ -172,6 +172,7 @@ class FlopsMeter:
             raise ValueError(f"window_s {window_s}: must be > 0")
         self.window_s, self._clock = float(window_s), clock
         self._ran: collections.deque[tuple[float, float]] = collections.deque()
+        self._sum = 0.0  # of the FLOPs in _ran
         self._started: float | None = None
         self._lock = threading.Lock()
 
@@ -181,6 +182,7 @@ class FlopsMeter:
         with self._lock:
             self._started = now if self._started is None else self._started
             self._ran.append((now, max(0.0, float(flops))))
+            self._sum += self._ran[-1][1]
 
     def rate(self, now: float | None = None) -> float:
         """FLOP/s over the window: the FLOPs booked in it over its span (the time since the
@@ -188,11 +190,12 @@ class FlopsMeter:
         now = self._clock() if now is None else now
         with self._lock:
             while self._ran and self._ran[0][0] < now - self.window_s:
-                self._ran.popleft()
+                self._sum -= self._ran.popleft()[1]
             if not self._ran or self._started is None:
+                self._sum = 0.0  # no drift from the running sum
                 return 0.0
             span = max(min(1.0, self.window_s), min(self.window_s, now - self._started))
-            return sum(f for _, f in self._ran) / span
+            return max(0.0, self._sum) / span
 
 
 class ComputeBudget:
@@ -213,6 +216,9 @@ class ComputeBudget:
 
     UP_MARGIN = 0.6
     MAX_RETRY_S = 120.0
+    #: The usage is summed at most this often by :meth:`rung` (each decoder asks each
+    #: frame), seconds.
+    CHECK_EVERY_S = 0.5
 
     def __init__(self, tenant: str, limit: float, window_s: float,
                  clock=time.monotonic) -> None:  # fmt: skip
@@ -222,6 +228,7 @@ class ComputeBudget:
         self._changed_at = clock()
         self._retry = self._base_retry = 2 * window_s
         self._last_up_at: float | None = None
+        self._checked_at = -float("inf")
         self._lock = threading.Lock()
 
     def add(self, meter: FlopsMeter, depth: int) -> None:
@@ -264,8 +271,10 @@ class ComputeBudget:
             return 0
         now = self._clock()
         with self._lock:
-            if now - self._changed_at < self.window_s:
+            if now - self._changed_at < self.window_s or \
+                    now - self._checked_at < self.CHECK_EVERY_S:  # fmt: skip
                 return self._rung
+            self._checked_at = now
             depth = max(self._meters.values(), default=0)
         usage = self.usage(now)
         with self._lock:
