@@ -156,6 +156,9 @@ OPTIONS: dict[str, DecoderOption] = {o.key: o for o in (
     DecoderOption("near_floor", _number(0, 1), ("warp", "restore"), "OPACITY",
                   "warp, restore: with --person-matte, the opacity a person's rectangle keeps "
                   "while their box overlaps another person's (neighbours apart) (default 0)"),
+    DecoderOption("near_gap", _number(0, 2), ("warp", "restore"), "FRACTION",
+                  "warp, restore: people whose boxes come within this fraction of their "
+                  "height of each other count as overlapping for --near-floor (default 0)"),
     DecoderOption("limbs", _switch, ("animate",), "0|1",
                   "animate: move the legs to the pose (default 1)"),
     DecoderOption("arms", _switch, ("animate",), "0|1",
@@ -342,7 +345,7 @@ def carries_pose(header) -> bool:
 #: A decoder of no options (the pipeline's defaults: bicubic, CPU).
 _PLAIN = DecoderSpec("warp")
 #: What every front end decodes with unless told otherwise: the best measured for a viewer.
-DEFAULT_DECODER = DecoderSpec("restore", (("near_floor", 1.0),
+DEFAULT_DECODER = DecoderSpec("restore", (("near_floor", 1.0), ("near_gap", 0.25),
                                           ("person_matte", "pose_landmark_full")))
 #: The bit-exact reference decoder of the reference streams.
 REFERENCE_DECODER = _PLAIN

@@ -207,7 +207,7 @@ class RestoreReconstructor(WarpReconstructor):
     def __init__(self, weights: str | Path | None = None,
                  memory_mb: float = DEFAULT_MEMORY_MB, matte: bool = False,
                  fade: int = 0, smooth_s: float = SMOOTH_S,
-                 person_matte: str = "", near_floor: float = 0.0,
+                 person_matte: str = "", near_floor: float = 0.0, near_gap: float = 0.0,
                  device: str = "cpu") -> None:  # fmt: skip
         if not 0 <= float(memory_mb) < float("inf"):
             raise ValueError(f"memory_mb must be a finite number >= 0, got {memory_mb}")
@@ -218,7 +218,7 @@ class RestoreReconstructor(WarpReconstructor):
         self.memory_bytes = int(float(memory_mb) * 1e6)
         self._flops_per_pixel = flops_per_pixel(self.model)
         super().__init__(matte=matte, fade=fade, smooth_s=smooth_s, person_matte=person_matte,
-                         near_floor=near_floor)  # fmt: skip
+                         near_floor=near_floor, near_gap=near_gap)  # fmt: skip
 
     def reset(self) -> None:
         super().reset()

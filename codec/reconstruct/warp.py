@@ -34,8 +34,9 @@ jitter does not shake and rescale the picture. With ``person_matte=MODEL`` each 
 is cut out by a person matte the cloud computes itself when the reference arrives
 (:class:`~codec.reconstruct.matte.PersonMatte`: a segmentation model it already has, on
 the reference pasted at its box over the plate; zero bits), instead of the whole rectangle;
-and with ``near_floor=F`` a person whose drawn box overlaps another person's keeps their
-rectangle at opacity ``F`` around the matte while it does, so that neighbours stay apart
+and with ``near_floor=F`` a person whose drawn box overlaps another person's (each widened by
+``near_gap`` x its height) keeps their rectangle at opacity ``F`` around the matte while it
+does, so that neighbours stay apart
 (cut out side by side, the evaluation's detector finds two people as one box:
 docs/journal.md, issue 50).
 It is an option, not the default: on TUD-Stadtmitte 91-179 (steady, 0.0022 BPP) it gave
@@ -96,7 +97,7 @@ class WarpReconstructor(Reconstructor):
 
     def __init__(self, inpaint_radius: int = 5, matte: bool = False, fade: int = 0,
                  smooth_s: float = SMOOTH_S, person_matte: str = "",
-                 near_floor: float = 0.0) -> None:  # fmt: skip
+                 near_floor: float = 0.0, near_gap: float = 0.0) -> None:  # fmt: skip
         if isinstance(fade, bool) or not isinstance(fade, int) or fade < 0:
             raise ValueError(f"fade must be an int >= 0 (frames), got {fade!r}")
         if matte and person_matte:
@@ -109,7 +110,7 @@ class WarpReconstructor(Reconstructor):
         self.person_matte = str(person_matte)
         if not 0.0 <= float(near_floor) <= 1.0:
             raise ValueError(f"near_floor must be 0..1, got {near_floor!r}")
-        self.near_floor = float(near_floor)
+        self.near_floor, self.near_gap = float(near_floor), float(near_gap)
         self._matter = None
         if self.person_matte:
             from semcodec.codec.reconstruct.matte import PersonMatte
@@ -185,7 +186,7 @@ class WarpReconstructor(Reconstructor):
         canvas = self._background.copy()
         plate = self._background if self.matte else None
         boxes = self._smoother.update(tracks.ids, tracks.boxes, frame.fps)
-        near = touching(boxes) if self.near_floor else np.zeros(len(boxes), bool)
+        near = touching(boxes, self.near_gap) if self.near_floor else np.zeros(len(boxes), bool)
         for k in np.argsort(boxes[:, 3], kind="stable"):
             box, track_id = boxes[k], int(tracks.ids[k])
             ref, ref_matte = self._person(track_id, frame)
@@ -218,9 +219,10 @@ class WarpReconstructor(Reconstructor):
     def describe(self) -> dict:
         """The name, and each drawing option that is not its default."""
         chosen = {"matte": self.matte, "fade": self.fade, "smooth_s": self.smooth_s,
-                  "person_matte": self.person_matte, "near_floor": self.near_floor}
+                  "person_matte": self.person_matte, "near_floor": self.near_floor,
+                  "near_gap": self.near_gap}
         defaults = {"matte": False, "fade": 0, "smooth_s": SMOOTH_S, "person_matte": "",
-                    "near_floor": 0.0}
+                    "near_floor": 0.0, "near_gap": 0.0}
         return {**super().describe(), **{k: v for k, v in chosen.items() if v != defaults[k]}}
 
     def _start_fades(self, appearances: dict[int, np.ndarray], tracks) -> None:
@@ -356,10 +358,13 @@ class BoxSmoother:
         return np.stack([cx - half, bottom - np.maximum(height, 1.0), cx + half, bottom], 1)
 
 
-def touching(boxes: np.ndarray) -> np.ndarray:
-    """``(N,)`` bool: which of ``boxes`` ``(N, 4)`` ``x1, y1, x2, y2`` overlap another box."""
+def touching(boxes: np.ndarray, gap: float = 0.0) -> np.ndarray:
+    """``(N,)`` bool: which of ``boxes`` ``(N, 4)`` ``x1, y1, x2, y2`` overlap another box, each
+    widened on both sides by ``gap`` x its height first."""
     boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
     x1, y1, x2, y2 = boxes.T
+    pad = gap * (y2 - y1)
+    x1, x2 = x1 - pad, x2 + pad
     overlap = (np.minimum(x2[:, None], x2[None]) > np.maximum(x1[:, None], x1[None])) \
         & (np.minimum(y2[:, None], y2[None]) > np.maximum(y1[:, None], y1[None]))  # fmt: skip
     np.fill_diagonal(overlap, False)
