@@ -244,10 +244,11 @@ def test_people_whose_boxes_overlap_are_found_as_touching():
     # the first two overlap; the last two only share an edge: apart
     assert touching(boxes).tolist() == [True, True, False, False]
     assert touching(np.zeros((0, 4))).tolist() == []
-    # widened by a third of their height (10 px), the last two come within reach
-    assert touching(boxes[2:], gap=1 / 3).tolist() == [True, True]
-    assert touching(np.array([[40, 0, 50, 30], [61, 0, 71, 30]]), gap=1 / 3).tolist() == \
+    # each widened by a third of its height (10 px a side): 20 px apart touch, 21 do not
+    assert touching(np.array([[40, 0, 50, 30], [70, 0, 80, 30]]), gap=1 / 3).tolist() == \
         [False, False]
+    assert touching(np.array([[40, 0, 50, 30], [69, 0, 79, 30]]), gap=1 / 3).tolist() == \
+        [True, True]
 
 
 def test_a_neighbour_keeps_its_rectangle_at_the_near_floor():
