@@ -22,7 +22,6 @@ from semcodec.cloud.service.compute import (
     DecoderMismatchError,
     FlopsMeter,
     choose_decoder,
-    runs_networks,
 )
 from semcodec.cloud.service.config import ServeSettings
 from semcodec.cloud.service.errors import InvalidRequestError
@@ -158,10 +157,10 @@ def test_a_tenant_over_its_compute_limit_is_refused_networks_and_given_warp(tmp_
 
 def test_which_decoders_run_networks():
     parse = DecoderSpec.parse
-    assert not runs_networks(parse("warp")) and not runs_networks(parse("animate"))
+    assert not parse("warp").runs_networks() and not parse("animate").runs_networks()
     for text in ("restore", "restore,person_matte=none", "warp,person_matte=selfie_segmentation",
                  "animate,refiner=w8", "warp,sr=esrgan-slim", "diffusion"):
-        assert runs_networks(parse(text)), text
+        assert parse(text).runs_networks(), text
 
 
 def test_the_meter_counts_flops_per_wall_second_over_its_window():

@@ -31,12 +31,6 @@ from semcodec.cloud.service.errors import (
 
 log = logging.getLogger("semcodec.cloud.service")
 
-#: The reconstructors that run no network of their own (with neither a person matte nor a
-#: refiner, and the bicubic upscaler, they run none at all).
-NETWORKLESS = ("warp", "animate")
-#: Options that make a networkless reconstructor run a network.
-NETWORK_OPTIONS = ("person_matte", "refiner")
-
 
 class ComputeQuotaError(QuotaError):
     """A tenant at or over its decoder compute limit asked for a decoder that runs networks."""
@@ -149,17 +143,6 @@ def _check_networks(spec, text: str) -> None:
                                  f"{exc}") from None  # fmt: skip
 
 
-def runs_networks(spec) -> bool:
-    """Whether decoder ``spec`` runs a network (the compute limit refuses it while the tenant
-    is over): any reconstructor but ``warp`` and ``animate``, those two with a person matte
-    or a refiner, and any upscaler but bicubic."""
-    from semcodec.codec.reconstruct.pipeline import REFERENCE_DECODER
-
-    options = dict(spec.options)
-    return (spec.name not in NETWORKLESS or spec.sr != REFERENCE_DECODER.sr
-            or any(options.get(k) for k in NETWORK_OPTIONS))  # fmt: skip
-
-
 # ------------------------------------------------------------------ metering
 
 
@@ -257,7 +240,7 @@ class ComputeBudget:
         Raises:
             ComputeQuotaError: its usage, its limit and what to do.
         """
-        if spec is None or not runs_networks(spec) or not self.over():
+        if spec is None or not spec.runs_networks() or not self.over():
             return
         raise ComputeQuotaError(f"tenant {self.tenant}'s decoders run "
                                 f"{self.usage() / 1e9:.2f} GFLOP/s, at or over its limit of "

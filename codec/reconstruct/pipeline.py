@@ -183,6 +183,12 @@ OPTIONS: dict[str, DecoderOption] = {o.key: o for o in (
 PIPELINE_KEYS = tuple(k for k, o in OPTIONS.items() if not o.decoders)
 #: The reconstructors whose networks can run on a GPU (``device=cuda``).
 GPU_DECODERS = ("restore",)
+#: The reconstructors that always run a network of their own (the others run one only with
+#: an option of :data:`NETWORK_OPTIONS`).
+NETWORK_DECODERS = ("diffusion", "restore")
+#: Options that make any decoder run a network (a person matte model, a refiner, an sr
+#: network: any value but the default's).
+NETWORK_OPTIONS = ("person_matte", "refiner", "sr")
 #: Values that spell "no person matte" (the reconstructors' own default).
 NO_MATTE = "none"
 
@@ -266,6 +272,12 @@ class DecoderSpec:
         parts += [f"{k}={getattr(self, k)}" for k in PIPELINE_KEYS
                   if getattr(self, k) != getattr(_PLAIN, k)]  # fmt: skip
         return ",".join(parts)
+
+    def runs_networks(self) -> bool:
+        """Whether this decoder runs a network (a service's compute limit bounds those)."""
+        options = dict(self.options)
+        return (self.name in NETWORK_DECODERS or self.sr != _PLAIN.sr
+                or any(options.get(k) for k in NETWORK_OPTIONS))  # fmt: skip
 
     def _check_device(self) -> None:
         if self.device == "cpu":
