@@ -20,8 +20,6 @@ import pytest
 from semcodec.cloud.service.loadtest import ABUSE_TENANTS, start_abuse_server, stop_server
 from semcodec.edge.stream import abuse
 
-from .test_service_grpc import semc  # noqa: F401  (fixture: 3 frames of the sample)
-
 pytestmark = pytest.mark.abuse
 
 IDLE = int(os.environ.get("SEMCODEC_ABUSE_IDLE", "200"))
@@ -31,7 +29,7 @@ SERVE = {"tenant_max_sessions": 4, "tenant_max_streams": 32, "session_idle_s": 2
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, semc):  # noqa: F811
+def server(tmp_path_factory, semc):
     out = tmp_path_factory.mktemp("abuse")
     srv = start_abuse_server(out, SERVE)
     target = abuse.AbuseTarget(srv["target"], semc, srv["tokens"][ABUSE_TENANTS[0]],

@@ -25,8 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_service_defaults import _tokens
-from .test_service_grpc import TOKEN_A, TOKEN_B, start_server
+from .conftest import TOKEN_A, TOKEN_B, start_server, tokens_file
 
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -91,7 +90,7 @@ return [img.naturalWidth, img.naturalHeight, h];"""
 
 
 def test_the_live_view_in_a_browser(tmp_path, sample_dir):
-    server = start_server(tmp_path, tokens=_tokens(tmp_path), http_listen="127.0.0.1:0")
+    server = start_server(tmp_path, tokens=tokens_file(tmp_path), http_listen="127.0.0.1:0")
     port, base = server.http_port, f"http://127.0.0.1:{server.http_port}"
     token_file = tmp_path / "alpha.token"
     token_file.write_text(TOKEN_A)

@@ -5,7 +5,6 @@ a per-tenant compute limit refuses networked decoders while the tenant is over i
 (RESOURCE_EXHAUSTED; warp is taken) and holds its sessions down their ladders; and a
 session's frames equal `cloud-decoder decode --decoder` of the same stream."""
 
-# ruff: noqa: F811  (the semc fixture is imported, then named by the tests)
 from __future__ import annotations
 
 import dataclasses
@@ -34,15 +33,7 @@ from semcodec.codec.reconstruct.pipeline import DEFAULT_DECODER, DecoderSpec, Pa
 from semcodec.edge.cli import main as edge_main
 from semcodec.edge.stream.client import open_request
 
-from .test_service_grpc import (  # noqa: F401  (semc: 3 frames of the sample, level 1)
-    ENCODE_ARGS,
-    assert_same_tree,
-    code_of,
-    semc,
-    session_paths,
-    start_server,
-    stub_for,
-)
+from .conftest import ENCODE_ARGS, assert_same_tree, code_of, session_paths, start_server, stub_for
 
 
 def _manager(tmp_path, **limits) -> SessionManager:

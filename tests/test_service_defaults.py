@@ -15,9 +15,7 @@ import asyncio
 import hashlib
 import logging
 import os
-import queue
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,16 +36,18 @@ from semcodec.codec.bitstream import read_stream
 from semcodec.edge.stream.client import ChannelSecurity, StreamClient, open_request
 from semcodec.protos import semcodec_v1_pb2 as pb
 
-from .test_service_grpc import TOKEN_A, TOKEN_B, semc, spool_of, stub_for  # noqa: F401
+from .conftest import (
+    TOKEN_A,
+    TOKEN_B,
+    Requests,
+    free_port,
+    spool_of,
+    stub_for,
+    tokens_file,
+    wait_for,
+)
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
-
-
-def _tokens(tmp_path: Path, extra: str = "") -> Path:
-    path = tmp_path / "tokens"
-    path.write_text(f"{TOKEN_A} alpha{extra}\n{TOKEN_B} beta\n")
-    path.chmod(0o600)
-    return path
 
 
 def _serve(tmp_path: Path, **settings) -> DecoderServer:
@@ -72,7 +72,7 @@ def test_serve_beyond_the_loopback_without_tokens_refuses_to_start(tmp_path, lis
     assert not (tmp_path / "o").exists()
     # asked for by name, or with tokens: accepted (not bound here)
     load_settings({"out": tmp_path, "listen": listen, "allow_anonymous_remote": True}, environ={})
-    load_settings({"out": tmp_path, "listen": listen, "tokens": _tokens(tmp_path)}, environ={})
+    load_settings({"out": tmp_path, "listen": listen, "tokens": tokens_file(tmp_path)}, environ={})
 
 
 @pytest.mark.parametrize("listen", ["127.0.0.1:0", "127.0.0.2:0", "[::1]:0", "localhost:0"])
@@ -86,7 +86,7 @@ def test_the_log_says_who_can_connect(tmp_path, caplog):
     server.stop(0)
     assert ("who can connect: anyone, without a token (tenant 'default'), from this machine "
             "only (loopback), over plaintext") in caplog.text
-    settings = ServeSettings(out=tmp_path, listen="0.0.0.0:1", tokens=_tokens(tmp_path))
+    settings = ServeSettings(out=tmp_path, listen="0.0.0.0:1", tokens=tokens_file(tmp_path))
     line = who_can_connect(settings, ["alpha", "beta", "beta"])
     assert "holders of the 3 token(s) of --tokens (tenants: alpha, beta)" in line
     assert "any machine that reaches 0.0.0.0" in line and "use --tls-cert" in line
@@ -97,8 +97,8 @@ def test_the_log_says_who_can_connect(tmp_path, caplog):
 # ------------------------------------------------------------------------------ tenants
 
 
-def test_a_tenant_opening_sessions_until_refused_leaves_another_able_to_stream(tmp_path, semc):  # noqa: F811
-    server = _serve(tmp_path, tokens=_tokens(tmp_path))
+def test_a_tenant_opening_sessions_until_refused_leaves_another_able_to_stream(tmp_path, semc):
+    server = _serve(tmp_path, tokens=tokens_file(tmp_path))
     target = f"127.0.0.1:{server.port}"
     try:
         channel, alpha = stub_for(target, ChannelSecurity(token=TOKEN_A))
@@ -119,10 +119,10 @@ def test_a_tenant_opening_sessions_until_refused_leaves_another_able_to_stream(t
         server.stop(0)
 
 
-def test_idle_unauthenticated_calls_leave_health_and_streams_working(tmp_path, semc):  # noqa: F811
+def test_idle_unauthenticated_calls_leave_health_and_streams_working(tmp_path, semc):
     """1,100 idle reflection streams and 200 idle health watches (1,300 calls over 50
     connections): health Check and a new Watch answer, and an authenticated stream runs."""
-    server = _serve(tmp_path, tokens=_tokens(tmp_path))
+    server = _serve(tmp_path, tokens=tokens_file(tmp_path))
     target = f"127.0.0.1:{server.port}"
     try:
         held, watch, stream = asyncio.run(_idle_attack(target, semc, tmp_path, 1100, 200))
@@ -133,7 +133,7 @@ def test_idle_unauthenticated_calls_leave_health_and_streams_working(tmp_path, s
     assert watch == SERVING and stream.complete
 
 
-async def _idle_attack(target: str, semc: Path, tmp_path: Path, reflections: int,  # noqa: F811
+async def _idle_attack(target: str, semc: Path, tmp_path: Path, reflections: int,
                        watches: int):  # fmt: skip
     # a connection each (channels to one target share one otherwise): 32 calls at most each
     own = [("grpc.use_local_subchannel_pool", 1)]
@@ -172,7 +172,7 @@ async def _idle_attack(target: str, semc: Path, tmp_path: Path, reflections: int
 # ------------------------------------------------------------------------------ retention
 
 
-def test_empty_sessions_are_gone_from_disk_after_the_retention(tmp_path, semc):  # noqa: F811
+def test_empty_sessions_are_gone_from_disk_after_the_retention(tmp_path, semc):
     """40 sessions opened empty (20 closed, 20 left open until put to rest) under the
     shipped limits: all of their files are gone once the retention has passed."""
     from semcodec.cloud.service.messages import OpenRequest
@@ -203,20 +203,6 @@ def test_empty_sessions_are_gone_from_disk_after_the_retention(tmp_path, semc): 
 # ------------------------------------------------------------------------------ partial units
 
 
-class _Requests:
-    """A request stream fed from the test (``put``; ``None`` ends it)."""
-
-    def __init__(self) -> None:
-        self.queue: queue.Queue = queue.Queue()
-
-    def put(self, message) -> None:
-        self.queue.put(message)
-
-    def __iter__(self):
-        while (message := self.queue.get()) is not None:
-            yield message
-
-
 def _first_chunk(seq: int, unit_size: int, nbytes: int) -> pb.StreamRequest:
     """The first chunk of a unit of ``unit_size`` bytes (``nbytes`` of it; its sha256 is of
     no real unit: the unit never completes)."""
@@ -227,7 +213,7 @@ def _first_chunk(seq: int, unit_size: int, nbytes: int) -> pb.StreamRequest:
 
 
 def _start(stub, session_id: str):
-    requests = _Requests()
+    requests = Requests()
     requests.put(pb.StreamRequest(start=pb.StreamStart(session_id=session_id)))
     replies = stub.StreamUnits(iter(requests), timeout=60)
     first = next(replies)  # the server's answer to the start: no unit of it is stored yet
@@ -239,21 +225,15 @@ def _partials(state_dir: Path) -> list[Path]:
     return sorted(state_dir.glob("unit.partial*"))
 
 
-def _wait_for(predicate, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
-def test_a_superseded_stream_ends_at_once_and_partial_units_count_in_the_stored_quota(tmp_path, semc):  # noqa: E501,F811
+
+def test_a_superseded_stream_ends_at_once_and_partial_units_count_in_the_stored_quota(tmp_path, semc):  # noqa: E501
     """A tenant with a 1-MiB stored quota: a unit in progress holds its declared size (so a
     second one that would pass the quota is refused); a newer stream on the session ends the
     older one at once and removes its partial unit; the disk never holds more than the
     quota."""
-    server = _serve(tmp_path, tokens=_tokens(tmp_path, " max_stored_mib=1"))
+    server = _serve(tmp_path, tokens=tokens_file(tmp_path, " max_stored_mib=1"))
     target, out = f"127.0.0.1:{server.port}", tmp_path / "out"
     quota, size = 1 << 20, 700 << 10
     try:
@@ -263,7 +243,7 @@ def test_a_superseded_stream_ends_at_once_and_partial_units_count_in_the_stored_
         state = out / ".sessions" / "alpha"
         first, first_replies = _start(alpha, one)
         first.put(_first_chunk(0, size, 400 << 10))
-        assert _wait_for(lambda: sum(p.stat().st_size for p in _partials(state / one)) > 0)
+        assert wait_for(lambda: sum(p.stat().st_size for p in _partials(state / one)) > 0)
         second, second_replies = _start(alpha, two)
         second.put(_first_chunk(0, size, 1024))  # 700 + 700 KiB > 1 MiB (nothing on disk yet)
         with pytest.raises(grpc.RpcError) as refused:
@@ -276,9 +256,9 @@ def test_a_superseded_stream_ends_at_once_and_partial_units_count_in_the_stored_
         with pytest.raises(grpc.RpcError) as ended:
             next(first_replies)
         assert ended.value.code() == grpc.StatusCode.ABORTED and time.monotonic() - took < 5
-        assert _wait_for(lambda: not _partials(state / one))  # its partial unit is gone
+        assert wait_for(lambda: not _partials(state / one))  # its partial unit is gone
         newer.put(_first_chunk(0, size, 600 << 10))  # its place in the quota was given back
-        assert _wait_for(lambda: sum(p.stat().st_size for p in _partials(state / one)) > 0)
+        assert wait_for(lambda: sum(p.stat().st_size for p in _partials(state / one)) > 0)
         on_disk = sum(p.stat().st_size for p in state.rglob("*") if p.is_file())
         assert on_disk <= quota, on_disk
         for requests in (first, second, newer):
@@ -290,12 +270,6 @@ def test_a_superseded_stream_ends_at_once_and_partial_units_count_in_the_stored_
 
 
 # ------------------------------------------------------------------------------ kill -9
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _spawn(out: Path, port: int, log: Path) -> subprocess.Popen:
@@ -315,8 +289,8 @@ def _leftovers(out: Path) -> list[Path]:
             or p.name.endswith(".partial") or p.name.endswith(".tmp")]  # fmt: skip
 
 
-def test_nothing_of_a_killed_server_is_left_after_a_restart_and_resume(tmp_path, semc):  # noqa: F811
-    out, port = tmp_path / "out", _free_port()
+def test_nothing_of_a_killed_server_is_left_after_a_restart_and_resume(tmp_path, semc):
+    out, port = tmp_path / "out", free_port()
     target = f"127.0.0.1:{port}"
     proc = _spawn(out, port, tmp_path / "first.log")
     try:
@@ -327,8 +301,8 @@ def test_nothing_of_a_killed_server_is_left_after_a_restart_and_resume(tmp_path,
         requests, replies = _start(stub, sid)
         requests.put(_first_chunk(0, len(units[0].to_bytes()) + 10, 2048))
         state = out / ".sessions" / "default" / sid
-        assert _wait_for(lambda: _partials(state))
-        assert _wait_for(lambda: list((out / "default").glob(f".{sid}.*.partial")))
+        assert wait_for(lambda: _partials(state))
+        assert wait_for(lambda: list((out / "default").glob(f".{sid}.*.partial")))
         os.kill(proc.pid, signal.SIGKILL)  # not reaped yet: the restart comes at once
         requests.put(None)
         channel.close()

@@ -24,7 +24,7 @@ from semcodec.edge.cli import main as edge_main
 from semcodec.edge.stream.client import open_request
 from semcodec.protos import semcodec_v1_pb2 as pb
 
-from .test_service_grpc import assert_same_tree, code_of, session_paths, start_server, stub_for
+from .conftest import assert_same_tree, code_of, session_paths, start_server, stub_for
 
 FRAMES = 4
 DETECT_ARGS = ["--mode", "detect", "--frames", str(FRAMES), "--intra-period", "3"]

@@ -32,15 +32,7 @@ import pytest
 
 from semcodec.codec.bitstream import read_stream
 
-from .test_service_grpc import assert_same_tree, session_paths
-from .test_service_link import (  # noqa: F401  (fixtures)
-    NS_ENCODE,
-    NS_PORT,
-    NetNs,
-    _netns_unavailable,
-    detector_model,
-    ns_stream,
-)
+from .conftest import NS_ENCODE, NS_PORT, NetNs, assert_same_tree, netns_unavailable, session_paths
 
 pytestmark = pytest.mark.slow  # about 4.5 minutes on 2 cores (make test-fast skips them)
 
@@ -85,7 +77,7 @@ class Lane:
     server at a time in it, and its repetitions' files under ``folder``."""
 
     def __init__(self, index: int, folder: Path) -> None:
-        reason = _netns_unavailable()
+        reason = netns_unavailable()
         if reason:
             pytest.skip(reason)
         self.index, self.folder = index, folder
@@ -261,7 +253,7 @@ def report(capsys, tally: Tally, what: str, start: float) -> None:
 # ------------------------------------------------------------------------------ the faults
 
 
-def test_server_killed_mid_stream_and_restarted(ns_stream, sample_dir, tmp_path, capsys):  # noqa: F811
+def test_server_killed_mid_stream_and_restarted(ns_stream, sample_dir, tmp_path, capsys):
     semc, offline = ns_stream
     units = len(list(read_stream(semc)[1]))
     tally, start = Tally(), time.monotonic()
@@ -287,7 +279,7 @@ def test_server_killed_mid_stream_and_restarted(ns_stream, sample_dir, tmp_path,
     report(capsys, tally, "server SIGKILLed mid-stream and restarted", start)
 
 
-def test_agent_killed_mid_stream_and_restarted(ns_stream, sample_dir, tmp_path, capsys):  # noqa: F811
+def test_agent_killed_mid_stream_and_restarted(ns_stream, sample_dir, tmp_path, capsys):
     semc, offline = ns_stream
     units = len(list(read_stream(semc)[1]))
     tally, start = Tally(), time.monotonic()
@@ -307,7 +299,7 @@ def test_agent_killed_mid_stream_and_restarted(ns_stream, sample_dir, tmp_path, 
     report(capsys, tally, "agent SIGKILLed mid-stream and restarted", start)
 
 
-def test_link_cut_for_10_s(ns_stream, sample_dir, tmp_path, capsys):  # noqa: F811
+def test_link_cut_for_10_s(ns_stream, sample_dir, tmp_path, capsys):
     semc, offline = ns_stream
     units = len(list(read_stream(semc)[1]))
     tally, start = Tally(), time.monotonic()

@@ -7,7 +7,6 @@ import datetime
 import ipaddress
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,8 +19,6 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from semcodec.cloud.cli import main as cloud_main
-from semcodec.cloud.service.config import ServeSettings
-from semcodec.cloud.service.server import DecoderServer
 from semcodec.codec.bitstream import (
     ModelEntry,
     StreamHeader,
@@ -44,101 +41,20 @@ from semcodec.edge.stream.spool import Spool, SpooledUnit
 from semcodec.protos import semcodec_v1_pb2 as pb
 from semcodec.protos import semcodec_v1_pb2_grpc as pb_grpc
 
-TOKEN_A, TOKEN_B = "alpha-token-0123456789abcdef", "beta-token-0123456789abcdef0"
-ENCODE_ARGS = ["--level", "1", "--frames", "3", "--target-bpp", "0.2"]
-
-
-# ------------------------------------------------------------------------------ fixtures
-
-
-@pytest.fixture(scope="module")
-def semc(tmp_path_factory, sample_dir) -> Path:
-    """3 frames of the embedded sample at level 1, as `edge-agent encode` writes them."""
-    from semcodec.codec.core.models import ModelNotFoundError, resolve_model
-
-    try:
-        resolve_model("ssdlite_person")
-    except ModelNotFoundError as exc:
-        pytest.skip(f"the person detector is not available: {exc}")
-    path = tmp_path_factory.mktemp("semc") / "sample.semc"
-    assert edge_main(["-q", "encode", str(sample_dir), "-o", str(path), *ENCODE_ARGS]) == 0
-    return path
-
-
-@pytest.fixture(scope="module")
-def offline(semc, tmp_path_factory) -> Path:
-    """`cloud-decoder decode` of the stream: what every session must reproduce."""
-    out = tmp_path_factory.mktemp("offline") / "decoded"
-    assert cloud_main(["-q", "decode", str(semc), "-o", str(out)]) == 0
-    return out
-
-
-def start_server(tmp_path: Path, **settings) -> DecoderServer:
-    values = {"out": tmp_path / "out", "listen": "127.0.0.1:0", "metrics_listen": "",
-              "notice_s": 0.0, "grace_s": 1.0, **settings}  # fmt: skip
-    return DecoderServer(ServeSettings(**values)).start()
-
-
-@pytest.fixture
-def server(tmp_path):
-    srv = start_server(tmp_path, metrics_listen="127.0.0.1:0")
-    yield srv
-    srv.stop(0)
-
-
-def spool_of(semc: Path, folder: Path, upto: int | None = None) -> Spool:
-    """A spool holding the stream's header and its first ``upto`` units (all: None)."""
-    header, units = read_stream(semc)
-    spool = Spool(folder, 256 << 20)
-    spool.bind(header.to_bytes())
-    for seq, unit in enumerate(units):
-        if upto is not None and seq >= upto:
-            break
-        spool.put(seq, int(unit.kind), unit.to_bytes())
-    return spool
-
-
-def fill(spool: Spool, semc: Path, start: int) -> None:
-    _, units = read_stream(semc)
-    for seq, unit in enumerate(units):
-        if seq >= start:
-            spool.put(seq, int(unit.kind), unit.to_bytes())
-
-
-def assert_same_tree(got: Path, expected: Path) -> None:
-    files = sorted(p.relative_to(expected) for p in expected.rglob("*") if p.is_file())
-    assert sorted(p.relative_to(got) for p in got.rglob("*") if p.is_file()) == files
-    for rel in files:
-        assert (got / rel).read_bytes() == (expected / rel).read_bytes(), rel
-
-
-def session_paths(out: Path, tenant: str, session_id: str) -> tuple[Path, Path]:
-    """(the stored stream, the outputs folder) of a session."""
-    return out / ".sessions" / tenant / session_id / "stream.semc", out / tenant / session_id
-
-
-class _Stub:
-    """A SemanticStream stub that sends the security's token with every call."""
-
-    def __init__(self, channel: grpc.Channel, metadata) -> None:
-        self._stub, self._metadata = pb_grpc.SemanticStreamStub(channel), metadata
-
-    def __getattr__(self, name: str):
-        method = getattr(self._stub, name)
-        return lambda request, **kw: method(request, metadata=self._metadata, **kw)
-
-
-def stub_for(target: str, security: ChannelSecurity | None = None):
-    security = security or ChannelSecurity()
-    channel = security.channel(target)
-    return channel, _Stub(channel, security.metadata())
-
-
-def code_of(call) -> grpc.StatusCode:
-    with pytest.raises(grpc.RpcError) as info:
-        call()
-    return info.value.code(), info.value.details()
-
+from .conftest import (
+    ENCODE_ARGS,
+    TOKEN_A,
+    TOKEN_B,
+    assert_same_tree,
+    code_of,
+    fill,
+    free_port,
+    session_paths,
+    spool_of,
+    start_server,
+    stub_for,
+    wait_serving,
+)
 
 # ------------------------------------------------------------------------------ end to end
 
@@ -408,12 +324,6 @@ def test_tls_and_mutual_tls(tmp_path, semc, offline):
 # ------------------------------------------------------------------------------ faults, stop
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _serve(port: int, out: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "semcodec.cloud.cli", "serve", "--listen", f"127.0.0.1:{port}",
@@ -421,26 +331,12 @@ def _serve(port: int, out: Path) -> subprocess.Popen:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
-def _wait_serving(port: int, proc: subprocess.Popen, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        health = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.communicate()
-            try:
-                if health.Check(health_pb2.HealthCheckRequest(), timeout=1).status == 1:
-                    return
-            except grpc.RpcError:
-                time.sleep(0.1)
-    pytest.fail("the server did not start")
-
-
 def test_server_killed_mid_stream_then_restarted_gets_every_unit_once(semc, offline, tmp_path):
-    port, out = _free_port(), tmp_path / "out"
+    port, out = free_port(), tmp_path / "out"
     first = _serve(port, out)
     second = None
     try:
-        _wait_serving(port, first)
+        wait_serving(port, first)
         spool = spool_of(semc, tmp_path / "spool", upto=2)
         client = StreamClient(f"127.0.0.1:{port}", spool, pacer=TokenBucket(64_000, 512),
                               chunk_bytes=512, backoff_s=(0.1, 0.5), max_outage_s=60)  # fmt: skip

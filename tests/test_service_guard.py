@@ -15,7 +15,7 @@ from semcodec.edge.stream.client import open_request
 from semcodec.protos import semcodec_v1_pb2 as pb
 from semcodec.protos import semcodec_v1_pb2_grpc as pb_grpc
 
-from .test_service_grpc import code_of, semc, start_server  # noqa: F401  (semc: fixture)
+from .conftest import code_of, start_server
 
 
 def _check(channel) -> int:
@@ -56,7 +56,7 @@ def test_unauthenticated_streams_are_capped_and_health_checks_never_are(tmp_path
         server.stop(0)
 
 
-def test_calls_per_peer_are_capped_when_asked(tmp_path, semc):  # noqa: F811
+def test_calls_per_peer_are_capped_when_asked(tmp_path, semc):
     server = start_server(tmp_path, max_calls_per_peer=1, stream_start_s=30)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     stub = pb_grpc.SemanticStreamStub(channel)
@@ -80,7 +80,7 @@ def _forever():
         yield from ()
 
 
-def test_a_stream_without_start_or_units_is_ended_by_its_deadlines(tmp_path, semc):  # noqa: F811
+def test_a_stream_without_start_or_units_is_ended_by_its_deadlines(tmp_path, semc):
     from semcodec.codec.bitstream import read_stream
 
     server = start_server(tmp_path, stream_start_s=1, stream_idle_s=1)
@@ -106,7 +106,7 @@ def test_a_stream_without_start_or_units_is_ended_by_its_deadlines(tmp_path, sem
         server.stop(0)
 
 
-def test_a_unit_paused_at_a_window_end_with_enough_bytes_goes_on(tmp_path, semc):  # noqa: F811
+def test_a_unit_paused_at_a_window_end_with_enough_bytes_goes_on(tmp_path, semc):
     """The progress window ends while the stream is quiet, but it brought enough: the stream
     goes on and its unit is stored (the read in progress is not lost with the window)."""
     from semcodec.codec.bitstream import read_stream

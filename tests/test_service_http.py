@@ -24,8 +24,7 @@ from semcodec.codec.reconstruct.pipeline import DEFAULT_DECODER
 from semcodec.edge.stream.client import ChannelSecurity, open_request
 from semcodec.protos import semcodec_v1_pb2 as pb
 
-from .test_service_defaults import _Requests, _tokens, _wait_for
-from .test_service_grpc import TOKEN_A, TOKEN_B, semc, start_server, stub_for  # noqa: F401
+from .conftest import TOKEN_A, TOKEN_B, Requests, start_server, stub_for, tokens_file, wait_for
 
 BEARER_A = {"Authorization": f"Bearer {TOKEN_A}"}
 BEARER_B = {"Authorization": f"Bearer {TOKEN_B}"}
@@ -50,17 +49,17 @@ def _unit_requests(unit_bytes: bytes, seq: int, kind: int):
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory, semc):  # noqa: F811
+def live(tmp_path_factory, semc):
     """A server with its front door and one open session of tenant alpha whose frames
     (all but END: it stays open) are decoded."""
     tmp = tmp_path_factory.mktemp("http")
-    server = start_server(tmp, tokens=_tokens(tmp), http_listen="127.0.0.1:0",
+    server = start_server(tmp, tokens=tokens_file(tmp), http_listen="127.0.0.1:0",
                           viewer_stall_s=1.0, tenant_max_viewers=3)  # fmt: skip
     channel, stub = stub_for(f"127.0.0.1:{server.port}", ChannelSecurity(token=TOKEN_A))
     header, units = read_stream(semc)
     units = list(units)
     sid = stub.OpenSession(open_request(header.to_bytes())).session_id
-    requests = _Requests()
+    requests = Requests()
     requests.put(pb.StreamRequest(start=pb.StreamStart(session_id=sid)))
     replies = stub.StreamUnits(iter(requests), timeout=120)
     next(replies)
@@ -187,7 +186,7 @@ def test_viewer_quota_and_a_viewer_that_stops_reading_is_dropped(live):
     finally:
         for stream in streams:
             stream.close()
-    assert _wait_for(lambda: door.viewers.held["alpha"] == 0)
+    assert wait_for(lambda: door.viewers.held["alpha"] == 0)
     stalled = _Stream(port, f"/sessions/{sid}/mjpeg", rcvbuf=4096)  # never read from
     try:
         rng = np.random.default_rng(0)
@@ -200,9 +199,9 @@ def test_viewer_quota_and_a_viewer_that_stops_reading_is_dropped(live):
             time.sleep(0.05)
             if door.viewers.dropped > dropped:
                 break
-        assert _wait_for(lambda: door.viewers.dropped > dropped, 10)
+        assert wait_for(lambda: door.viewers.dropped > dropped, 10)
         assert slowest < 0.05  # the decoder's hand-over never waited for the viewer
-        assert _wait_for(lambda: door.viewers.held["alpha"] == 0)
+        assert wait_for(lambda: door.viewers.held["alpha"] == 0)
         registry = live["server"].metrics.registry
         assert registry.get_sample_value("semcodec_viewers_dropped_total") >= 1
         assert registry.get_sample_value("semcodec_viewers_active") == 0
@@ -260,7 +259,7 @@ def test_the_front_door_speaks_tls_like_the_grpc_port(tmp_path):
     from .test_service_grpc import _certificates
 
     certs = _certificates(tmp_path)
-    tokens = _tokens(tmp_path)
+    tokens = tokens_file(tmp_path)
     for mutual in (False, True):
         extra = {"client_ca": certs["ca"]} if mutual else {}
         server = start_server(tmp_path / f"tls{mutual}", tls_cert=certs["server"],

@@ -5,10 +5,7 @@ namespace the test makes (root only; skipped with the reason elsewhere)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,22 +18,12 @@ from semcodec.cloud.cli import main as cloud_main
 from semcodec.codec.bitstream import read_stream
 from semcodec.edge.cli import main as edge_main
 
-from .test_service_grpc import assert_same_tree, server, session_paths  # noqa: F401
+from .conftest import NS_ENCODE, NS_PORT, NetNs, assert_same_tree, session_paths
 
 PIXELS_PER_S = 384 * 288 * 7.0  # the embedded sample
 
 
-@pytest.fixture(scope="module")
-def detector_model():
-    from semcodec.codec.core.models import ModelNotFoundError, resolve_model
-
-    try:
-        resolve_model("ssdlite_person")
-    except ModelNotFoundError as exc:
-        pytest.skip(f"the person detector is not available: {exc}")
-
-
-def test_auto_target_follows_a_slower_pacer_down(server, detector_model, sample_dir,  # noqa: F811
+def test_auto_target_follows_a_slower_pacer_down(server, detector_model, sample_dir,
                                                  tmp_path, capsys):  # fmt: skip
     spool = tmp_path / "spool"
     argv = ["stream", str(sample_dir), "--server", f"127.0.0.1:{server.port}", "--level", "1",
@@ -73,7 +60,7 @@ def _step_trace(path: Path) -> Path:
 
 
 def test_auto_target_follows_a_trace_step_down_within_2_s(
-        server, detector_model, sample_dir, tmp_path, capsys):  # noqa: F811  # fmt: skip
+        server, detector_model, sample_dir, tmp_path, capsys): # # fmt: skip
     spool = tmp_path / "spool"
     trace = _step_trace(tmp_path / "step.up")
     argv = ["stream", str(sample_dir), "--server", f"127.0.0.1:{server.port}", "--level", "1",
@@ -110,95 +97,6 @@ def test_stream_pacing_options_are_checked(tmp_path, sample_dir, capsys):
 
 
 # ------------------------------------------------------------------------------ netns links
-
-NS_PORT = 50051  # inside the test's own namespace: nothing else listens there
-NS_ENCODE = ["--level", "1", "--frames", "6", "--target-bpp", "0.5"]  # about 11 kB
-
-
-def _netns_unavailable() -> str | None:
-    """Why kernel-shaped links cannot be made here (None: they can)."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return "needs root (network namespaces, tc and nftables)"
-    missing = [tool for tool in ("ip", "tc", "nft") if shutil.which(tool) is None]
-    if missing:
-        return f"needs {', '.join(missing)} (Debian: iproute2, nftables)"
-    return None
-
-
-class NetNs:
-    """A network namespace of the test's own, with only its loopback up (MTU 1500, so tbf
-    sees real packet sizes): traffic shaped or dropped there never leaves it."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.procs: list[subprocess.Popen] = []
-
-    def sh(self, *argv: str, stdin: str | None = None) -> None:
-        """Runs a command inside the namespace (fails the test when it fails)."""
-        done = subprocess.run(["ip", "netns", "exec", self.name, *argv], input=stdin,
-                              capture_output=True, text=True, timeout=20)  # fmt: skip
-        assert done.returncode == 0, f"{' '.join(argv)}: {done.stderr}"
-
-    def popen(self, argv: list[str]) -> subprocess.Popen:
-        """Starts a process inside the namespace (killed at the end of the test)."""
-        proc = subprocess.Popen(["ip", "netns", "exec", self.name, *argv], text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-        self.procs.append(proc)
-        return proc
-
-    def shape(self, rate_kbit: int, burst_bytes: int, latency_ms: int) -> None:
-        """``tc qdisc ... tbf`` on the loopback: every packet of the link goes through it."""
-        self.sh("tc", "qdisc", "replace", "dev", "lo", "root", "tbf", "rate", f"{rate_kbit}kbit",
-                "burst", str(burst_bytes), "latency", f"{latency_ms}ms")  # fmt: skip
-
-    def drop(self, table: str, port: int, percent: int) -> None:
-        """Drops ``percent`` % of the TCP packets to and from ``port`` (nftables)."""
-        rule = f"numgen random mod 100 < {percent} drop" if percent < 100 else "drop"
-        self.sh("nft", "-f", "-", stdin=(
-            f"table inet {table} {{\n chain out {{\n"
-            f"  type filter hook output priority 0; policy accept;\n"
-            f"  tcp dport {port} {rule}\n  tcp sport {port} {rule}\n }}\n}}\n"))  # fmt: skip
-
-    def undrop(self, table: str) -> None:
-        self.sh("nft", "delete", "table", "inet", table)
-
-    def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
-        subprocess.run(["ip", "netns", "delete", self.name], capture_output=True, timeout=20)
-
-
-@pytest.fixture
-def netns():
-    """A fresh network namespace, deleted (with the processes started in it, its qdiscs
-    and nftables tables) whatever the test does; skips with the reason where it cannot be
-    made."""
-    reason = _netns_unavailable()
-    if reason:
-        pytest.skip(reason)
-    name = f"semc-test-{os.getpid()}-{secrets.token_hex(3)}"
-    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot make a network namespace here: {made.stderr.strip()}")
-    ns = NetNs(name)
-    try:
-        ns.sh("ip", "link", "set", "lo", "mtu", "1500", "up")
-        yield ns
-    finally:
-        ns.close()
-
-
-@pytest.fixture(scope="module")
-def ns_stream(detector_model, sample_dir, tmp_path_factory) -> tuple[Path, Path]:
-    """(the 6-frame stream as `edge-agent encode` writes it, its offline decode)."""
-    folder = tmp_path_factory.mktemp("ns_stream")
-    semc, offline = folder / "sample.semc", folder / "offline"
-    assert edge_main(["-q", "encode", str(sample_dir), "-o", str(semc), *NS_ENCODE]) == 0
-    assert cloud_main(["-q", "decode", str(semc), "-o", str(offline)]) == 0
-    return semc, offline
-
 
 def _serve_in(ns: NetNs, out: Path) -> subprocess.Popen:
     """``cloud-decoder serve`` in the namespace, once it says it is serving."""

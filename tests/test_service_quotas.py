@@ -29,8 +29,6 @@ from semcodec.cloud.service.servicer import Progress
 from semcodec.cloud.service.store import DROPPED_NAME, RECORD_NAME
 from semcodec.codec.bitstream import read_stream
 
-from .test_service_grpc import semc  # noqa: F401  (fixture: 3 frames of the sample)
-
 
 def _manager(tmp_path, **limits) -> SessionManager:
     """A manager under the default serve settings' limits, ``limits`` (core units) changed."""
@@ -44,16 +42,16 @@ def _manager(tmp_path, **limits) -> SessionManager:
     return SessionManager(tmp_path / "out", dataclasses.replace(defaults, **limits))
 
 
-def _open(manager, semc, tenant="a") -> str:  # noqa: F811
+def _open(manager, semc, tenant="a") -> str:
     header = read_stream(semc)[0].to_bytes()
     return manager.open(tenant, OpenRequest(header=header)).session_id
 
 
-def _units(semc):  # noqa: F811
+def _units(semc):
     return [AssembledUnit(i, u.to_bytes(), u, 0) for i, u in enumerate(read_stream(semc)[1])]
 
 
-def test_a_tenant_over_its_session_quota_is_refused_naming_it_others_are_not(tmp_path, semc):  # noqa: F811
+def test_a_tenant_over_its_session_quota_is_refused_naming_it_others_are_not(tmp_path, semc):
     manager = _manager(tmp_path, max_sessions=4, tenant_max_sessions=2)
     try:
         _open(manager, semc, "a"), _open(manager, semc, "a")
@@ -66,7 +64,7 @@ def test_a_tenant_over_its_session_quota_is_refused_naming_it_others_are_not(tmp
         manager.shutdown(5)
 
 
-def test_stream_and_storage_quotas(tmp_path, semc):  # noqa: F811
+def test_stream_and_storage_quotas(tmp_path, semc):
     manager = _manager(tmp_path, tenant_max_streams=1,
                        tenant_max_stored_bytes=read_stream(semc)[0].to_bytes().__len__() + 50)
     try:
@@ -89,7 +87,7 @@ def test_stream_and_storage_quotas(tmp_path, semc):  # noqa: F811
         manager.shutdown(5)
 
 
-def test_idle_sessions_rest_resume_from_disk_and_expire_after_retention(tmp_path, semc):  # noqa: F811
+def test_idle_sessions_rest_resume_from_disk_and_expire_after_retention(tmp_path, semc):
     manager = _manager(tmp_path, session_idle_s=0.2, retain_s=300)
     try:
         sid = _open(manager, semc)
@@ -118,7 +116,7 @@ def test_idle_sessions_rest_resume_from_disk_and_expire_after_retention(tmp_path
         manager.shutdown(5)
 
 
-def test_markers_are_appended_not_rewritten_and_bounded(tmp_path, semc):  # noqa: F811
+def test_markers_are_appended_not_rewritten_and_bounded(tmp_path, semc):
     manager = _manager(tmp_path, max_markers=2)
     try:
         sid = _open(manager, semc)
@@ -162,7 +160,7 @@ def test_long_inputs_are_cut_and_hashed_in_messages(tmp_path):
     assert brief("a" * 5000) != brief("a" * 4999 + "b") and len(brief("a" * 5000)) <= 1024
 
 
-def test_the_tokens_file_sets_a_tenants_own_quotas(tmp_path, semc):  # noqa: F811
+def test_the_tokens_file_sets_a_tenants_own_quotas(tmp_path, semc):
     from semcodec.cloud.service.auth import TokenFileError, load_token_file
 
     path = tmp_path / "tokens"

@@ -33,7 +33,7 @@ from semcodec.edge.stream.client import AFFINITY_HEADER, StreamClient
 from semcodec.edge.stream.pacer import TokenBucket
 from semcodec.edge.stream.spool import Spool
 
-from .test_service_grpc import _free_port, _wait_serving
+from .conftest import free_port, wait_serving
 
 pytestmark = pytest.mark.slow
 
@@ -162,14 +162,14 @@ def long_semc(tmp_path_factory, sample_dir) -> Path:
 def test_six_agents_through_nginx_survive_a_replica_killed_and_restarted(nginx, long_semc,
                                                                          tmp_path):  # fmt: skip
     out = tmp_path / "shared-out"
-    ports = [_free_port(), _free_port()]
-    metrics = [_free_port(), _free_port()]
+    ports = [free_port(), free_port()]
+    metrics = [free_port(), free_port()]
     logs = [tmp_path / "replica0.log", tmp_path / "replica1.log"]
     replicas = [_replica(p, m, out, log) for p, m, log in zip(ports, metrics, logs, strict=True)]
     try:
         for port, proc in zip(ports, replicas, strict=True):
-            _wait_serving(port, proc)
-        listen = _free_port()
+            wait_serving(port, proc)
+        listen = free_port()
         balancer = nginx(listen, ports)
         header, units = read_stream(long_semc)
         units = list(units)
@@ -209,7 +209,7 @@ def test_six_agents_through_nginx_survive_a_replica_killed_and_restarted(nginx, 
         replicas[victim].wait(10)
         time.sleep(2.0)
         replicas[victim] = _replica(ports[victim], metrics[victim], out, logs[victim])
-        _wait_serving(ports[victim], replicas[victim])
+        wait_serving(ports[victim], replicas[victim])
         for thread in threads:
             thread.join(180)
         assert not errors, errors

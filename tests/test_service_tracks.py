@@ -17,10 +17,10 @@ from semcodec.codec.bitstream import read_stream
 from semcodec.edge.stream.client import open_request
 from semcodec.protos import semcodec_v1_pb2 as pb
 
-from .test_service_grpc import offline, semc, server, stub_for  # noqa: F401  (fixtures)
+from .conftest import stub_for
 
 
-def _stream(stub, semc, detections_from: int) -> dict[int, list]:  # noqa: F811
+def _stream(stub, semc, detections_from: int) -> dict[int, list]:
     """Streams every unit; returns {frame: [(id, x1, y1, x2, y2), ...]} from the feedback
     and the close."""
     header, units = read_stream(semc)
@@ -52,7 +52,7 @@ def _boxes(frame) -> list:
     return [(b.track_id, b.x1, b.y1, b.x2, b.y2) for b in frame.boxes]
 
 
-def test_a_generative_stream_gets_its_tracked_boxes_back_when_it_asks(server, semc, offline):  # noqa: F811
+def test_a_generative_stream_gets_its_tracked_boxes_back_when_it_asks(server, semc, offline):
     channel, stub = stub_for(f"127.0.0.1:{server.port}")
     try:
         got = _stream(stub, semc, detections_from=1)
