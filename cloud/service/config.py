@@ -84,6 +84,23 @@ class ServeSettings:
     max_viewers: int = setting(64, help="concurrent live viewers in all (0: no cap)")
     viewer_stall_s: float = setting(5.0, help="a viewer whose socket takes nothing for this "
                                     "long is dropped, seconds")  # fmt: skip
+    http_header_s: float = setting(10.0, help="an HTTP connection must send its first "
+                                   "request's head within this long of opening (a TLS "
+                                   "handshake included), or it is closed, seconds")  # fmt: skip
+    http_body_s: float = setting(10.0, help="an HTTP request's body must come within this "
+                                 "long (longer: 408), seconds")  # fmt: skip
+    http_keepalive_s: float = setting(15.0, help="an HTTP connection waits this long for its "
+                                      "next request's head after an answer, then it is "
+                                      "closed; it counts from the opening too, "
+                                      "seconds")  # fmt: skip
+    http_max_connections: int = setting(1024, help="open HTTP connections in all, and never "
+                                        "more than half the open-files limit, so that the "
+                                        "gRPC port keeps descriptors (past it: 503 and "
+                                        "closed; 0: half the open-files limit)")  # fmt: skip
+    http_max_connections_per_peer: int = setting(32, help="open HTTP connections from one "
+                                                 "address (past it: 503 and closed; 0: no "
+                                                 "cap; behind a reverse proxy all come from "
+                                                 "its address)")  # fmt: skip
     max_sessions: int = setting(64, help="open sessions at once (more: RESOURCE_EXHAUSTED)")
     max_backlog_units: int = setting(32, help="units stored but not yet decoded, per session "
                                      "(more: the stream waits for its decoder)")  # fmt: skip
@@ -205,7 +222,8 @@ class ServeSettings:
                 raise ConfigError(f"{name} must be at least 1")
         for name in ("stream_start_s", "stream_idle_s", "progress_window_s", "keepalive_s",
                      "keepalive_timeout_s", "max_streams_per_connection",
-                     "viewer_stall_s"):  # fmt: skip
+                     "viewer_stall_s", "http_header_s", "http_body_s",
+                     "http_keepalive_s"):  # fmt: skip
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} {getattr(self, name)}: must be positive")
         for name in ("max_session_kbps", "session_burst_kib", "workers", "tenant_max_sessions",
@@ -215,7 +233,8 @@ class ServeSettings:
                      "max_connection_idle_s", "max_connection_age_s",
                      "max_connection_age_grace_s", "max_calls", "max_open_streams",
                      "max_watch_streams", "tenant_max_viewers", "max_viewers",
-                     "max_calls_per_peer", "decode_threads"):  # fmt: skip
+                     "max_calls_per_peer", "decode_threads", "http_max_connections",
+                     "http_max_connections_per_peer"):  # fmt: skip
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} {getattr(self, name)}: must be 0 (none) or more")
         if self.bottleneck_dir is not None and not self.bottleneck_dir.is_dir():

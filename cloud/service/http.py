@@ -23,6 +23,7 @@ oversized bodies, header lines or URLs (aiohttp's limits), 429 past the viewer q
 frame being sent and its socket's buffer: frames it misses are skipped (it gets the newest),
 and a viewer whose socket takes nothing for ``viewer_stall_s`` is dropped; the decoder only
 ever hands a frame over (:mod:`cloud.service.live`), so no viewer can slow decoding.
+Connections are timed out and capped in all and per address (:mod:`cloud.service.front`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from aiohttp import web
 
 from semcodec.cloud.service.auth import DEFAULT_TENANT, TokenTable
 from semcodec.cloud.service.errors import ServiceError
+from semcodec.cloud.service.front import ConnectionGate, GatedSite, QuietServerLog
 from semcodec.cloud.service.live import jpeg_of
 
 _SESSION_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -70,12 +72,23 @@ class HttpSettings:
         max_viewers: concurrent live viewers in all.
         viewer_stall_s: a viewer whose socket takes nothing for this long is dropped.
         secure_cookie: the login cookie is sent over TLS only.
+        header_s: a connection must send its first request's head within this long.
+        body_s: a request's body must come within this long (408), and a body left unread
+            is read for this long at most.
+        keepalive_s: a connection waits this long for its next request's head.
+        max_connections, max_connections_per_peer: open connections in all and from one
+            address (past them: 503 and closed; 0: no cap).
     """
 
     tenant_max_viewers: int = 8
     max_viewers: int = 64
     viewer_stall_s: float = 5.0
     secure_cookie: bool = False
+    header_s: float = 10.0
+    body_s: float = 10.0
+    keepalive_s: float = 15.0
+    max_connections: int = 512
+    max_connections_per_peer: int = 32
 
 
 class Viewers:
@@ -140,6 +153,9 @@ class FrontDoor:
         self.table = TokenTable(tokens) if tokens is not None else None
         self.viewers = Viewers(settings.tenant_max_viewers, settings.max_viewers)
         self.logins = Logins()
+        self.gate = ConnectionGate(settings.max_connections, settings.max_connections_per_peer,
+                                   settings.header_s)  # fmt: skip
+        self.server_log = QuietServerLog()
         self._runner: web.AppRunner | None = None
 
     # -- serving
@@ -161,13 +177,15 @@ class FrontDoor:
     async def start(self, host: str, port: int, ssl_context=None) -> int:
         """Listens (in the running event loop); returns the port bound."""
         # a viewer that goes away cancels its handler; a stop waits 1 s for handlers
+        settings = self.settings
         self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False,
-                                     handler_cancellation=True, shutdown_timeout=1.0)
+                                     handler_cancellation=True, shutdown_timeout=1.0,
+                                     keepalive_timeout=settings.keepalive_s,
+                                     lingering_time=settings.body_s, logger=self.server_log)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, ssl_context=ssl_context,
-                           reuse_address=False)  # fmt: skip
+        site = GatedSite(self._runner, host, port, self.gate, ssl_context)
         await site.start()
-        return site._server.sockets[0].getsockname()[1]
+        return site.port
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -191,6 +209,7 @@ class FrontDoor:
     @web.middleware
     async def _guard(self, request: web.Request, handler):
         """Authentication (401 before anything is served) and the security headers."""
+        self.gate.seen(request.transport)
         if request.path not in ("/login", "/live.js"):
             tenant = self.tenant_of(request)
             if tenant is None:
@@ -254,7 +273,13 @@ class FrontDoor:
         return web.Response(text=LOGIN_HTML, content_type="text/html")
 
     async def login(self, request: web.Request) -> web.Response:
-        form = await request.post()
+        try:
+            async with asyncio.timeout(self.settings.body_s):
+                form = await request.post()
+        except TimeoutError:
+            raise web.HTTPRequestTimeout(text="408: the body did not come in time\n") from None
+        except (web.RequestPayloadError, ValueError):
+            raise web.HTTPBadRequest(text="400: a malformed body\n") from None
         token = str(form.get("token", ""))
         tenant = self.table.tenant(f"Bearer {token}") if self.table is not None else None
         if tenant is None:

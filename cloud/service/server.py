@@ -32,6 +32,7 @@ from semcodec.cloud.service.config import (
     split_host_port,
 )
 from semcodec.cloud.service.decode import DecodeSettings
+from semcodec.cloud.service.front import bindable, raise_open_files
 from semcodec.cloud.service.guard import BoundedHealth, CallGuard, cap_logs
 from semcodec.cloud.service.limits import ServiceLimits
 from semcodec.cloud.service.manager import SessionManager
@@ -143,10 +144,11 @@ class DecoderServer:
     def __init__(self, settings: ServeSettings) -> None:
         from semcodec.codec.keyframes import available_intra_coders
 
-        # the codec's registries load their built-ins on first use, without a lock: load
-        # them here, before the pool and decoder threads race to them
-        available_intra_coders()
+        # the codec's registries load their built-ins on first use, without a lock: they are
+        # loaded here, before the pool and decoder threads race to them
         self.settings = settings.check()
+        check_ports(settings)  # before the slow work: a taken port fails in a moment
+        available_intra_coders()
         check_decoder(settings.decoder)
         cap_logs("semcodec.cloud.service", "grpc", "asyncio")
         self.metrics = PrometheusMetrics()
@@ -161,6 +163,8 @@ class DecoderServer:
         self.metrics_port: int | None = None
         self.http_port: int | None = None
         self.front_door = None  # the HTTP front door (cloud.service.http), with --http-listen
+        self.open_files = 0  # the soft limit of open files (raised by start)
+        self.http_caps = (0, 0)  # the front door's connections in all and per address
         self._stopped = threading.Event()
         self._interceptors = self._make_interceptors()
         self._pool = futures.ThreadPoolExecutor(max_workers=settings.workers or 16,
@@ -213,7 +217,11 @@ class DecoderServer:
             raise ServerStartError(f"cannot listen on {self.settings.listen}")
         await server.start()
         if self.settings.http_listen:
-            self.http_port = await self._start_http()
+            try:
+                self.http_port = await self._start_http()
+            except BaseException:
+                await server.stop(None)  # nothing was served: no grace to wait for
+                raise
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._reaper = asyncio.get_running_loop().create_task(self._reap())
@@ -224,8 +232,15 @@ class DecoderServer:
         from semcodec.cloud.service.http import FrontDoor, HttpSettings
 
         settings = self.settings
+        # at most half the open files, so that the gRPC port and the sessions keep theirs
+        caps = [c for c in (settings.http_max_connections, self.open_files // 2) if c > 0]
+        most = min(caps) if caps else 0
         http = HttpSettings(settings.tenant_max_viewers, settings.max_viewers,
-                            settings.viewer_stall_s, secure_cookie=settings.tls_cert is not None)
+                            settings.viewer_stall_s, settings.tls_cert is not None,
+                            settings.http_header_s, settings.http_body_s,
+                            settings.http_keepalive_s, most,
+                            settings.http_max_connections_per_peer)  # fmt: skip
+        self.http_caps = (most, settings.http_max_connections_per_peer)
         self.front_door = FrontDoor(self.manager, self._tokens, http, self._pool)
         self.metrics.bind_viewers(self.front_door.viewers)
         host, port = split_host_port(settings.http_listen, "http_listen")
@@ -271,6 +286,10 @@ class DecoderServer:
         host, port = split_host_port(self.settings.listen, "listen")
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         credentials = server_credentials(self.settings)
+        before, self.open_files = raise_open_files()
+        if before != self.open_files:
+            log.info("open files: soft limit raised from %d to %d (the hard limit)", before,
+                     self.open_files)  # fmt: skip
         self.settings.out.mkdir(mode=0o700, parents=True, exist_ok=True)
         cleaned = self.manager.clean_start()
         if cleaned:
@@ -305,8 +324,10 @@ class DecoderServer:
         log.info("%s", who_can_connect(self.settings, tenants))
         if self.http_port is not None:
             host = split_host_port(self.settings.http_listen, "http_listen")[0]
-            log.info("HTTP front door on %s://%s:%d/ (dashboard, live view, JSON API)",
-                     "https" if self.settings.tls_cert else "http", host, self.http_port)
+            log.info("HTTP front door on %s://%s:%d/ (dashboard, live view, JSON API); at "
+                     "most %s connections, %s per address, of %d open files",
+                     "https" if self.settings.tls_cert else "http", host, self.http_port,
+                     *(c or "no cap on" for c in self.http_caps), self.open_files)
         return self
 
     def _end_loop(self) -> None:
@@ -344,6 +365,22 @@ class DecoderServer:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return 0
+
+
+def check_ports(settings: ServeSettings) -> None:
+    """Refuses, at once, a gRPC, HTTP or metrics address that cannot be listened on now (a
+    port taken by another process), before the slow work of a start (the decoder's networks
+    are loaded in seconds); a port taken in between still fails the start itself.
+
+    Raises:
+        ServerStartError: which address, and why.
+    """
+    for name in ("listen", "http_listen", "metrics_listen"):
+        address = getattr(settings, name)
+        if address:
+            why = bindable(*split_host_port(address, name))
+            if why is not None:
+                raise ServerStartError(f"cannot listen on {address} ({name}): {why}")
 
 
 def check_decoder(text: str) -> None:
