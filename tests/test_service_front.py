@@ -184,6 +184,45 @@ def test_malformed_requests_are_refused_with_one_log_line_not_tracebacks(door, c
     assert door.front_door.server_log.malformed.total >= 50
 
 
+def test_session_ids_are_matched_whole(door):
+    sid = "0" * 32  # "$" took a trailing newline
+    with _connect(door.http_port) as sock:
+        assert _answer(sock, f"GET /api/sessions/{sid}%0A HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                       .encode()).startswith(b"HTTP/1.1 400")  # fmt: skip
+
+
+def test_without_tokens_only_the_loopback_names_are_answered(door):
+    """DNS rebinding: a page of evil.example whose name resolves to 127.0.0.1 sends its own
+    name as Host, and gets nothing."""
+    port = door.http_port
+    for host, status in [("127.0.0.1", 200), (f"127.0.0.1:{port}", 200), ("localhost", 200),
+                         (f"localhost.:{port}", 200), (f"[::1]:{port}", 200),
+                         ("evil.example", 421), (f"evil.example:{port}", 421),
+                         ("localhost.evil.example", 421), ("127.0.0.1:x", 421),
+                         ("0.0.0.0", 421)]:  # fmt: skip
+        with _connect(port) as sock:
+            head = _answer(sock, f"GET / HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            assert head.startswith(f"HTTP/1.1 {status}".encode()), (host, head[:40])
+
+
+def test_a_refused_authorization_line_leaves_no_token_bytes_in_the_log(door, caplog):
+    from aiohttp.http_exceptions import LineTooLong
+
+    from semcodec.cloud.service.front import QuietServerLog
+
+    caplog.set_level(logging.DEBUG)
+    secret = "SECRETTOKENBYTES"
+    quiet = QuietServerLog()
+    quiet.exception("Error handling request from %s", "127.0.0.1",
+                    exc_info=LineTooLong(f"Authorization: Bearer {secret}" * 4, 8190))
+    assert "LineTooLong" in caplog.text and "127.0.0.1" in caplog.text
+    with _connect(door.http_port) as sock:  # over real sockets, whatever the throttle says
+        head = _answer(sock, (f"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+                              f"{secret}{'x' * 9000}\r\n\r\n").encode())  # fmt: skip
+        assert head.startswith((b"HTTP/1.1 400", b"HTTP/1.0 400", b"HTTP/1.1 431"))
+    assert secret not in caplog.text and secret[:6] not in caplog.text
+
+
 def test_the_open_files_limit_is_raised_to_the_hard_limit(door):
     resource = pytest.importorskip("resource")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

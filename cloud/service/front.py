@@ -30,8 +30,6 @@ import time
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from semcodec.cloud.service.errors import brief
-
 log = logging.getLogger("semcodec.cloud.service")
 #: A refusal (connections over a cap, malformed requests) is logged at most this often, s.
 LOG_EVERY_S = 10.0
@@ -234,8 +232,8 @@ class QuietServerLog:
             return
         told = self.malformed.count()
         if told:
-            peer = args[0] if args else "?"
-            what = brief(repr(getattr(exc, "message", "") or type(exc).__name__), 100)
+            # the kind only: the parser's message quotes the client's bytes (a token's too)
+            peer, what = (args[0] if args else "?"), type(exc).__name__
             log.warning("refused %d malformed HTTP request(s) (400) in the last %.0f s at "
                         "most; the last from %s: %s", told, LOG_EVERY_S, peer, what)  # fmt: skip
 

@@ -45,11 +45,12 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from semcodec.cloud.service.auth import DEFAULT_TENANT, TokenTable
+from semcodec.cloud.service.config import is_loopback
 from semcodec.cloud.service.errors import ServiceError
 from semcodec.cloud.service.front import ConnectionGate, GatedSite, QuietServerLog
 from semcodec.cloud.service.live import jpeg_of
 
-_SESSION_ID = re.compile(r"^[0-9a-f]{32}$")
+_SESSION_ID = re.compile(r"[0-9a-f]{32}")  # fullmatch: "$" would take a trailing newline
 COOKIE = "semcodec_login"
 #: Logins kept at once (oldest forgotten first) and how long one lasts, seconds.
 MAX_LOGINS, LOGIN_S = 4096, 12 * 3600.0
@@ -156,6 +157,7 @@ class FrontDoor:
         self.gate = ConnectionGate(settings.max_connections, settings.max_connections_per_peer,
                                    settings.header_s)  # fmt: skip
         self.server_log = QuietServerLog()
+        self.hosts: set[str] | None = None  # the Host names answered (None: any)
         self._runner: web.AppRunner | None = None
 
     # -- serving
@@ -182,6 +184,9 @@ class FrontDoor:
                                      handler_cancellation=True, shutdown_timeout=1.0,
                                      keepalive_timeout=settings.keepalive_s,
                                      lingering_time=settings.body_s, logger=self.server_log)
+        # without tokens on the loopback, only requests naming it are answered
+        self.hosts = {"localhost", host.lower()} if (
+            self.table is None and is_loopback(host)) else None  # fmt: skip
         await self._runner.setup()
         site = GatedSite(self._runner, host, port, self.gate, ssl_context)
         await site.start()
@@ -210,6 +215,9 @@ class FrontDoor:
     async def _guard(self, request: web.Request, handler):
         """Authentication (401 before anything is served) and the security headers."""
         self.gate.seen(request.transport)
+        if self.hosts is not None and not self._host_known(request.headers.get("Host")):
+            raise web.HTTPMisdirectedRequest(text="421: without tokens this server answers "
+                                             "only its loopback names (Host)\n")  # fmt: skip
         if request.path not in ("/login", "/live.js"):
             tenant = self.tenant_of(request)
             if tenant is None:
@@ -223,10 +231,26 @@ class FrontDoor:
             response.headers.update(_SECURITY_HEADERS)
         return response
 
+    def _host_known(self, host: str | None) -> bool:
+        """Whether a ``Host`` header names this server as the loopback does: a page of
+        another site whose name was made to resolve to 127.0.0.1 (DNS rebinding) sends its
+        own name and is refused."""
+        if host is None:  # HTTP/1.0 without Host: not a browser
+            return True
+        name = host.lower()
+        if name.startswith("["):
+            name = name[1:].partition("]")[0]
+        elif name.count(":") == 1:
+            name, _, port = name.partition(":")
+            if not port.isdigit():
+                return False
+        name = name.rstrip(".")
+        return name in self.hosts or is_loopback(name)
+
     def _session(self, request: web.Request):
         """The held session the path names, of the request's tenant (400 / 404)."""
         sid = request.match_info["sid"]
-        if not _SESSION_ID.match(sid):
+        if not _SESSION_ID.fullmatch(sid):
             raise web.HTTPBadRequest(text="400: a session id is 32 hexadecimal digits\n")
         try:
             return self.manager.held(request["tenant"], sid)
@@ -251,7 +275,7 @@ class FrontDoor:
 
     async def api_session(self, request: web.Request) -> web.Response:
         sid = request.match_info["sid"]
-        if not _SESSION_ID.match(sid):
+        if not _SESSION_ID.fullmatch(sid):
             raise web.HTTPBadRequest(text="400: a session id is 32 hexadecimal digits\n")
         for view in await self._listing(request["tenant"]):
             if view.session_id == sid:
