@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 
 import grpc
 import pytest
@@ -268,10 +267,12 @@ def test_views_and_metrics_show_each_sessions_decoder_and_rung(tmp_path, semc):
     metrics.bind(manager)
     try:
         warp = manager.open("a", _request(semc, "warp")).session_id
-        manager.open("a", _request(semc))
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(manager.decoder_census()) < 2:
-            time.sleep(0.05)  # the decoders open their pipelines
+        default = manager.open("a", _request(semc)).session_id
+        views = {v.session_id: v for v in manager.listing("a")}
+        assert views[warp].rung == "" and not manager.decoder_census()  # no unit yet
+        # a decoder opens its pipeline (and says so) when the first unit is stored
+        manager.held("a", warp).decoder_opened(("full", "no person_matte"))
+        manager.held("a", default).decoder_opened(("full", "no person_matte", "no restorer"))
         views = {v.session_id: v for v in manager.listing("a")}
         assert views[warp].decoder == "warp" and views[warp].rung == "full"
         assert {v.decoder for v in views.values()} == {"warp", str(DEFAULT_DECODER)}

@@ -252,12 +252,15 @@ class DecodeWorker(threading.Thread):
             header, units = read_stream(fh)
             if is_detect(header):
                 return self._decode_detect(header, units)
+            first = self.source.next_work(0)  # the decoder's networks load for a first unit
+            if first == "abandon":
+                raise Abandoned
             pipeline = self.settings.spec.open(
                 header, flow_prior=load_flow_prior(self.settings.flow_prior))
             with DecodeOutputs(self.out_dir, header, overview=self.settings.overview,
                                decoder=pipeline.record()) as outputs:  # fmt: skip
                 try:
-                    self._loop(pipeline, units, outputs)
+                    self._loop(pipeline, units, outputs, first)
                     self._finish(pipeline, outputs)
                 finally:  # stream.json says where the decoder stepped down its ladder
                     outputs.decoder = pipeline.record()
@@ -291,13 +294,15 @@ class DecodeWorker(threading.Thread):
         self._tell("decoder_ran", max(0.0, total - before))
         return total
 
-    def _loop(self, pipeline, units, outputs) -> None:
+    def _loop(self, pipeline, units, outputs, first: str) -> None:
+        """Decodes units as the session says they are stored, ``first`` its answer for the
+        first one."""
         self._pipeline = pipeline
         rungs, keeper = self._ladder(pipeline)
         self._tell("decoder_opened", pipeline.ladder() if rungs is not None else ("full",))
-        decoded, flops = 0, 0.0
+        decoded, flops, pending = 0, 0.0, first
         while True:
-            work = self.source.next_work(decoded)
+            work, pending = pending or self.source.next_work(decoded), None
             if work == "abandon":
                 raise Abandoned
             if work == "finish":

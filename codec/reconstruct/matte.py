@@ -29,6 +29,7 @@ the matte recovers most of it), and neighbours cut out side by side are found as
 from __future__ import annotations
 
 import os
+import threading
 
 import cv2
 import numpy as np
@@ -39,6 +40,30 @@ from semcodec.codec.core.types import Tracks
 MATTE_MODELS = ("selfie_segmentation", "pose_landmark_lite", "pose_landmark_full")
 #: A matte whose highest probability is below this finds no person: the rectangle is kept.
 MIN_PEAK = 0.5
+#: The crop models of the process, shared by every decoder (a service decodes many streams
+#: at once; an interpreter of BlazePose full holds about 42 MB): ``(model, models_dir) ->
+#: (runner, its lock)``. A model is stateless between crops, so sharing changes no output.
+_RUNNERS: dict[tuple, tuple[object, threading.Lock]] = {}
+_RUNNERS_LOCK = threading.Lock()
+
+
+def _shared_runner(model: str, models_dir) -> tuple[object, threading.Lock]:
+    """The process's pose estimator or segmenter for ``model`` and the lock to run it under."""
+    key = (model, None if models_dir is None else str(models_dir))
+    with _RUNNERS_LOCK:
+        if key not in _RUNNERS:
+            from semcodec.codec.scaffold.segmentation import PersonSegmenter, SegmenterConfig
+
+            config = SegmenterConfig(model=model)
+            if model.startswith("pose_landmark"):  # its presence says whether anyone is there
+                from semcodec.codec.scaffold.pose import PoseConfig, PoseEstimator
+
+                runner = PoseEstimator(PoseConfig(model=model, crop_margin=config.crop_margin,
+                                                  min_presence=MIN_PEAK), models_dir)  # fmt: skip
+            else:
+                runner = PersonSegmenter(config, models_dir)
+            _RUNNERS[key] = (runner, threading.Lock())
+        return _RUNNERS[key]
 
 
 class PersonMatte:
@@ -56,39 +81,24 @@ class PersonMatte:
 
     def __init__(self, model: str = MATTE_MODELS[0],
                  models_dir: str | os.PathLike | None = None) -> None:  # fmt: skip
-        from semcodec.codec.scaffold.segmentation import PersonSegmenter, SegmenterConfig
-
         if model not in MATTE_MODELS:
             raise ValueError(f"person matte model {model!r}: expected one of "
                              f"{', '.join(MATTE_MODELS)}")  # fmt: skip
         self.model = model
-        config = SegmenterConfig(model=model)
-        self._pose = None
-        if model.startswith("pose_landmark"):  # its presence says whether anyone is there
-            from semcodec.codec.scaffold.pose import PoseConfig, PoseEstimator
-
-            self._pose = PoseEstimator(PoseConfig(model=model, crop_margin=config.crop_margin,
-                                                  min_presence=MIN_PEAK), models_dir)  # fmt: skip
-        else:
-            self._segmenter = PersonSegmenter(config, models_dir)
-        self._counted_from = self._runner().invocations
-
-    def _runner(self):
-        """The model object that runs on each crop (a pose estimator or a segmenter)."""
-        return self._pose if self._pose is not None else self._segmenter
+        self._runner, self._lock = _shared_runner(model, models_dir)
+        self._pose = self._runner if model.startswith("pose_landmark") else None
+        self._runs = 0
 
     @property
     def flops(self) -> int:
-        """The model's FLOPs over the mattes computed since :meth:`reset_flops` (its runs x
-        :meth:`~codec.scaffold.crops.CropModel.flops_per_crop`; an empty box runs
-        nothing)."""
-        runner = self._runner()
-        runs = runner.invocations - self._counted_from
-        return runs * runner.flops_per_crop() if runs else 0
+        """The model's FLOPs over the mattes this object computed since :meth:`reset_flops`
+        (its runs x :meth:`~codec.scaffold.crops.CropModel.flops_per_crop`; an empty box
+        runs nothing)."""
+        return self._runs * self._runner.flops_per_crop() if self._runs else 0
 
     def reset_flops(self) -> None:
         """Counts :attr:`flops` from now (a new stream)."""
-        self._counted_from = self._runner().invocations
+        self._runs = 0
 
     def matte(self, ref: np.ndarray, box: np.ndarray, plate: np.ndarray) -> np.ndarray:
         """The matte of ``ref`` ``(h, w, 3)`` uint8 RGB, the picture of the person in ``box``
@@ -103,11 +113,14 @@ class PersonMatte:
         frame = np.clip(context + 0.5, 0, 255).astype(np.uint8)
         tracks = Tracks(boxes=np.asarray(box, np.float32).reshape(1, 4),
                         scores=np.ones(1, np.float32), ids=np.ones(1, np.int32))  # fmt: skip
-        if self._pose is not None:
-            poses, masks = self._pose.estimate_with_masks(frame, tracks)
-            masks = masks if poses else []
-        else:
-            masks = self._segmenter.crop_masks(frame, tracks)
+        with self._lock:  # one crop at a time through the process's model
+            before = self._runner.invocations
+            if self._pose is not None:
+                poses, masks = self._pose.estimate_with_masks(frame, tracks)
+                masks = masks if poses else []
+            else:
+                masks = self._runner.crop_masks(frame, tracks)
+            self._runs += self._runner.invocations - before
         if not masks:  # an empty box, or no pose found
             return np.ones((h, w), np.float32)
         prob = ref_probability(masks[0].prob, masks[0].x0, masks[0].y0, masks[0].side, box,

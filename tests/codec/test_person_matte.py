@@ -131,7 +131,7 @@ def test_the_matte_models_flops_are_counted_per_matte(matter):
     from semcodec.codec.reconstruct.restore import RestoreReconstructor
     from semcodec.codec.reconstruct.warp import WarpReconstructor
 
-    per_crop = matter._runner().flops_per_crop()
+    per_crop = matter._runner.flops_per_crop()
     assert per_crop / 1e6 == pytest.approx(MATTE_MFLOP[matter.model], abs=0.1)
     plate = plates()["textured"]
     ref, _, box = reference_on(plate, 80)
@@ -168,8 +168,12 @@ def test_the_benchmark_setting_reaches_warp_and_restore():
     from semcodec.evaluation.codecs.base import Setting, SettingError, create_codec
 
     codec = create_codec("scaffold")
-    decoder = codec._decoder  # noqa: SLF001
-    assert decoder(Setting.parse("level=1,person_matte=selfie_segmentation")) == (
+
+    def decoder(setting):
+        spec = codec.decoder_of(setting)
+        return spec.name, dict(spec.options)
+
+    assert decoder(Setting.parse("level=1,decoder=warp,person_matte=selfie_segmentation")) == (
         "warp", {"person_matte": "selfie_segmentation"})  # fmt: skip
     name, options = decoder(Setting.parse("level=1,decoder=restore,person_matte="
                                           "pose_landmark_full"))  # fmt: skip

@@ -148,32 +148,42 @@ def test_static_camera_family_joins_the_x265_grid():
     assert settings[4:] == list(STATIC_CAMERA_SETTINGS) and "qp=51,ipratio=16" in settings
 
 
+def _decoder(text: str) -> tuple[str, dict]:
+    """The reconstructor and options the scaffold codec decodes setting ``text`` with."""
+    spec = create_codec("scaffold").decoder_of(Setting.parse(text))
+    return spec.name, dict(spec.options)
+
+
 def test_scaffold_matte_setting_reaches_the_warp_decoder():
-    codec = create_codec("scaffold")
-    assert codec._decoder(Setting.parse("level=1,matte=1")) == ("warp", {"matte": True})  # noqa: SLF001
-    for bad in ("level=1,matte=2", "level=1,decoder=diffusion,matte=1"):
+    assert _decoder("level=1,decoder=warp,matte=1") == ("warp", {"matte": True})
+    for bad in ("level=1,decoder=warp,matte=2", "level=1,decoder=diffusion,matte=1"):
         with pytest.raises(SettingError, match="matte"):
-            codec._decoder(Setting.parse(bad))  # noqa: SLF001
+            _decoder(bad)
 
 
 def test_scaffold_fade_setting_reaches_the_warp_decoder():
-    codec = create_codec("scaffold")
-    assert codec._decoder(Setting.parse("level=1,fade=3")) == ("warp", {"fade": 3})  # noqa: SLF001
+    assert _decoder("level=1,decoder=warp,fade=3") == ("warp", {"fade": 3})
     for bad in ("level=1,fade=-1", "level=1,fade=1.5", "level=1,decoder=diffusion,fade=2"):
         with pytest.raises(SettingError, match="fade"):
-            codec._decoder(Setting.parse(bad))  # noqa: SLF001
+            _decoder(bad)
 
 
 def test_scaffold_smooth_setting_reaches_the_warp_and_restore_decoders():
-    codec = create_codec("scaffold")
-    assert codec._decoder(Setting.parse("level=1,smooth_s=0")) == ("warp", {"smooth_s": 0.0})  # noqa: SLF001
-    name, options = codec._decoder(Setting.parse("level=1,decoder=restore,smooth_s=0.1"))  # noqa: SLF001
-    assert name == "restore" and options == {"smooth_s": 0.1}
+    assert _decoder("level=1,decoder=warp,smooth_s=0") == ("warp", {"smooth_s": 0.0})
+    assert _decoder("level=1,decoder=restore,smooth_s=0.1") == ("restore", {"smooth_s": 0.1})
     bad_settings = ("level=1,smooth_s=-1", "level=1,smooth_s=x",
                     "level=1,decoder=diffusion,smooth_s=0")  # fmt: skip
     for bad in bad_settings:
         with pytest.raises(SettingError, match="smooth_s"):
-            codec._decoder(Setting.parse(bad))  # noqa: SLF001
+            _decoder(bad)
+
+
+def test_a_setting_without_a_decoder_lays_its_options_over_the_default():
+    from semcodec.codec.reconstruct.pipeline import DEFAULT_DECODER
+
+    name, options = _decoder("level=1,memory_mb=2")
+    assert name == DEFAULT_DECODER.name
+    assert options == {**dict(DEFAULT_DECODER.options), "memory_mb": 2.0}
 
 
 def test_silhouette_count_keeps_references_over_a_plate_refresh_not_a_keyframe():
@@ -199,10 +209,8 @@ def test_silhouette_count_keeps_references_over_a_plate_refresh_not_a_keyframe()
 
 
 def test_scaffold_memory_budget_setting_reaches_the_restore_decoder():
-    codec = create_codec("scaffold")
-    assert codec._decoder(Setting.parse("level=1,decoder=restore,memory_mb=2")) == \
-        ("restore", {"memory_mb": 2.0})  # noqa: SLF001
-    for bad in ("level=1,decoder=restore,memory_mb=-1", "level=1,memory_mb=2",
+    assert _decoder("level=1,decoder=restore,memory_mb=2") == ("restore", {"memory_mb": 2.0})
+    for bad in ("level=1,decoder=restore,memory_mb=-1", "level=1,decoder=warp,memory_mb=2",
                 "level=1,decoder=restore,memory_mb=x"):
         with pytest.raises(SettingError, match="memory_mb"):
-            codec._decoder(Setting.parse(bad))  # noqa: SLF001
+            _decoder(bad)
