@@ -72,8 +72,11 @@ class ScaffoldCodec(Codec):
         return [Setting.of(level=n) for n in (0, 1, 2, 3)]
 
     def describe(self) -> dict[str, str]:
+        # the default decoder is in the version: a cell whose setting names no decoder is
+        # decoded by it, so a new default measures the cell again instead of resuming it
         return {"encoder": f"semcodec scaffold (decoder {self.decoder})",
-                "encoder_version": "bitstream v2 (boxes, appearance)"}  # fmt: skip
+                "encoder_version": f"bitstream v2 (boxes, appearance); default decoder "
+                                   f"{self.decoder}"}  # fmt: skip
 
     def curve_of(self, setting: Setting) -> str:
         """The curve of ``setting``: its rate target dropped, so that a sweep of

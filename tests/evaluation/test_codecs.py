@@ -58,3 +58,13 @@ def test_scales_apply_to_codecs_that_take_them_only():
     assert [str(s) for s in scaled] == ["crf=40", "crf=40,scale=0.5"]
     assert [str(s) for s in expand_settings(create_codec("scaffold"), ["level=1"], (1.0, 0.5))
             ] == ["level=1"]  # fmt: skip
+
+
+def test_a_new_default_decoder_measures_scaffold_cells_again():
+    """A setting without ``decoder=`` is decoded by the default decoder: the cell's version
+    names it, so a grid run with another default does not resume the old cell."""
+    from semcodec.evaluation.codecs.scaffold import ScaffoldCodec
+
+    default, warp = ScaffoldCodec().describe(), ScaffoldCodec(decoder="warp").describe()
+    assert default["encoder_version"] != warp["encoder_version"]
+    assert "default decoder warp" in warp["encoder_version"]
