@@ -310,31 +310,36 @@ def _fixed_mmap_threshold(nbytes: int = 128 * 1024) -> None:
         ctypes.CDLL("libc.so.6").mallopt(-3, nbytes)  # M_MMAP_THRESHOLD
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from semcodec.cloud.outputs import OutputError
-    from semcodec.cloud.service.auth import TokenFileError
-    from semcodec.cloud.service.config import ConfigError
-    from semcodec.cloud.service.loadtest import LoadTestError
-    from semcodec.cloud.service.server import ServerStartError
-    from semcodec.codec.bitstream import BitstreamError
-    from semcodec.codec.entropy.rans import EntropyCodingError
-    from semcodec.codec.keyframes import KeyframeError
-    from semcodec.codec.reconstruct import ReconstructionError
-    from semcodec.codec.scaffold.codec import ScaffoldCodecError
-    from semcodec.codec.task.bottleneck import BottleneckFileError
-    from semcodec.codec.task.stream import TaskStreamError
+#: The exceptions a user can act on (exit 2, one line), by module: an exception can only be
+#: raised by a module already imported, so :func:`_user_errors` imports none (a failed start
+#: need not load torch to say why).
+USER_ERRORS = (("semcodec.codec.task.stream", "TaskStreamError"),
+               ("semcodec.codec.task.bottleneck", "BottleneckFileError"),
+               ("semcodec.codec.entropy.rans", "EntropyCodingError"),
+               ("semcodec.codec.bitstream", "BitstreamError"),
+               ("semcodec.codec.keyframes", "KeyframeError"),
+               ("semcodec.codec.reconstruct", "ReconstructionError"),
+               ("semcodec.codec.scaffold.codec", "ScaffoldCodecError"),
+               ("semcodec.cloud.outputs", "OutputError"),
+               ("semcodec.cloud.service.config", "ConfigError"),
+               ("semcodec.cloud.service.auth", "TokenFileError"),
+               ("semcodec.cloud.service.server", "ServerStartError"),
+               ("semcodec.cloud.service.loadtest", "LoadTestError"))  # fmt: skip
 
-    return (TaskStreamError, BottleneckFileError, EntropyCodingError, BitstreamError,
-            KeyframeError, ReconstructionError, ScaffoldCodecError, OutputError, ConfigError,
-            TokenFileError, ServerStartError, LoadTestError, OSError)  # fmt: skip
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The classes of :data:`USER_ERRORS` whose modules are loaded, and ``OSError``."""
+    loaded = (getattr(sys.modules[module], name) for module, name in USER_ERRORS
+              if module in sys.modules)  # fmt: skip
+    return (*loaded, OSError)
 
 
 def _one_line(exc: BaseException) -> str:
-    from semcodec.codec.bitstream import TruncatedError
-    from semcodec.codec.scaffold.codec import IncompleteStreamError
-
+    early_end = tuple(getattr(sys.modules[module], name) for module, name in (
+        ("semcodec.codec.bitstream", "TruncatedError"),
+        ("semcodec.codec.scaffold.codec", "IncompleteStreamError")) if module in sys.modules)
     text = one_line(exc)
-    if isinstance(exc, (IncompleteStreamError, TruncatedError)):
+    if isinstance(exc, early_end):
         text += " (--allow-partial keeps the frames decoded before the end)"
     return text
 

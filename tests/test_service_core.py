@@ -290,3 +290,17 @@ def test_close_waits_a_bounded_time():
     for bad in (-1.0, float("nan"), float("inf")):
         assert close_wait_s(bad, 120) == 120
     assert close_wait_s(1e9, 120) == MAX_CLOSE_WAIT_S
+
+
+def test_ids_with_a_trailing_newline_are_refused():
+    """``$`` matches before a trailing newline: tenants and session ids are matched whole."""
+    from semcodec.cloud.service.errors import SessionNotFoundError
+    from semcodec.cloud.service.manager import _check_ids
+    from semcodec.cloud.service.messages import check_tenant
+
+    assert check_tenant("tenant-a") == "tenant-a"
+    with pytest.raises(ValueError):
+        check_tenant("tenant-a\n")
+    _check_ids("a", "0" * 32)
+    with pytest.raises(SessionNotFoundError):
+        _check_ids("a", "0" * 32 + "\n")

@@ -74,7 +74,7 @@ from semcodec.cloud.service.tenants import TenantUsage
 from semcodec.codec.bitstream import BitstreamError, StreamHeader
 
 SESSIONS_DIR = ".sessions"
-_SESSION_ID = re.compile(r"^[0-9a-f]{32}$")
+_SESSION_ID = re.compile(r"[0-9a-f]{32}")  # fullmatch: "$" would take a trailing newline
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ def _check_ids(tenant: str, session_id: str) -> None:
     """Refuses a tenant name that cannot be one (ValueError) and a session id that cannot be
     one (NOT_FOUND: as for any session not found)."""
     check_tenant(tenant)
-    if not _SESSION_ID.match(session_id):
+    if not _SESSION_ID.fullmatch(session_id):
         raise SessionNotFoundError(f"no session {brief_id(session_id)}")
 
 

@@ -29,7 +29,7 @@ from semcodec.cloud.service.errors import (
 from semcodec.codec.bitstream import BitstreamError, StreamHeader
 
 PROTOCOL_VERSION = 1
-_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # fullmatch: "$" takes a newline
 #: Seconds of stored bytes (and decoded units) the goodput (and decode rate) is measured over.
 GOODPUT_WINDOW_S = 5.0
 #: How far below what the cloud takes its recommended rate stays (a share).
@@ -173,7 +173,7 @@ class Metrics:
 
 def check_tenant(tenant: str) -> str:
     """``tenant`` if it is a safe folder name (letters, digits, ``_.-``; 1-64 characters)."""
-    if not _TENANT.match(tenant):
+    if not _TENANT.fullmatch(tenant):
         raise ValueError(f"tenant name {tenant!r}: use 1-64 letters, digits, '_', '.', '-' "
                          "(starting with a letter or digit)")  # fmt: skip
     return tenant
