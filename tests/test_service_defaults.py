@@ -33,7 +33,8 @@ from semcodec.cloud.service.limits import ServiceLimits
 from semcodec.cloud.service.manager import SessionManager
 from semcodec.cloud.service.server import DecoderServer, who_can_connect
 from semcodec.codec.bitstream import read_stream
-from semcodec.edge.stream.client import ChannelSecurity, StreamClient, open_request
+from semcodec.edge.stream.client import ChannelSecurity, StreamClient, open_request, unit_chunks
+from semcodec.edge.stream.spool import SpooledUnit
 from semcodec.protos import semcodec_v1_pb2 as pb
 
 from .conftest import (
@@ -299,7 +300,12 @@ def test_nothing_of_a_killed_server_is_left_after_a_restart_and_resume(tmp_path,
         units = list(units)
         sid = stub.OpenSession(open_request(header.to_bytes())).session_id
         requests, replies = _start(stub, sid)
-        requests.put(_first_chunk(0, len(units[0].to_bytes()) + 10, 2048))
+        # unit 0 whole (the decoder opens its outputs for it), unit 1 left half-sent
+        first = SpooledUnit(0, int(units[0].kind), 0, units[0].to_bytes())
+        for chunk in unit_chunks(first, 1 << 20):
+            requests.put(chunk)
+        assert next(replies).ack.next_seq == 1
+        requests.put(_first_chunk(1, 4096, 2048))
         state = out / ".sessions" / "default" / sid
         assert wait_for(lambda: _partials(state))
         assert wait_for(lambda: list((out / "default").glob(f".{sid}.*.partial")))
