@@ -131,14 +131,12 @@ def _check_networks(spec, text: str) -> None:
     options when made)."""
     from semcodec.codec.core.models import ModelError
     from semcodec.codec.reconstruct.pipeline import DecoderOptionError
-    from semcodec.codec.reconstruct.superres import SuperResolutionError, create_upscaler
 
     try:
-        spec.reconstructor()
-        create_upscaler(spec.sr, device=spec.device)
+        spec.build()
     except DecoderOptionError as exc:
         raise InvalidRequestError(f"decoder {text!r}: {exc}") from None
-    except (ModelError, SuperResolutionError, OSError) as exc:
+    except (ModelError, OSError) as exc:
         raise MissingModelsError(f"decoder {text!r}: this server cannot have its networks: "
                                  f"{exc}") from None  # fmt: skip
 

@@ -392,13 +392,10 @@ def check_decoder(text: str) -> None:
     """
     from semcodec.codec.core.models import ModelError
     from semcodec.codec.reconstruct.pipeline import DecoderOptionError, DecoderSpec
-    from semcodec.codec.reconstruct.superres import SuperResolutionError, create_upscaler
 
     try:
-        spec = DecoderSpec.parse(text)
-        spec.reconstructor()
-        create_upscaler(spec.sr, device=spec.device)
+        DecoderSpec.parse(text).build()
     except DecoderOptionError as exc:
         raise ConfigError(f"decoder {text!r}: {exc}") from None
-    except (ModelError, SuperResolutionError) as exc:
+    except ModelError as exc:
         raise ConfigError(f"decoder {text!r}: its networks cannot be had: {exc}") from None

@@ -321,6 +321,22 @@ class DecoderSpec:
         except (TypeError, ValueError) as exc:
             raise DecoderOptionError(f"decoder {self}: {exc}") from None
 
+    def build(self, models_dir=None) -> tuple[Reconstructor, object]:
+        """``(reconstructor, plate upscaler)`` of this decoder, their networks fetched and
+        checked (what a server does at start to refuse a decoder it cannot run).
+
+        Raises:
+            DecoderOptionError: options a reconstructor or upscaler refuses.
+            codec.core.models.ModelError: a network whose files cannot be had.
+        """
+        from semcodec.codec.reconstruct.superres import SuperResolutionError, create_upscaler
+
+        reconstructor = self.reconstructor()
+        try:
+            return reconstructor, create_upscaler(self.sr, models_dir, self.device)
+        except SuperResolutionError as exc:
+            raise DecoderOptionError(str(exc)) from None
+
     def open(self, header, models_dir=None, flow_prior=None) -> DecodePipeline:
         """The stream of ``header`` opened with this decoder (checked first)."""
         self.check(header)
@@ -377,14 +393,9 @@ class DecodePipeline:
     upscaled: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        from semcodec.codec.reconstruct.superres import SuperResolutionError, create_upscaler
         from semcodec.codec.scaffold.codec import ScaffoldDecoder
 
-        self.reconstructor = self.spec.reconstructor()
-        try:
-            self.upscaler = create_upscaler(self.spec.sr, self.models_dir, self.spec.device)
-        except SuperResolutionError as exc:
-            raise DecoderOptionError(str(exc)) from None
+        self.reconstructor, self.upscaler = self.spec.build(self.models_dir)
         self.reconstructor.reset()
         self._sr_flops = 0.0
         self.count = 0
