@@ -299,7 +299,7 @@ def _pixels_per_s(info) -> float:
 
 def _open_input(args: argparse.Namespace):
     """``(source, frames to encode, flow prior or None)`` of ``encode``/``stream``'s input."""
-    from semcodec.edge.sources import open_source, resolve_data_path
+    from semcodec.codec.core.sources import open_source, resolve_data_path
 
     prior = None
     if args.flow_prior:
@@ -314,8 +314,8 @@ def _open_input(args: argparse.Namespace):
 
 def cmd_encode(args: argparse.Namespace) -> int:
     """Encodes ``args.input`` to ``args.output``; returns the exit status."""
+    from semcodec.codec.core.sources import interrupt_ends
     from semcodec.codec.scaffold.codec import encode_to_file
-    from semcodec.edge.sources import interrupt_ends
 
     _check_output(args.output)
     _check_mode_options(args)
@@ -443,7 +443,7 @@ def _check_detect_numbers(args: argparse.Namespace) -> None:
 def _encode_detect(args: argparse.Namespace) -> int:
     """``encode --mode detect``: task features of the split detector to ``args.output``."""
     from semcodec.codec.bitstream import write_stream
-    from semcodec.edge.sources import interrupt_ends
+    from semcodec.codec.core.sources import interrupt_ends
 
     start = time.perf_counter()
     source, total, _ = _open_input(args)
@@ -739,8 +739,8 @@ def _decision_counts(decisions) -> str:
 def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.codec.bitstream import BitstreamError
     from semcodec.codec.core.models import ModelError
+    from semcodec.codec.core.sources import SourceError
     from semcodec.codec.entropy.rans import EntropyCodingError
-    from semcodec.edge.sources import SourceError
     from semcodec.edge.stream.client import StreamError
     from semcodec.edge.stream.spool import SpoolError
 

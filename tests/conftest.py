@@ -64,7 +64,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
-    from semcodec.edge.sources import sample_path
+    from semcodec.codec.core.sources import sample_path
 
     return sample_path()
 
@@ -72,7 +72,7 @@ def sample_dir() -> Path:
 @pytest.fixture(scope="session")
 def sample_frames(sample_dir) -> np.ndarray:
     """The first 12 frames of the embedded sample, (12, 288, 384, 3) uint8 RGB."""
-    from semcodec.edge.sources import open_source
+    from semcodec.codec.core.sources import open_source
 
     return open_source(sample_dir).read(start=1, count=12)
 

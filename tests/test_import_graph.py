@@ -3,7 +3,8 @@ functions included), with no cycle between modules and no import between sibling
 
 A module may import modules of its own group and of groups in lower layers. Groups in one
 layer are siblings and import nothing of each other; the edge and the cloud never import each
-other at all (the cloud's load test runs the edge as separate processes).
+other at all (the cloud's load test runs the edge as separate processes), and the evaluation
+imports nothing of the edge (frame readers are a foundation: ``codec.core.sources``).
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ SKIP = {"tests", "docs", "datasets", "build", "runs"}
 #: Layers, lowest first: a group's modules may import their own group and lower layers.
 LAYERS: list[set[str]] = [
     {"codec.detection"},  # the detector's PyTorch definition: nothing of semcodec
-    {"codec.core"},  # types, registries, package data, the model zoo, frame and CLI helpers
+    {"codec.core"},  # types, registries, package data, the model zoo, frame readers, CLI helpers
     {"codec.bitstream", "codec.keyframes"},
     {"codec.entropy"},
     {"codec.scaffold"},
     {"codec.reconstruct", "codec.task"},
     {"protos"},
-    {"edge.sources", "cloud.outputs"},
+    {"cloud.outputs"},
     {"edge.stream", "cloud.service"},
     {"edge.cli", "cloud.cli"},
     {"evaluation.data"},  # recipes, ground truth, reading sequences, camera transforms
@@ -36,10 +37,11 @@ LAYERS: list[set[str]] = [
 ]
 RANK = {group: rank for rank, groups in enumerate(LAYERS) for group in groups}
 #: Package roots (docstrings, a version) sit with the lowest group of their family.
-PACKAGE_ROOTS = {"": "codec.core", "codec": "codec.core", "edge": "edge.sources",
+PACKAGE_ROOTS = {"": "codec.core", "codec": "codec.core", "edge": "edge.stream",
                  "cloud": "cloud.outputs", "evaluation": "evaluation.data"}  # fmt: skip
-#: Groups that share a first name with their siblings but must still not meet.
-APART = [("edge", "cloud")]
+#: Families that must not meet whatever their layers: the edge and the cloud never import each
+#: other, and the evaluation reads frames through ``codec.core.sources``, never the edge.
+APART = [("edge", "cloud"), ("evaluation", "edge")]
 
 
 def _modules() -> dict[str, Path]:
@@ -100,6 +102,15 @@ def test_imports_go_to_the_same_group_or_a_lower_layer():
             if RANK[theirs] >= RANK[mine] or apart:
                 wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
     assert wrong == []
+
+
+def test_no_evaluation_to_edge_arrow():
+    """The benchmark reads frames with ``codec.core.sources`` and runs the edge as a program."""
+    arrows = [f"{m} imports {t}" for m, targets in GRAPH.items() for t in targets
+              if m.startswith("semcodec.evaluation") and t.startswith("semcodec.edge")]  # fmt: skip
+    assert arrows == []
+    assert "semcodec.codec.core.sources" in MODULES
+    assert not any(m.startswith("semcodec.edge.sources") for m in MODULES)
 
 
 def test_no_import_cycle():

@@ -58,10 +58,10 @@ def _identity_bottleneck(scale: float = 2.0):
 def bottleneck_file(tmp_path_factory) -> Path:
     """The bottleneck, alone in a folder (the server's --bottleneck-dir)."""
     from semcodec.codec.core.models import ModelError
+    from semcodec.codec.core.sources import open_source, sample_path
     from semcodec.codec.entropy.features import count_symbols, tables_from_counts
     from semcodec.codec.task.bottleneck import TaskBottleneck
     from semcodec.codec.task.split import SplitConfig, SplitDetector, load_split_model
-    from semcodec.edge.sources import open_source, sample_path
 
     try:
         detector = SplitDetector(load_split_model())

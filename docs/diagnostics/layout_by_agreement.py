@@ -13,10 +13,10 @@ import argparse
 
 import torch
 
+from semcodec.codec.core.sources import resolve_data_path
 from semcodec.codec.scaffold.detector import PersonDetector
 from semcodec.codec.scaffold.profile import PROFILE_SECONDS, choose_profile
 from semcodec.codec.task.calibrate import choose_layout
-from semcodec.edge.sources import resolve_data_path
 from semcodec.evaluation.data.sequences import load_sequence
 
 parser = argparse.ArgumentParser()

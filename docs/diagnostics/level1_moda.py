@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from semcodec.codec.core.sources import resolve_data_path
 from semcodec.codec.reconstruct import create_reconstructor
 from semcodec.codec.scaffold.codec import decode_stream
 from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector, box_iou
-from semcodec.edge.sources import resolve_data_path
 from semcodec.evaluation.codecs.base import Setting
 from semcodec.evaluation.codecs.scaffold import ScaffoldCodec
 from semcodec.evaluation.data.sequences import load_sequence

@@ -32,6 +32,7 @@ import os
 import numpy as np
 import torch
 
+from semcodec.codec.core.sources import resolve_data_path
 from semcodec.codec.scaffold.detector import PersonDetector
 from semcodec.codec.scaffold.profile import PROFILE_SECONDS
 from semcodec.codec.task.calibrate import (
@@ -41,7 +42,6 @@ from semcodec.codec.task.calibrate import (
     persistent_threshold,
 )
 from semcodec.codec.task.split import SplitConfig, SplitDetector, load_split_model
-from semcodec.edge.sources import resolve_data_path
 from semcodec.evaluation.data.sequences import load_sequence
 from semcodec.evaluation.metrics.moda import clear_mod
 

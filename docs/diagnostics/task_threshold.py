@@ -16,10 +16,10 @@ import dataclasses
 import json
 from pathlib import Path
 
+from semcodec.codec.core.sources import resolve_data_path
 from semcodec.codec.task.bottleneck import load_bottleneck
 from semcodec.codec.task.coder import TaskDecoder, TaskEncoder
 from semcodec.codec.task.split import SplitDetector, load_split_model
-from semcodec.edge.sources import resolve_data_path
 from semcodec.evaluation.data.sequences import load_sequence
 from semcodec.evaluation.metrics.moda import clear_mod
 

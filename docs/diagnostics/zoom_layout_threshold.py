@@ -16,13 +16,13 @@ import dataclasses
 
 import torch
 
+from semcodec.codec.core.sources import resolve_data_path
 from semcodec.codec.scaffold.detector import PersonDetector
 from semcodec.codec.scaffold.profile import PROFILE_SECONDS, choose_profile, profile_frame_indices
 from semcodec.codec.task.calibrate import REFERENCE_THRESHOLD, DetectProfile, match_threshold
 from semcodec.codec.task.coder import TaskEncoder, stack_latents, unstack_latents
 from semcodec.codec.task.split import SplitDetector, load_split_model
 from semcodec.codec.task.stream import shipped_candidates
-from semcodec.edge.sources import resolve_data_path
 from semcodec.evaluation.data.sequences import load_sequence
 from semcodec.evaluation.metrics.moda import clear_mod
 

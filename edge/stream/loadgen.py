@@ -134,9 +134,9 @@ def streams_main(argv: list[str]) -> int:
 def sample_main(argv: list[str]) -> int:
     """Encodes the embedded sample at level 1 into ``--out`` (as ``edge-agent encode SAMPLE
     --level 1`` does)."""
+    from semcodec.codec.core.sources import open_source, sample_path
     from semcodec.codec.scaffold.codec import encode_to_file
     from semcodec.codec.scaffold.levels import LEVELS
-    from semcodec.edge.sources import open_source, sample_path
 
     parser = argparse.ArgumentParser(prog="loadgen sample")
     parser.add_argument("--out", type=Path, required=True)

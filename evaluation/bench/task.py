@@ -298,10 +298,10 @@ def run_task_bench(config: TaskBenchConfig) -> list[dict]:
     the same command again resumes; other bottlenecks can be added then)."""
     import torch
 
+    from semcodec.codec.core.sources import resolve_data_path
     from semcodec.codec.scaffold.profile import PROFILE_SECONDS
     from semcodec.codec.task.calibrate import choose_layout
     from semcodec.codec.task.split import load_split_model
-    from semcodec.edge.sources import resolve_data_path
     from semcodec.evaluation.data.camera import parse_camera_transform
     from semcodec.evaluation.data.sequences import load_sequence
     from semcodec.evaluation.report.markdown import write_text_atomic

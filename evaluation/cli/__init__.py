@@ -68,10 +68,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from semcodec.codec.core.models import ModelError
+    from semcodec.codec.core.sources import SourceError
     from semcodec.codec.entropy.rans import EntropyCodingError
     from semcodec.codec.reconstruct import ReconstructionError
     from semcodec.codec.task.bottleneck import BottleneckFileError
-    from semcodec.edge.sources import SourceError
     from semcodec.evaluation.bench.executors import ExecutorError
     from semcodec.evaluation.bench.grid import BenchError
     from semcodec.evaluation.codecs.base import CodecError, SettingError

@@ -95,7 +95,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_data(args: argparse.Namespace) -> int:
 
-    from semcodec.edge.sources import (
+    from semcodec.codec.core.sources import (
         DATA_DIR_ENV,
         SAMPLE_NAME,
         data_roots,

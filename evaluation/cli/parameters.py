@@ -159,7 +159,7 @@ def _megabytes(paths: list[Path]) -> float:
 
 
 def _sample() -> dict[str, object]:
-    from semcodec.edge.sources import SAMPLE_NAME, read_seqinfo
+    from semcodec.codec.core.sources import SAMPLE_NAME, read_seqinfo
 
     folder = Path(package_data(f"datasets/sample/{SAMPLE_NAME}"))
     info = read_seqinfo(folder / "seqinfo.ini")

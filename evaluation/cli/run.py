@@ -340,7 +340,7 @@ def grid_from_args(args: argparse.Namespace):
     Cheap: resolves sequence paths (without reading frames) and checks the grid with
     :func:`evaluation.bench.validate_grid`; no model is resolved.
     """
-    from semcodec.edge.sources import resolve_data_path, sample_path
+    from semcodec.codec.core.sources import resolve_data_path, sample_path
     from semcodec.evaluation.bench.grid import GridConfig, validate_grid
     from semcodec.evaluation.bench.options import VIDEO_CODECS, codec_options_for
     from semcodec.evaluation.codecs.base import create_codec
@@ -417,7 +417,7 @@ def _frame_list(text: str) -> list[int]:
 
 
 def cmd_sidebyside(args: argparse.Namespace) -> int:
-    from semcodec.edge.sources import resolve_data_path
+    from semcodec.codec.core.sources import resolve_data_path
     from semcodec.evaluation.bench.options import codec_options_for
     from semcodec.evaluation.bench.sidebyside import side_by_side, write_png
     from semcodec.evaluation.data.sequences import load_sequence

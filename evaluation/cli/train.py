@@ -244,8 +244,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def cmd_train_flow_prior(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from semcodec.codec.core.sources import resolve_data_path
     from semcodec.codec.scaffold.flow import fit_flow_prior_from_video
-    from semcodec.edge.sources import resolve_data_path
 
     if args.last < args.first:
         raise UsageError(f"--last {args.last} is before --first {args.first}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from functools import lru_cache
 
-from semcodec.edge.sources import SourceError, open_source
+from semcodec.codec.core.sources import SourceError, open_source
 
 
 @lru_cache(maxsize=2)
@@ -16,7 +16,7 @@ def load_sequence(path: str, frames: int | None, source_options: tuple = (), sta
     Frames ``start .. start+frames-1`` are read; the ground truth is cut to them and
     renumbered so that ``frames[0]`` is frame 1 (as everything downstream counts).
 
-    ``source_options`` are ``(key, value)`` pairs for :func:`edge.sources.open_source`
+    ``source_options`` are ``(key, value)`` pairs for :func:`codec.core.sources.open_source`
     (``fps``, ``width``, ``height``: what a raw ``.yuv`` needs), and ``camera_transform``
     (:mod:`evaluation.data.camera`: a new camera made from the sequence; the frames, the ground
     truth and the info's size follow, and its name gets the transform in brackets). Cached

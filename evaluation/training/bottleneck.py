@@ -157,7 +157,7 @@ def _cache_name(name: str, split: SplitConfig) -> str:
 def cache_windows(detector: SplitDetector, data: Sequence[tuple[str, int, int]],
                   cache_dir: Path, data_dir: str | None = None) -> list[WindowCache]:  # fmt: skip
     """The :class:`WindowCache` of each range, computed once and kept in ``cache_dir``."""
-    from semcodec.edge.sources import resolve_data_path
+    from semcodec.codec.core.sources import resolve_data_path
     from semcodec.evaluation.data.sequences import load_sequence
 
     caches = []
@@ -324,7 +324,7 @@ def with_ground_truth(cache: WindowCache, split: SplitConfig,
                       data_dir: str | None = None) -> WindowCache:  # fmt: skip
     """``cache`` with its person logits corrected by its range's MOT ground truth (the
     cache unchanged when the sequence has none)."""
-    from semcodec.edge.sources import open_source, resolve_data_path
+    from semcodec.codec.core.sources import open_source, resolve_data_path
     from semcodec.evaluation.data.groundtruth import load_mot_groundtruth
 
     if "@" in cache.name:

@@ -180,7 +180,7 @@ def load_examples(config: TrainConfig, cache_dir: Path,
     if path.exists():
         with np.load(path) as data:
             return {k: data[k] for k in EXAMPLE_KEYS}
-    from semcodec.edge.sources import open_source, resolve_data_path
+    from semcodec.codec.core.sources import open_source, resolve_data_path
 
     sets = []
     for item in config.data:

@@ -69,7 +69,7 @@ def load_tracks(part: Range, data_dir=None):
     Raises:
         ValueError: the sequence has no ground truth.
     """
-    from semcodec.edge.sources import resolve_data_path
+    from semcodec.codec.core.sources import resolve_data_path
     from semcodec.evaluation.data.sequences import load_sequence
 
     options = () if part.camera is None else (("camera_transform", part.camera),)

@@ -50,8 +50,8 @@ def plate_pairs(part: Range, rng: np.random.Generator, data_dir=None,
     """``[(sent, frame)]``: each frame of ``part`` and its plate as sent at half size
     (``(h/2, w/2, 3)`` uint8, decoded at that size), HEVC at a quality of ``qualities`` drawn
     at random (one frame in four WebP at the same quality)."""
+    from semcodec.codec.core.sources import resolve_data_path
     from semcodec.codec.keyframes import create_intra_coder
-    from semcodec.edge.sources import resolve_data_path
     from semcodec.evaluation.data.sequences import load_sequence
 
     pixels, _, _ = load_sequence(str(resolve_data_path(part.data, data_dir)), part.frames, (),

@@ -468,9 +468,9 @@ def test_a_live_stream_does_not_starve_references_after_its_periodic_plate():
     period, so the account does not drop by the plate's bytes (which starved references
     until it was repaid)."""
     from semcodec.codec.bitstream import SubStreamType, UnitKind
+    from semcodec.codec.core.sources import open_source, sample_path
     from semcodec.codec.scaffold.codec import ScaffoldEncoder, with_lookahead
     from semcodec.codec.scaffold.levels import level_config
-    from semcodec.edge.sources import open_source, sample_path
 
     frames = open_source(sample_path()).read(start=1, count=50)
     config = level_config(1, keyframe_interval=40)

@@ -156,10 +156,10 @@ def test_rate_over_a_two_second_clip(sample_frames):
     """A 2-s clip (50 frames at 25 fps, 640x480) lands within 10 % of level 1's target,
     header included; shorter than a window, it is its own window (units only)."""
     from semcodec.codec.bitstream import unit_overhead_bytes
+    from semcodec.codec.core.sources import open_source, sample_path
     from semcodec.codec.scaffold.codec import encode_frames
     from semcodec.codec.scaffold.levels import level_config
     from semcodec.codec.scaffold.rate import window_rates
-    from semcodec.edge.sources import open_source, sample_path
 
     frames = open_source(sample_path()).read(start=1, count=50)
     frames = np.stack([cv2.resize(f, (640, 480), interpolation=cv2.INTER_CUBIC) for f in frames])
@@ -176,9 +176,9 @@ def test_rate_over_a_two_second_clip(sample_frames):
 def test_level1_chooses_the_layout_again_after_a_scene_cut(sample_dir):
     """20 frames of small people (2x2 tiles), then a cut to the same scene 3x closer: 4 s
     after the cut the tracker's detector works on one window."""
+    from semcodec.codec.core.sources import open_source
     from semcodec.codec.scaffold.codec import ScaffoldEncoder
     from semcodec.codec.scaffold.levels import level_config
-    from semcodec.edge.sources import open_source
 
     sample = open_source(sample_dir).read(start=1, count=50)
     frames = np.concatenate([sample[:20], zoomed(sample[:30], 3.0)])
@@ -198,9 +198,9 @@ def test_a_live_stream_of_small_people_refines_its_plate_after_the_first_window(
     start once the first 10-second window (70 frames at 7 fps) has passed, and a decoder
     of the header takes them."""
     from semcodec.codec.bitstream import SubStreamType, Unit
+    from semcodec.codec.core.sources import open_source
     from semcodec.codec.scaffold.codec import ScaffoldDecoder, encode_frames
     from semcodec.codec.scaffold.levels import level_config
-    from semcodec.edge.sources import open_source
 
     sample = open_source(sample_dir).read(start=1, count=60)
     frames = np.concatenate([sample, sample[::-1]])  # 120 frames, no cut

@@ -129,8 +129,8 @@ def test_a_periodic_keyframe_of_level_1_renews_the_plate_and_keeps_the_reference
     monkeypatch.setattr(rate, "cold_start_plate_share", lambda *args, **kw: 0.1)
 
     from semcodec.codec.bitstream import write_stream
+    from semcodec.codec.core.sources import open_source, sample_path
     from semcodec.codec.scaffold.codec import decode_stream, encode_frames
-    from semcodec.edge.sources import open_source, sample_path
     from semcodec.evaluation.codecs.scaffold import SilhouetteCount
 
     frames = open_source(sample_path()).read(start=1, count=16)

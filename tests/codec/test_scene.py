@@ -12,7 +12,7 @@ from semcodec.codec.scaffold.scene import KeyframeSchedule, SceneChangeDetector
 @pytest.fixture(scope="module")
 def sample_video() -> np.ndarray:
     """All 60 frames of the embedded PETS09-S2L1 sample, (60, 288, 384, 3) uint8."""
-    from semcodec.edge.sources import open_source, sample_path
+    from semcodec.codec.core.sources import open_source, sample_path
 
     return open_source(sample_path()).read()
 

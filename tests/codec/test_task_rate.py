@@ -369,6 +369,7 @@ def test_a_stream_that_changes_beta_decodes_as_the_edge_coded_it(tmp_path, capsy
     from semcodec.cloud.cli import main as cloud_main
     from semcodec.codec.bitstream import UnitKind, write_stream
     from semcodec.codec.core.models import ModelError
+    from semcodec.codec.core.sources import open_source, sample_path
     from semcodec.codec.entropy.features import count_symbols, tables_from_counts
     from semcodec.codec.scaffold.detector import PersonDetector
     from semcodec.codec.task.bottleneck import BottleneckConfig, FeatureBottleneck, TaskBottleneck
@@ -376,7 +377,6 @@ def test_a_stream_that_changes_beta_decodes_as_the_edge_coded_it(tmp_path, capsy
     from semcodec.codec.task.ratecontrol import RateTable
     from semcodec.codec.task.split import SplitConfig, SplitDetector, load_split_model
     from semcodec.codec.task.stream import DetectRateRequest, encode_detect, rate_table
-    from semcodec.edge.sources import open_source, sample_path
 
     try:
         model = load_split_model()

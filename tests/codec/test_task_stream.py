@@ -20,8 +20,8 @@ from semcodec.codec.task.split import SplitConfig
 def bottleneck_file(tmp_path_factory):
     """An untrained bottleneck whose tables were counted on real latents of the sample."""
     from semcodec.codec.core.models import ModelError
+    from semcodec.codec.core.sources import open_source, sample_path
     from semcodec.codec.task.split import SplitDetector, load_split_model
-    from semcodec.edge.sources import open_source, sample_path
 
     torch.manual_seed(0)
     model = FeatureBottleneck(BottleneckConfig(latent=4, hidden=8)).eval()
@@ -191,7 +191,7 @@ def test_detect_mode_with_the_shipped_bottleneck_finds_people(sample_dir, tmp_pa
 
 def _zoomed_sample(count: int, zoom: float = 3.0) -> np.ndarray:
     """A closer camera made from the sample: people about half the frame tall."""
-    from semcodec.edge.sources import open_source, sample_path
+    from semcodec.codec.core.sources import open_source, sample_path
     from semcodec.evaluation.data.camera import CameraTransform
 
     frames = open_source(sample_path()).read(start=1, count=count)

@@ -346,8 +346,8 @@ def test_id_switches_helper() -> None:
 def test_sample_ids_are_consistent(sample_dir) -> None:
     """20 frames of the embedded sample (384x288, 7 fps), tiled detector at 0.5."""
     from semcodec.codec.core.models import ModelNotFoundError
+    from semcodec.codec.core.sources import open_source
     from semcodec.codec.scaffold.detector import DetectorConfig, PersonDetector
-    from semcodec.edge.sources import open_source
     from semcodec.evaluation.data.groundtruth import load_mot_groundtruth
 
     try:

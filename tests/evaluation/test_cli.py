@@ -313,7 +313,7 @@ def test_raw_yuv_input_with_size_and_rate(tmp_path, sample_frames):
 
 
 def _small_grid(out: Path):
-    from semcodec.edge.sources import sample_path
+    from semcodec.codec.core.sources import sample_path
     from semcodec.evaluation.bench.grid import GridConfig
 
     return GridConfig(sequences=[str(sample_path())], codecs={"x264": ["crf=30", "crf=40"],
@@ -473,7 +473,7 @@ def test_start_reads_a_frame_range_and_cuts_the_ground_truth_to_it(tmp_path):
     """--start K --frames N: frames K..K+N-1, MODA against their own ground truth."""
     import dataclasses
 
-    from semcodec.edge.sources import open_source, sample_path
+    from semcodec.codec.core.sources import open_source, sample_path
     from semcodec.evaluation.bench import grid as bench
     from semcodec.evaluation.data.groundtruth import load_mot_groundtruth
     from semcodec.evaluation.report.markdown import sequence_lines

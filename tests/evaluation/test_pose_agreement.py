@@ -28,7 +28,7 @@ def test_a_joint_agrees_within_a_tenth_of_the_box_height():
 @pytest.fixture(scope="module")
 def sample():
     """The sample's first frames ``(6, 288, 384, 3)`` uint8 and their ground truth."""
-    from semcodec.edge.sources import sample_path
+    from semcodec.codec.core.sources import sample_path
     from semcodec.evaluation.data.sequences import load_sequence
 
     frames, _, gt = load_sequence(str(sample_path()), FRAMES, (), 1)
@@ -69,7 +69,7 @@ def test_people_drawn_a_quarter_of_their_height_off_disagree(sample, judge):
 
 
 def test_the_benchmark_row_has_the_columns(sample, judge):
-    from semcodec.edge.sources import sample_path
+    from semcodec.codec.core.sources import sample_path
     from semcodec.evaluation.bench.grid import BASE_COLUMNS, CellSpec, measure_quality
 
     frames, gt = sample

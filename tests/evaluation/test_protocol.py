@@ -47,7 +47,7 @@ def test_a_codec_that_cannot_split_its_bytes_is_refused(sample_frames):
 
 
 def _grid(tmp_path, protocol: str, gop: int):
-    from semcodec.edge.sources import sample_path
+    from semcodec.codec.core.sources import sample_path
 
     return bench.GridConfig(sequences=[str(sample_path())], codecs={"x264": ["qp=30"]},
                             out_dir=tmp_path, frames=6, start=31, metrics=("psnr",),
@@ -56,7 +56,7 @@ def _grid(tmp_path, protocol: str, gop: int):
 
 
 def test_a_steady_cell_is_charged_and_measured_on_its_range_only(tmp_path):
-    from semcodec.edge.sources import sample_path
+    from semcodec.codec.core.sources import sample_path
 
     config = _grid(tmp_path, "steady", 10)
     (row,) = bench.run_grid(config, progress=False)

@@ -45,7 +45,7 @@ def test_the_label_gives_the_bpp_of_the_shown_frames_alone():
 def test_cli_steady_protocol_on_the_sample(tmp_path):
     import cv2
 
-    from semcodec.edge.sources import open_source, sample_path
+    from semcodec.codec.core.sources import open_source, sample_path
     from semcodec.evaluation.cli import main
 
     out = tmp_path / "steady.png"

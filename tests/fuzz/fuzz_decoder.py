@@ -112,9 +112,9 @@ def real_seeds(cache: Path = CACHE, frames: int = 3) -> list[bytes]:
 
 
 def _encode_real(path: Path, level: int, frames: int) -> None:
+    from semcodec.codec.core.sources import open_source, sample_path
     from semcodec.codec.scaffold.codec import encode_to_file
     from semcodec.codec.scaffold.levels import level_config
-    from semcodec.edge.sources import open_source, sample_path
 
     pictures = open_source(sample_path()).read(start=1, count=frames)
     height, width = pictures.shape[1:3]

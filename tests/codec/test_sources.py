@@ -1,4 +1,4 @@
-"""Tests of edge.sources on the embedded sample, on files made in tmp_path, and on ../shared."""
+"""Tests of codec.core.sources (frame readers): the embedded sample, tmp_path files, ../shared."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from semcodec.codec.core.layout import NO_SHARED_ENV
-from semcodec.edge.sources import (
+from semcodec.codec.core.sources import (
     DATA_DIR_ENV,
     SAMPLE_NAME,
     SourceError,
