@@ -20,6 +20,7 @@ from pathlib import Path
 
 from semcodec.cloud.service.config import add_serve_arguments
 from semcodec.codec.core.console import (
+    EXIT_ERROR,
     EXIT_INTERRUPTED,
     OneLineErrorParser,
     add_common_arguments,
@@ -27,7 +28,6 @@ from semcodec.codec.core.console import (
     configure_logging,
     frame_progress,
     one_line,
-    positive_int,
 )
 from semcodec.codec.core.models import MODELS_DIR_HELP
 
@@ -122,61 +122,34 @@ def _add_serve_parser(sub) -> None:
 
 
 def _add_loadtest_parser(sub) -> None:
-    load = sub.add_parser(
-        "loadtest",
-        help="load-test a serve: many concurrent streams, health and ack latency, memory",
-        description="Starts a `serve` (or uses --server), runs --streams concurrent edge "
-        "streams of the embedded sample for --seconds, probes gRPC health every 0.1 s and "
-        "the server's memory every second; writes DIR/summary.json, DIR/rss.csv and "
-        "DIR/rss.png. Exit 0 when health p99 < 50 ms, ack p99 < 200 ms, memory flat, no "
-        "stream starved and no errors; 1 when a check fails.",
+    """Listed in the help; its arguments are the checkout's ``tools/loadtest/loadtest.py``'s
+    (:func:`main` hands ``loadtest ...`` to it before parsing)."""
+    sub.add_parser(
+        "loadtest", add_help=False,
+        help="load- or abuse-test a serve (from a checkout: tools/loadtest/, not installed)",
     )
-    add_verbosity(load)
-    load.add_argument("--abuse", action="store_true",
-                      help="instead: start a server with two tenants and quotas and run the "
-                      "attacks of issue 25 against it (idle calls, a tenant at its quota, a "
-                      "slow client, partial units, markers, long ids); prints the table, exit "
-                      "0 when every attack held")  # fmt: skip
-    load.add_argument("--abuse-idle", type=positive_int, default=1000, metavar="N",
-                      help="--abuse: idle calls of each kind (1000)")  # fmt: skip
-    load.add_argument("--streams", type=positive_int, default=64, help="concurrent streams")
-    load.add_argument("--seconds", type=float, default=60.0, help="how long they stream")
-    load.add_argument("--out", type=Path, required=True, metavar="DIR", help="results folder")
-    load.add_argument("--fps", type=float, default=1.0,
-                      help="units per second each stream sends (default 1)")  # fmt: skip
-    load.add_argument("--semc", type=Path, metavar="FILE",
-                      help="the stream to send (default: the sample at level 1)")  # fmt: skip
-    load.add_argument("--ramp-s", type=float, metavar="S",
-                      help="the streams start evenly over S seconds (default: a tenth of "
-                      "--seconds, at most 5)")  # fmt: skip
-    load.add_argument("--workers", type=positive_int, default=4,
-                      help="client processes the streams are spread over (default 4)")  # fmt: skip
-    load.add_argument("--viewers", type=int, default=0, metavar="N",
-                      help="live viewers reading the sessions' MJPEG from the server's HTTP "
-                      "front door while the streams run (own server only; 0: none)")
-    load.add_argument("--server", metavar="HOST:PORT",
-                      help="a running plaintext server (default: start one on "
-                      "127.0.0.1)")  # fmt: skip
-    load.add_argument("--server-pid", type=positive_int, metavar="PID",
-                      help="--server's process, for its memory")  # fmt: skip
-    load.add_argument("--metrics", metavar="HOST:PORT", help="--server's /metrics address")
-    load.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
-                      help="one more flag for the server it starts (repeat it; "
-                      "--serve-arg=--no-overview)")  # fmt: skip
 
 
-def cmd_loadtest(args: argparse.Namespace) -> int:
-    from semcodec.cloud.service.loadtest import LoadSettings, describe, run_abuse, run_load
+#: The load test and its clients: in a checkout only (``tools/`` is in no wheel).
+LOADTEST = Path(__file__).resolve().parents[1] / "tools" / "loadtest" / "loadtest.py"
 
-    if args.abuse:
-        return run_abuse(args.out, args.semc, args.abuse_idle)
 
-    summary = run_load(LoadSettings(args.streams, args.seconds, args.out, args.fps,
-                                    args.server, args.server_pid, args.metrics, args.semc,
-                                    args.workers, args.ramp_s,
-                                    tuple(args.serve_arg), args.viewers))  # fmt: skip
-    log.warning("loadtest: %s (%s)", describe(summary), args.out / "summary.json")
-    return 0 if summary["ok"] else 1
+def cmd_loadtest(argv: list[str]) -> int:
+    """``cloud-decoder loadtest ARGS``: the checkout's load test, run in this process."""
+    import importlib.util
+
+    if not LOADTEST.is_file():
+        configure_logging(prog=PROG)
+        log.error("error: loadtest runs from a checkout of semcodec (pip install -e): its "
+                  "load and attack clients (tools/loadtest/) are not installed with the "
+                  "package; %s is missing", LOADTEST)  # fmt: skip
+        return EXIT_ERROR
+    sys.path.insert(0, str(LOADTEST.parent))  # loadtest.py runs loadgen.py, abuse.py beside it
+    spec = importlib.util.spec_from_file_location("loadtest", LOADTEST)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["loadtest"] = module
+    spec.loader.exec_module(module)
+    return module.main(argv)
 
 
 def _load_prior(path: Path | None):
@@ -323,8 +296,7 @@ USER_ERRORS = (("semcodec.codec.task.stream", "TaskStreamError"),
                ("semcodec.cloud.outputs", "OutputError"),
                ("semcodec.cloud.service.config", "ConfigError"),
                ("semcodec.cloud.service.auth", "TokenFileError"),
-               ("semcodec.cloud.service.server", "ServerStartError"),
-               ("semcodec.cloud.service.loadtest", "LoadTestError"))  # fmt: skip
+               ("semcodec.cloud.service.server", "ServerStartError"))  # fmt: skip
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -346,17 +318,20 @@ def _one_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``cloud-decoder``; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["loadtest"]:
+        return cmd_loadtest(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
     configure_logging(args.verbose, args.quiet, prog=PROG)
     if args.command is None:
         parser.print_help()
         return 0
     try:
-        commands = {"serve": cmd_serve, "loadtest": cmd_loadtest}
+        commands = {"serve": cmd_serve}
         return commands.get(args.command, cmd_decode)(args)
     except KeyboardInterrupt:
-        if args.command in ("serve", "loadtest"):
+        if args.command == "serve":
             log.error("interrupted")
         else:
             log.error("interrupted; nothing was written to %s", args.output)

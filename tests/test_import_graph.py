@@ -3,8 +3,8 @@ functions included), with no cycle between modules and no import between sibling
 
 A module may import modules of its own group and of groups in lower layers. Groups in one
 layer are siblings and import nothing of each other; the edge and the cloud never import each
-other at all (the cloud's load test runs the edge as separate processes), and the evaluation
-imports nothing of the edge (frame readers are a foundation: ``codec.core.sources``).
+other at all, and the evaluation imports nothing of the edge (frame readers are a foundation:
+``codec.core.sources``). ``tools/`` is outside the package (clients for testing the service).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP = {"tests", "docs", "datasets", "build", "runs"}
+SKIP = {"tests", "docs", "datasets", "build", "runs", "tools"}  # tools/: in no wheel
 
 #: Layers, lowest first: a group's modules may import their own group and lower layers.
 LAYERS: list[set[str]] = [

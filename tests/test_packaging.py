@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -55,14 +56,50 @@ def test_no_module_imports_a_bare_top_level_name():
     assert offenders == []
 
 
+#: Clients for testing the service (the load test, its load generator, the attacks): they
+#: live in tools/loadtest/ and must not ship.
+TEST_CLIENTS = ("abuse", "loadgen", "loadtest")
+
+
 @pytest.fixture(scope="module")
-def installed_wheel(tmp_path_factory) -> Path:
-    """A virtualenv with the semcodec wheel installed; returns its ``bin`` folder."""
+def built_wheel(tmp_path_factory) -> Path:
+    """The wheel built from a copy of the checkout's files as git sees them (tracked, and
+    untracked ones it does not ignore): setuptools' ``build/`` folder keeps modules that
+    were moved or deleted and would ship them in a wheel built in place."""
     root = tmp_path_factory.mktemp("wheel")
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], cwd=REPO, capture_output=True,
+                            check=True).stdout.decode().split("\0")  # fmt: skip
+    src = root / "src"
+    for rel in filter(None, listed):
+        if (REPO / rel).is_file():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, src / rel)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
-                    "--disable-pip-version-check", "-w", str(root / "dist"), str(REPO)],
-                   check=True, stdin=subprocess.DEVNULL)  # fmt: skip
+                    "--disable-pip-version-check", "-w", str(root / "dist"), str(src)],
+                   check=True, stdin=subprocess.DEVNULL, capture_output=True)  # fmt: skip
     (wheel,) = (root / "dist").glob("semcodec-*.whl")
+    return wheel
+
+
+def test_wheel_modules_hold_no_attack_or_load_client(built_wheel):
+    """The wheel's modules are the declared packages' and none of them is a test client."""
+    names = zipfile.ZipFile(built_wheel).namelist()
+    modules = sorted(n.removesuffix(".py").replace("/", ".") for n in names if n.endswith(".py"))
+    assert "semcodec.codec.core.sources" in modules and "semcodec.edge.cli" in modules
+    clients = [m for m in modules if set(m.split(".")) & set(TEST_CLIENTS)]
+    assert clients == [], f"test clients in the wheel: {clients}"
+    assert "semcodec.edge.sources" not in modules  # moved to codec.core
+    packages = set(_declared_packages())
+    assert [m for m in modules if m.rpartition(".")[0] not in packages
+            and m != "semcodec.__init__"] == []  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def installed_wheel(built_wheel, tmp_path_factory) -> Path:
+    """A virtualenv with the semcodec wheel installed; returns its ``bin`` folder."""
+    root = tmp_path_factory.mktemp("venv")
+    wheel = built_wheel
     names = zipfile.ZipFile(wheel).namelist()
     assert "semcodec/datasets/recipes/pets09-s2l1.toml" in names
     assert "semcodec/datasets/sample/PETS09-S2L1-384x288/img1/000060.jpg" in names
@@ -109,6 +146,8 @@ def test_installed_wheel_lists_data_and_runs_the_default_benchmark(installed_whe
     for prog in ("semcodec-bench", "edge-agent", "cloud-decoder"):
         version = _run(installed_wheel, tmp_path, prog, "--version")
         assert version.returncode == 0 and "semcodec" in version.stdout, prog
+    load = _run(installed_wheel, tmp_path, "cloud-decoder", "loadtest", "--out", "load")
+    assert load.returncode == 2 and "not installed" in load.stderr, load.stderr  # tools/ only
     run = _run(installed_wheel, tmp_path, "semcodec-bench", "run", "--frames", "4",
                "--codecs", "x264", "--out", "out")  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]

@@ -1,6 +1,6 @@
 """The service under abuse (issue 25), in short form: a real ``cloud-decoder serve`` process
 with two tenants and quotas, attacked over real gRPC on 127.0.0.1 by the functions of
-:mod:`edge.stream.abuse` (the long form is ``cloud-decoder loadtest --abuse``: 1,000 idle
+``tools/loadtest/abuse.py`` (the long form is ``cloud-decoder loadtest --abuse``: 1,000 idle
 calls of each kind, 60-MiB partial units, 10,000 markers; numbers in docs/service.md).
 
 Each test would fail against the threaded server this replaced: idle calls took its threads
@@ -15,10 +15,11 @@ import os
 import stat
 import time
 
+# the load test and the attacks are clients for testing, in tools/loadtest/ (pytest's
+# pythonpath in pyproject.toml), not in the package
+import abuse
 import pytest
-
-from semcodec.cloud.service.loadtest import ABUSE_TENANTS, start_abuse_server, stop_server
-from semcodec.edge.stream import abuse
+from loadtest import ABUSE_TENANTS, start_abuse_server, stop_server
 
 pytestmark = pytest.mark.abuse
 

@@ -11,9 +11,9 @@ import csv
 import json
 
 import pytest
+from loadtest import percentile  # tools/loadtest/ (pytest's pythonpath): not in the package
 
 from semcodec.cloud.cli import main as cloud_main
-from semcodec.cloud.service.loadtest import percentile
 from semcodec.edge.cli import main as edge_main
 
 

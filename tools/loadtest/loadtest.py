@@ -1,9 +1,15 @@
 """``cloud-decoder loadtest``: many concurrent edge streams against one ``cloud-decoder serve``.
 
+This is a client for testing the service, not part of it: it lives in ``tools/loadtest/``
+of a checkout, with the edge's load generator (``loadgen.py``) and the attacks
+(``abuse.py``) beside it, and no wheel contains them (``tests/test_packaging.py`` checks).
+``cloud-decoder loadtest ARGS`` runs :func:`main` from the checkout the package is installed
+from (``pip install -e``); ``python tools/loadtest/loadtest.py ARGS`` does the same.
+
 It starts a server (a separate process, so its memory is its own; or uses ``--server``),
 then ``--streams`` real streams over gRPC -- the edge's ``StreamClient``\\ s, as
-``edge-agent stream`` runs them, split over a few processes of the edge's load generator
-(:mod:`edge.stream.loadgen`; the cloud never imports the edge) -- each sending the
+``edge-agent stream`` runs them, split over a few processes of the load generator
+(``loadgen.py``, so that the clients' CPU is not this process's) -- each sending the
 embedded sample's stream (encoded once at level 1, or ``--semc FILE``) at ``--fps`` units
 per second, session after session, for ``--seconds``. Meanwhile it asks the standard gRPC
 health service every 0.1 s and samples the server's resident memory (``/proc/PID/status``)
@@ -29,6 +35,7 @@ more than 5 s for an acknowledgement), no errors. Exit status
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import logging
@@ -48,8 +55,10 @@ log = logging.getLogger("semcodec.cloud.service")
 
 HEALTH_EVERY_S = 0.1
 SAMPLE_EVERY_S = 1.0
-#: The edge's load generator (a separate process: the cloud never imports the edge).
-LOADGEN = "semcodec.edge.stream.loadgen"
+HERE = Path(__file__).resolve().parent
+#: The edge's load generator and the attacks, run as processes (scripts beside this one).
+LOADGEN = HERE / "loadgen.py"
+ABUSE = HERE / "abuse.py"
 LIMITS = {"health_p99_ms": 50.0, "ack_p99_ms": 200.0, "rss_growth_share": 0.10,
           "rss_growth_mib": 16.0, "starved_share": 0.5, "ack_wait_s": 5.0}  # fmt: skip
 
@@ -222,10 +231,10 @@ def _start_server(settings: LoadSettings) -> tuple[subprocess.Popen, str, str, P
 
 def _sample_stream(out: Path) -> Path:
     """The embedded sample encoded at level 1 (``edge-agent encode``, run by the edge's
-    load generator: the cloud never imports the edge)."""
+    load generator in a process of its own)."""
     semc = out / "sample-level1.semc"
     if not semc.is_file():
-        done = subprocess.run([sys.executable, "-m", LOADGEN, "sample", "--out", str(semc)],
+        done = subprocess.run([sys.executable, str(LOADGEN), "sample", "--out", str(semc)],
                               capture_output=True, text=True, timeout=600)  # fmt: skip
         if done.returncode != 0:
             raise LoadTestError(f"cannot encode the sample: {done.stderr.strip()}")
@@ -268,7 +277,7 @@ def run_load(settings: LoadSettings) -> dict:
             last = (k + 1) * settings.streams // count
             out = settings.out / f"worker{k}.json"
             out.unlink(missing_ok=True)
-            argv = [sys.executable, "-m", LOADGEN, "streams", "--target",
+            argv = [sys.executable, str(LOADGEN), "streams", "--target",
                     target, "--semc", str(semc), "--first", str(first), "--count",
                     str(last - first), "--start", repr(start), "--seconds",
                     repr(settings.seconds), "--fps", repr(settings.fps), "--out",
@@ -553,7 +562,7 @@ def stop_server(proc: subprocess.Popen) -> int:
 def run_abuse(out: Path, semc: Path | None = None, idle: int = 1000,
               serve: dict | None = None) -> int:  # fmt: skip
     """``cloud-decoder loadtest --abuse``: starts a server for the attacks and runs the
-    edge's attack process (``python -m semcodec.edge.stream.abuse``) against it; it prints
+    attack process (``python tools/loadtest/abuse.py``) against it; it prints
     the table (also in ``out/abuse.md``, rows in ``out/abuse.json``). Returns its exit
     status (0: every attack held)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -561,7 +570,7 @@ def run_abuse(out: Path, semc: Path | None = None, idle: int = 1000,
     server = start_abuse_server(out, serve)
     settings = server["settings"]
     try:
-        argv = [sys.executable, "-m", "semcodec.edge.stream.abuse", "--target",
+        argv = [sys.executable, str(ABUSE), "--target",
                 server["target"], "--semc", str(semc), "--abuser-token",
                 server["tokens"][ABUSE_TENANTS[0]], "--victim-token",
                 server["tokens"][ABUSE_TENANTS[1]], "--metrics", server["metrics"],
@@ -576,3 +585,86 @@ def run_abuse(out: Path, semc: Path | None = None, idle: int = 1000,
     (out / "abuse.md").write_text(done.stdout)
     print(done.stdout, end="")
     return done.returncode
+
+
+# ------------------------------------------------------------------------------ the command
+
+
+def build_parser(prog: str = "cloud-decoder loadtest") -> argparse.ArgumentParser:
+    """``cloud-decoder loadtest``'s arguments."""
+    from semcodec.codec.core.console import add_verbosity, positive_int
+
+    load = argparse.ArgumentParser(
+        prog=prog,
+        description="Starts a `serve` (or uses --server), runs --streams concurrent edge "
+        "streams of the embedded sample for --seconds, probes gRPC health every 0.1 s and "
+        "the server's memory every second; writes DIR/summary.json, DIR/rss.csv and "
+        "DIR/rss.png. Exit 0 when health p99 < 50 ms, ack p99 < 200 ms, memory flat, no "
+        "stream starved and no errors; 1 when a check fails.",
+    )
+    add_verbosity(load)
+    load.add_argument("--abuse", action="store_true",
+                      help="instead: start a server with two tenants and quotas and run the "
+                      "attacks of issue 25 against it (idle calls, a tenant at its quota, a "
+                      "slow client, partial units, markers, long ids); prints the table, exit "
+                      "0 when every attack held")  # fmt: skip
+    load.add_argument("--abuse-idle", type=positive_int, default=1000, metavar="N",
+                      help="--abuse: idle calls of each kind (1000)")  # fmt: skip
+    load.add_argument("--streams", type=positive_int, default=64, help="concurrent streams")
+    load.add_argument("--seconds", type=float, default=60.0, help="how long they stream")
+    load.add_argument("--out", type=Path, required=True, metavar="DIR", help="results folder")
+    load.add_argument("--fps", type=float, default=1.0,
+                      help="units per second each stream sends (default 1)")  # fmt: skip
+    load.add_argument("--semc", type=Path, metavar="FILE",
+                      help="the stream to send (default: the sample at level 1)")  # fmt: skip
+    load.add_argument("--ramp-s", type=float, metavar="S",
+                      help="the streams start evenly over S seconds (default: a tenth of "
+                      "--seconds, at most 5)")  # fmt: skip
+    load.add_argument("--workers", type=positive_int, default=4,
+                      help="client processes the streams are spread over (default 4)")  # fmt: skip
+    load.add_argument("--viewers", type=int, default=0, metavar="N",
+                      help="live viewers reading the sessions' MJPEG from the server's HTTP "
+                      "front door while the streams run (own server only; 0: none)")
+    load.add_argument("--server", metavar="HOST:PORT",
+                      help="a running plaintext server (default: start one on "
+                      "127.0.0.1)")  # fmt: skip
+    load.add_argument("--server-pid", type=positive_int, metavar="PID",
+                      help="--server's process, for its memory")  # fmt: skip
+    load.add_argument("--metrics", metavar="HOST:PORT", help="--server's /metrics address")
+    load.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
+                      help="one more flag for the server it starts (repeat it; "
+                      "--serve-arg=--no-overview)")  # fmt: skip
+    return load
+
+
+def main(argv: list[str] | None = None, prog: str = "cloud-decoder loadtest") -> int:
+    """Runs the load test (or ``--abuse``); returns the exit status: 0 when every check
+    held, 1 when one did not, 2 when it could not run, 130 when interrupted."""
+    from semcodec.codec.core.console import (
+        EXIT_ERROR,
+        EXIT_INTERRUPTED,
+        configure_logging,
+        one_line,
+    )
+
+    args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
+    configure_logging(getattr(args, "verbose", 0), getattr(args, "quiet", 0), prog=prog.split()[0])
+    try:
+        if args.abuse:
+            return run_abuse(args.out, args.semc, args.abuse_idle)
+        summary = run_load(LoadSettings(args.streams, args.seconds, args.out, args.fps,
+                                        args.server, args.server_pid, args.metrics, args.semc,
+                                        args.workers, args.ramp_s,
+                                        tuple(args.serve_arg), args.viewers))  # fmt: skip
+    except KeyboardInterrupt:
+        log.error("interrupted")
+        return EXIT_INTERRUPTED
+    except (LoadTestError, OSError) as exc:
+        log.error("error: %s", one_line(exc))
+        return EXIT_ERROR
+    log.warning("loadtest: %s (%s)", describe(summary), args.out / "summary.json")
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="loadtest.py"))

@@ -1,11 +1,12 @@
 """The edge's side of ``cloud-decoder loadtest``: a process that runs many real streams.
 
-``python -m semcodec.edge.stream.loadgen streams ...`` runs ``--count`` streams in threads,
+``python tools/loadtest/loadgen.py streams ...`` runs ``--count`` streams in threads,
 each a :class:`~edge.stream.client.StreamClient` (as ``edge-agent stream`` runs it) sending a
 ``.semc`` file's units at ``--fps``, session after session until the deadline, and writes
 each stream's record (acknowledgement latencies, sessions, errors) as JSON. ``... sample
---out FILE`` encodes the embedded sample (``edge-agent encode``). The cloud's load test
-starts these processes; the cloud never imports the edge.
+--out FILE`` encodes the embedded sample (``edge-agent encode``). The load test
+(``loadtest.py`` beside it) starts these processes. Like it, this is a client for testing
+the service, kept out of the installed package (``tools/`` is in no wheel).
 
 An acknowledgement is timed from the moment the unit's last chunk is handed to gRPC
 (:meth:`StreamClient._sent`) until the acknowledgement that covers it is read.
@@ -153,7 +154,7 @@ def sample_main(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     commands = {"streams": streams_main, "sample": sample_main}
     if not argv or argv[0] not in commands:
-        print(f"usage: python -m semcodec.edge.stream.loadgen {{{','.join(commands)}}} ...",
+        print(f"usage: python tools/loadtest/loadgen.py {{{','.join(commands)}}} ...",
               file=sys.stderr)  # fmt: skip
         return 2
     return commands[argv[0]](argv[1:])

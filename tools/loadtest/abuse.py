@@ -3,7 +3,7 @@
 Each function runs one attack against a running server (real gRPC) and returns a row: what
 was tried, what was measured, the limit, and whether it held. ``cloud-decoder loadtest
 --abuse`` starts a server configured for them (two tenants with quotas, short timeouts) and
-runs this module as a process (``python -m semcodec.edge.stream.abuse``), which prints the
+runs this script as a process (``python tools/loadtest/abuse.py``), which prints the
 table; ``tests/test_service_abuse.py`` runs the same functions in short form.
 
 The attacks:
@@ -42,10 +42,10 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from loadgen import run_stream  # beside this file (tools/loadtest/: not in the package)
 
 from semcodec.codec.bitstream import read_stream
 from semcodec.edge.stream.client import ChannelSecurity, StreamClient, open_request
-from semcodec.edge.stream.loadgen import run_stream
 from semcodec.edge.stream.spool import Spool
 from semcodec.protos import semcodec_v1_pb2 as pb
 from semcodec.protos import semcodec_v1_pb2_grpc as pb_grpc
@@ -539,7 +539,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m semcodec.edge.stream.abuse",
+    parser = argparse.ArgumentParser(prog="python tools/loadtest/abuse.py",
                                      description=__doc__.split("\n\n")[0])  # fmt: skip
     parser.add_argument("--target", required=True)
     parser.add_argument("--semc", type=Path, required=True)
