@@ -52,7 +52,7 @@ class LevelConfig:
             ``keyframe_scale``.
         plate_refine: with a rate target and a median plate, the share of the target spent
             refining the plate the decoder holds, one tile of a
-            :data:`~codec.scaffold.codec.PLATE_TILE_GRID` x ``PLATE_TILE_GRID`` grid at a
+            :data:`~codec.scaffold.plate.coding.PLATE_TILE_GRID` x ``PLATE_TILE_GRID`` grid at a
             time (the tile whose picture is furthest from the edge's background model, at
             the best quality the bytes set aside so far buy), so that a static camera's
             background converges over minutes without a burst of bytes; tiles start once
@@ -91,7 +91,7 @@ class LevelConfig:
             -1.7 on PETS 201-500 and -4.8 on PETS 501-795 (README "Any camera").
         plate: ``"frame"``: the keyframe picture is the frame itself; ``"median"``: it is the
             person-free background plate the edge builds from many frames
-            (:mod:`codec.scaffold.background`).
+            (:mod:`codec.scaffold.plate.background`).
         target_bpp: the rate controller's target in bits per pixel (0: no rate control).
         pose_every: with the box stream, send each tracked person's sparse body pose (13
             joints relative to the decoded box, :mod:`codec.entropy.sparse_pose`; the pose
@@ -261,7 +261,7 @@ MAX_POSE_EVERY = 64
 PLATE_REFINE_PER_CAMERA = -1.0
 #: The share a tiled layout (small people) refines with when the camera's profile has not
 #: measured its people (a layout given in the settings); with a profile the share is the
-#: first plate's rule over a plate period (``ScaffoldEncoder._resolve_plate_refine``).
+#: first plate's rule over a plate period (``PlateEncoder.resolve_refine``).
 SMALL_PEOPLE_PLATE_REFINE = 0.25
 #: Level 1's weak-detection threshold (:attr:`LevelConfig.track_low_score`): half its
 #: detector threshold. Chosen on the tuning ranges, MODA of the sent tracks at off / 0.3 /

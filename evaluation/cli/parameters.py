@@ -73,21 +73,18 @@ def _levels() -> dict[str, dict[str, object]]:
 
 
 def _rate() -> dict[str, object]:
-    from semcodec.codec.scaffold import codec
-    from semcodec.codec.scaffold.rate import (
-        FIRST_PLATE_MAX_SHARE,
-        PERSON_ASPECT,
-        WINDOW_S,
-        RateController,
-    )
+    from semcodec.codec.scaffold.encoder import MAX_LOOKAHEAD_FRAMES
+    from semcodec.codec.scaffold.plate.encoder import PLATE_WINDOW_S
+    from semcodec.codec.scaffold.plate.share import FIRST_PLATE_MAX_SHARE, PERSON_ASPECT
+    from semcodec.codec.scaffold.rate import WINDOW_S, RateController
 
     account = _defaults(RateController.__init__)
-    return {"window_s": WINDOW_S, "plate_median_window_s": codec.PLATE_WINDOW_S,
+    return {"window_s": WINDOW_S, "plate_median_window_s": PLATE_WINDOW_S,
             "first_plate_max_share": FIRST_PLATE_MAX_SHARE, "person_aspect": PERSON_ASPECT,
             **{name: account[name] for name in ("first_keyframe_share", "keyframe_share",
                                                 "clip_keyframe_share", "window_wander",
                                                 "debt_repay_share")},
-            "lookahead_frames": codec.MAX_LOOKAHEAD_FRAMES}  # fmt: skip
+            "lookahead_frames": MAX_LOOKAHEAD_FRAMES}  # fmt: skip
 
 
 def _container() -> dict[str, object]:
@@ -115,8 +112,8 @@ def _stream_limits() -> dict[str, object]:
 
 def _camera() -> dict[str, object]:
     from semcodec.codec.scaffold import appearance, profile
-    from semcodec.codec.scaffold.codec import OVERDUE_S
     from semcodec.codec.scaffold.detector import PART_HEIGHT_RATIO, DetectorConfig
+    from semcodec.codec.scaffold.encoder import OVERDUE_S
     from semcodec.codec.task.calibrate import REFERENCE_THRESHOLD
 
     return {

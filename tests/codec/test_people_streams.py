@@ -24,7 +24,7 @@ from semcodec.codec.scaffold.appearance import (
     ref_size,
     unpack_refs,
 )
-from semcodec.codec.scaffold.background import BackgroundModel
+from semcodec.codec.scaffold.plate.background import BackgroundModel
 from semcodec.codec.scaffold.rate import RateController, fit_quality
 
 
@@ -301,7 +301,7 @@ def test_the_first_keyframe_of_a_short_clip_takes_at_most_a_tenth_of_it():
 
 
 def test_the_first_plate_share_follows_the_pixels_each_part_sends():
-    from semcodec.codec.scaffold.rate import (
+    from semcodec.codec.scaffold.plate.share import (
         FIRST_PLATE_MAX_SHARE,
         cold_start_plate_share,
         person_area_fraction,
@@ -750,12 +750,12 @@ def test_a_plate_tile_without_a_plate_or_outside_the_grid_is_refused():
     config = level_config(1, target_bpp=0.01, detector_tiles=1, plate_refine=0.2)
     decoder = ScaffoldDecoder(ScaffoldEncoder(config, (64, 48), 5.0).header(2))
     with pytest.raises(PayloadError, match="plate held"):
-        decoder._refine_plate(b"\x00abc", 1)  # no plate held yet
-    decoder._plate = np.zeros((48, 64, 3), np.uint8)
+        decoder.plate.tile(b"\x00abc", 1)  # no plate held yet
+    decoder.plate._plate = np.zeros((48, 64, 3), np.uint8)
     with pytest.raises(PayloadError, match="below 16"):
-        decoder._refine_plate(b"\x10abc", 1)
+        decoder.plate.tile(b"\x10abc", 1)
     with pytest.raises(PayloadError, match="plate tile 3"):
-        decoder._refine_plate(b"\x03not a picture", 1)
+        decoder.plate.tile(b"\x03not a picture", 1)
 
 
 def test_plate_coding_choice_on_a_synthetic_rate_distortion_table():

@@ -123,10 +123,10 @@ def test_a_periodic_keyframe_of_level_1_renews_the_plate_and_keeps_the_reference
     references (no burst of new ones, nobody drawn as a silhouette again)."""
     import io
 
-    from semcodec.codec.scaffold import rate
+    from semcodec.codec.scaffold.plate import share
 
     # a first plate of a tenth of the clip, so that the period's plate beats the one held
-    monkeypatch.setattr(rate, "cold_start_plate_share", lambda *args, **kw: 0.1)
+    monkeypatch.setattr(share, "cold_start_plate_share", lambda *args, **kw: 0.1)
 
     from semcodec.codec.bitstream import write_stream
     from semcodec.codec.core.sources import open_source, sample_path
