@@ -101,6 +101,13 @@ class ServeSettings:
                                                  "address (past it: 503 and closed; 0: no "
                                                  "cap; behind a reverse proxy all come from "
                                                  "its address)")  # fmt: skip
+    http_tenant_rps: float = setting(20.0, metavar="R", help="HTTP requests per second of "
+                                     "one tenant (pages, API, viewers' opening): past it a "
+                                     "request waits its turn, up to 2 s, then gets 429, so "
+                                     "that no tenant's clients slow another's (0: no "
+                                     "limit)")  # fmt: skip
+    http_tenant_burst: int = setting(40, help="HTTP requests a quiet tenant may make at once "
+                                     "beyond --http-tenant-rps")  # fmt: skip
     max_sessions: int = setting(64, help="open sessions at once (more: RESOURCE_EXHAUSTED)")
     max_backlog_units: int = setting(32, help="units stored but not yet decoded, per session "
                                      "(more: the stream waits for its decoder)")  # fmt: skip
@@ -234,7 +241,8 @@ class ServeSettings:
                      "max_connection_age_grace_s", "max_calls", "max_open_streams",
                      "max_watch_streams", "tenant_max_viewers", "max_viewers",
                      "max_calls_per_peer", "decode_threads", "http_max_connections",
-                     "http_max_connections_per_peer"):  # fmt: skip
+                     "http_max_connections_per_peer", "http_tenant_rps",
+                     "http_tenant_burst"):  # fmt: skip
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} {getattr(self, name)}: must be 0 (none) or more")
         if self.bottleneck_dir is not None and not self.bottleneck_dir.is_dir():

@@ -15,6 +15,8 @@ header lines, fields and URLs (400). What aiohttp has no knob for is here, thinl
 * :class:`QuietServerLog`: the logger handed to aiohttp's request handler; a request its
   parser refuses (malformed, too long) is counted and logged as one short line at most every
   ``LOG_EVERY_S``, not as a traceback per request.
+* :class:`Paces`: requests per second per key (a tenant's pages and API), a request over
+  the rate held until its turn, then refused (429).
 * :func:`raise_open_files`: the soft limit of open files raised to the hard one at start.
 """
 
@@ -29,6 +31,8 @@ import time
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+
+from semcodec.cloud.service.limits import RateLimiter
 
 log = logging.getLogger("semcodec.cloud.service")
 #: A refusal (connections over a cap, malformed requests) is logged at most this often, s.
@@ -72,6 +76,62 @@ class Throttled:
             return 0
         self._last, told, self._since = now, self._since, 0
         return told
+
+
+class Paces:
+    """Token buckets per key (a tenant, a peer's address): :meth:`turn` makes a request
+    wait its turn, ``hold_s`` at most, and says whether it may go on; one refused is held
+    ``hold_s`` too, so a client that loops is paced by the server whatever it does with the
+    answer. Buckets of keys unseen for a while are forgotten (a full bucket is the same as
+    none), so the keys held stay bounded by those active.
+
+    Args:
+        rate: requests per second per key (0: no limit, :meth:`turn` never waits).
+        burst: what a quiet key may ask at once.
+        hold_s: the longest a request waits for its turn, seconds.
+    """
+
+    #: Keys held before the quiet ones are forgotten.
+    MAX_KEYS = 4096
+
+    def __init__(self, rate: float, burst: int, hold_s: float = 2.0) -> None:
+        self.rate, self.burst, self.hold_s = rate, max(1, burst), hold_s
+        self._buckets: dict[str, tuple[RateLimiter, float]] = {}
+        self.refused = 0  # requests refused over the rate
+        self.held = 0  # requests waiting their turn now
+
+    def _bucket(self, key: str) -> RateLimiter:
+        now = time.monotonic()
+        found = self._buckets.get(key)
+        if found is None:
+            if len(self._buckets) >= self.MAX_KEYS:
+                full_after = self.burst / self.rate
+                self._buckets = {k: v for k, v in self._buckets.items()
+                                 if now - v[1] < full_after}  # fmt: skip
+            found = (RateLimiter(self.rate, self.burst), now)
+        self._buckets[key] = (found[0], now)
+        return found[0]
+
+    async def turn(self, key: str) -> bool:
+        """Waits for ``key``'s turn; False: over its rate for longer than ``hold_s`` (the
+        request is refused, after ``hold_s``)."""
+        if self.rate <= 0:
+            return True
+        bucket = self._bucket(key)
+        wait = bucket.take(1)
+        if wait > self.hold_s:
+            bucket.give_back(1)
+            self.refused += 1
+            wait, go = self.hold_s, False
+        else:
+            go = True
+        if wait > 0:
+            self.held += 1
+            try:
+                await asyncio.sleep(wait)
+            finally:
+                self.held -= 1
+        return go
 
 
 class ConnectionGate:

@@ -47,7 +47,7 @@ from aiohttp import web
 from semcodec.cloud.service.auth import DEFAULT_TENANT, TokenTable
 from semcodec.cloud.service.config import is_loopback
 from semcodec.cloud.service.errors import ServiceError
-from semcodec.cloud.service.front import ConnectionGate, GatedSite, QuietServerLog
+from semcodec.cloud.service.front import ConnectionGate, GatedSite, Paces, QuietServerLog
 from semcodec.cloud.service.live import jpeg_of
 
 _SESSION_ID = re.compile(r"[0-9a-f]{32}")  # fullmatch: "$" would take a trailing newline
@@ -58,6 +58,8 @@ MAX_LOGINS, LOGIN_S = 4096, 12 * 3600.0
 MAX_BODY = 4096
 #: Without a new frame for this long a viewer checks its session is still held, seconds.
 RECHECK_S = 2.0
+#: The longest a request over its tenant's rate waits for its turn (then 429), seconds.
+PACE_HOLD_S = 2.0
 _SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
                      "Content-Security-Policy": "default-src 'self'; img-src 'self'; "
                      "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
@@ -79,6 +81,9 @@ class HttpSettings:
         keepalive_s: a connection waits this long for its next request's head.
         max_connections, max_connections_per_peer: open connections in all and from one
             address (past them: 503 and closed; 0: no cap).
+        tenant_rps, tenant_burst: requests per second of one tenant and what a quiet one
+            may make at once (past them a request waits its turn up to ``PACE_HOLD_S``, then
+            429; 0: no limit).
     """
 
     tenant_max_viewers: int = 8
@@ -90,6 +95,8 @@ class HttpSettings:
     keepalive_s: float = 15.0
     max_connections: int = 512
     max_connections_per_peer: int = 32
+    tenant_rps: float = 20.0
+    tenant_burst: int = 40
 
 
 class Viewers:
@@ -157,6 +164,7 @@ class FrontDoor:
         self.gate = ConnectionGate(settings.max_connections, settings.max_connections_per_peer,
                                    settings.header_s)  # fmt: skip
         self.server_log = QuietServerLog()
+        self.tenant_paces = Paces(settings.tenant_rps, settings.tenant_burst, PACE_HOLD_S)
         self.hosts: set[str] | None = None  # the Host names answered (None: any)
         self._runner: web.AppRunner | None = None
 
@@ -226,6 +234,10 @@ class FrontDoor:
                     "POST /login)\n", headers={
                         "WWW-Authenticate": 'Bearer realm="semcodec", Basic realm="semcodec"'})
             request["tenant"] = tenant
+            if not await self.tenant_paces.turn(tenant):
+                raise web.HTTPTooManyRequests(
+                    text=f"429: tenant {tenant} is over its requests per second "
+                    "(http_tenant_rps)\n", headers={"Retry-After": "1"})
         response = await handler(request)
         if not response.prepared:
             response.headers.update(_SECURITY_HEADERS)
@@ -258,6 +270,10 @@ class FrontDoor:
             raise web.HTTPNotFound(text="404: no such live session\n") from None
 
     async def _listing(self, tenant: str) -> list:
+        """The tenant's sessions: from the session manager's index, in memory (read from
+        disk in the pool only the first time a tenant asks)."""
+        if self.manager.indexed(tenant):
+            return self.manager.listing(tenant)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, self.manager.listing, tenant)
 
@@ -271,7 +287,7 @@ class FrontDoor:
     async def api_sessions(self, request: web.Request) -> web.Response:
         views = await self._listing(request["tenant"])
         return web.json_response({"tenant": request["tenant"],
-                                  "sessions": [dataclasses.asdict(v) for v in views]})
+                                  "sessions": [_fields(v) for v in views]})
 
     async def api_session(self, request: web.Request) -> web.Response:
         sid = request.match_info["sid"]
@@ -279,7 +295,7 @@ class FrontDoor:
             raise web.HTTPBadRequest(text="400: a session id is 32 hexadecimal digits\n")
         for view in await self._listing(request["tenant"]):
             if view.session_id == sid:
-                return web.json_response(dataclasses.asdict(view))
+                return web.json_response(_fields(view))
         raise web.HTTPNotFound(text="404: no such session\n")
 
     async def live_page(self, request: web.Request) -> web.Response:
@@ -421,6 +437,12 @@ class FrontDoor:
 
 
 # ------------------------------------------------------------------------------ pages
+
+
+def _fields(view) -> dict:
+    """A session's view as the JSON API's object (``dataclasses.asdict`` without its deep
+    copy: six times faster on a listing of 100)."""
+    return {field.name: getattr(view, field.name) for field in dataclasses.fields(view)}
 
 
 def _when(at: float | None) -> str:

@@ -106,6 +106,10 @@ class RateLimiter:
             self._tokens -= nbytes
             return max(0.0, -self._tokens / self.rate)
 
+    def give_back(self, nbytes: int) -> None:
+        """Returns ``nbytes`` taken by :meth:`take` but not used (a request refused)."""
+        with self._lock:
+            self._tokens = min(self.burst, self._tokens + nbytes)
 
 
 def close_wait_s(requested: float, default: float) -> float:

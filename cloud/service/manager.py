@@ -171,6 +171,13 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
+def rest_view(session: Session, state: str) -> SessionView:
+    """The view of a session that leaves memory (``state``: ``at rest``, ``closed``,
+    ``failed``), made from what it holds: it goes to the listing index, not to disk."""
+    return dataclasses.replace(view_of(session), state=state, kbps=0.0, last_ack=None,
+                               rung="", gflops=0.0, live=False)  # fmt: skip
+
+
 def _check_ids(tenant: str, session_id: str) -> None:
     """Refuses a tenant name that cannot be one (ValueError) and a session id that cannot be
     one (NOT_FOUND: as for any session not found)."""
@@ -223,6 +230,9 @@ class SessionManager:
         self._slots = (FairSlots(self.limits.decode_threads)
                        if self.limits.decode_threads > 0 else None)  # fmt: skip
         self._lock = threading.RLock()
+        # the listing index: per tenant, the views of its sessions on disk and not held,
+        # with when each was last seen (read from disk once per tenant, then kept here)
+        self._index: dict[str, dict[str, tuple[float, SessionView]]] = {}
         self._draining = False
         self._default_decoder = None  # the server's DecoderSpec, parsed on first use
 
@@ -275,6 +285,7 @@ class SessionManager:
                               self._session_decode(decoder), self.metrics, record, self._slots,
                               self.tenant(tenant).compute)  # fmt: skip
             self._sessions[(tenant, session_id)] = session
+            self._index.get(tenant, {}).pop(session_id, None)
         session.start()
         return session
 
@@ -408,8 +419,10 @@ class SessionManager:
         session.record.update(state=results.state, results=results.record(),
                               decoder_steps=list(session.steps))  # fmt: skip
         write_json_atomic(session.state_dir / RECORD_NAME, session.record)
+        view = rest_view(session, results.state)
         with self._lock:
             self._sessions.pop((tenant, session_id), None)
+            self._indexed(tenant, session_id, view)
         self.metrics.session_closed(results.state)
         if detections_from > 0 or session.detect:
             results.detections = list(session.detections_since(max(1, detections_from)))
@@ -447,22 +460,56 @@ class SessionManager:
             raise SessionNotFoundError(f"no live session {brief_id(session_id)}")
         return session
 
+    def indexed(self, tenant: str) -> bool:
+        """Whether ``tenant``'s sessions on disk are in the listing index (then
+        :meth:`listing` reads nothing from disk)."""
+        return tenant in self._index
+
+    def _indexed(self, tenant: str, session_id: str, view: SessionView) -> None:
+        """A session of ``tenant`` leaves memory: its view goes to the index, when the
+        tenant's is made (call with ``_lock`` held)."""
+        index = self._index.get(tenant)
+        if index is not None:
+            index[session_id] = (time.time(), view)
+
+    def _index_of(self, tenant: str) -> dict[str, tuple[float, SessionView]]:
+        """``tenant``'s index: read from disk on first use (each record and stream header
+        once), kept up to date as sessions leave memory, come back or are removed."""
+        index = self._index.get(tenant)
+        if index is not None:
+            return index
+        folder = self.out_root / SESSIONS_DIR / tenant
+        read = {}
+        for state_dir in folder.glob("*"):
+            if _SESSION_ID.fullmatch(state_dir.name) and not state_dir.is_symlink():
+                with contextlib.suppress(OSError, ValueError, BitstreamError):
+                    read[state_dir.name] = (_mtime(state_dir), stored_view(
+                        state_dir, str(self.default_decoder())))  # fmt: skip
+        with self._lock:
+            if tenant not in self._index:  # what changed meanwhile is checked again here
+                self._index[tenant] = {
+                    sid: entry for sid, entry in read.items()
+                    if (tenant, sid) not in self._sessions and (folder / sid).is_dir()}  # fmt: skip
+            return self._index[tenant]
+
+    def stored_sessions(self, tenant: str) -> int:
+        """How many sessions ``tenant`` has on disk (held or not)."""
+        index = self._index_of(tenant)
+        with self._lock:
+            held = sum(1 for owner, _ in self._sessions if owner == tenant)
+            return held + len(index)
+
     def listing(self, tenant: str, limit: int = 100) -> list[SessionView]:
         """The tenant's sessions, those held first then the newest on disk, at most
-        ``limit``."""
+        ``limit``: from memory (the index), once the tenant's index is made."""
         check_tenant(tenant)
+        index = self._index_of(tenant)
         with self._lock:
             held = [s for (owner, _), s in self._sessions.items() if owner == tenant]
-        views = [view_of(s) for s in held]
-        seen = {v.session_id for v in views}
-        folder = self.out_root / SESSIONS_DIR / tenant
-        stored = sorted((p for p in folder.glob("*") if _SESSION_ID.match(p.name)
-                         and p.name not in seen and not p.is_symlink()),
-                        key=_mtime, reverse=True)  # fmt: skip
-        for state_dir in stored[: max(0, limit - len(views))]:
-            with contextlib.suppress(OSError, ValueError, BitstreamError):
-                views.append(stored_view(state_dir, str(self.default_decoder())))
-        return views[:limit]
+            rest = sorted(index.values(), key=lambda entry: entry[0], reverse=True)
+        views = [view_of(s) for s in held[:limit]]
+        views += [view for _, view in rest[: max(0, limit - len(views))]]
+        return views
 
     def decoder_census(self) -> collections.Counter:
         """Held sessions whose decoder is open, by ``(reconstructor name, rung)`` (the
@@ -478,7 +525,6 @@ class SessionManager:
             sessions = list(self._sessions.values())
         return sum(s.meter.rate() for s in sessions)
 
-
     def reap(self, now: float | None = None, timeout_s: float = 10.0) -> list[str]:
         """Puts to rest the sessions idle for ``session_idle_s`` (see :class:`ServeSettings`):
         their decoders stop and they leave memory; their logs stay for a resume. Returns
@@ -492,6 +538,8 @@ class SessionManager:
             for key, session in list(self._sessions.items()):
                 if session.rest_if_idle(now, idle_s):
                     del self._sessions[key]
+                    self._indexed(session.tenant, session.session_id,
+                                  rest_view(session, "at rest"))  # fmt: skip
                     rested.append(session)
         for session in rested:
             session.join(timeout_s)
@@ -518,6 +566,7 @@ class SessionManager:
                 out_dir = self._paths(tenant, session_id)[1]
                 remove_paths([state_dir, *leftovers(state_dir, out_dir, everyone=False)]
                              + ([out_dir] if out_dir.is_dir() else []))  # fmt: skip
+                self._index.get(tenant, {}).pop(session_id, None)
                 for folder in (state_dir.parent, out_dir.parent):
                     with contextlib.suppress(OSError):
                         folder.rmdir()  # only when empty

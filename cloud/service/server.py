@@ -239,7 +239,8 @@ class DecoderServer:
                             settings.viewer_stall_s, settings.tls_cert is not None,
                             settings.http_header_s, settings.http_body_s,
                             settings.http_keepalive_s, most,
-                            settings.http_max_connections_per_peer)  # fmt: skip
+                            settings.http_max_connections_per_peer,
+                            settings.http_tenant_rps, settings.http_tenant_burst)  # fmt: skip
         self.http_caps = (most, settings.http_max_connections_per_peer)
         self.front_door = FrontDoor(self.manager, self._tokens, http, self._pool)
         self.metrics.bind_viewers(self.front_door.viewers)

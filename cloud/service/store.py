@@ -164,8 +164,12 @@ class SessionLog:
         self.ended = is_end
 
     def header_bytes(self) -> bytes:
-        with open(self.path, "rb") as fh:
-            return fh.read(self.header_size)
+        """The stream's header (read once: it never changes; viewers ask for it often)."""
+        header = getattr(self, "_header", None)
+        if header is None:
+            with open(self.path, "rb") as fh:
+                header = self._header = fh.read(self.header_size)
+        return header
 
 
 # ------------------------------------------------------------------------------ leftovers
