@@ -122,8 +122,10 @@ def test_a_tenant_opening_sessions_until_refused_leaves_another_able_to_stream(t
 
 def test_idle_unauthenticated_calls_leave_health_and_streams_working(tmp_path, semc):
     """1,100 idle reflection streams and 200 idle health watches (1,300 calls over 50
-    connections): health Check and a new Watch answer, and an authenticated stream runs."""
-    server = _serve(tmp_path, tokens=tokens_file(tmp_path))
+    connections): health Check and a new Watch answer, and an authenticated stream runs.
+    The pools are measured apart from the cap per address (every call here comes from
+    127.0.0.1; tests/test_service_watch.py attacks that cap)."""
+    server = _serve(tmp_path, tokens=tokens_file(tmp_path), max_watch_streams_per_peer=0)
     target = f"127.0.0.1:{server.port}"
     try:
         held, watch, stream = asyncio.run(_idle_attack(target, semc, tmp_path, 1100, 200))

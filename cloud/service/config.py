@@ -186,6 +186,11 @@ class ServeSettings:
                                     "the others")  # fmt: skip
     max_watch_streams: int = setting(4096, help="concurrent health Watch streams, which are "
                                      "unauthenticated, apart from reflection")  # fmt: skip
+    max_watch_streams_per_peer: int = setting(4, help="concurrent health Watch streams from "
+                                              "one address, so that one client cannot take "
+                                              "--max-watch-streams from the others (0: no "
+                                              "cap; behind a load balancer all come from its "
+                                              "address)")  # fmt: skip
     max_calls_per_peer: int = setting(0, help="concurrent calls from one address (0: no cap; "
                                       "behind a load balancer all calls come from its "
                                       "address)")  # fmt: skip
@@ -239,7 +244,8 @@ class ServeSettings:
                      "session_idle_s", "retain_s", "min_progress_bytes",
                      "max_connection_idle_s", "max_connection_age_s",
                      "max_connection_age_grace_s", "max_calls", "max_open_streams",
-                     "max_watch_streams", "tenant_max_viewers", "max_viewers",
+                     "max_watch_streams", "max_watch_streams_per_peer",
+                     "tenant_max_viewers", "max_viewers",
                      "max_calls_per_peer", "decode_threads", "http_max_connections",
                      "http_max_connections_per_peer", "http_tenant_rps",
                      "http_tenant_burst"):  # fmt: skip

@@ -5,8 +5,11 @@
   health ``Watch`` (``max_watch_streams``) -- so that idle reflection streams never lock
   health watches; past a cap, RESOURCE_EXHAUSTED. Both caps stay below the server's
   ``max_calls`` (checked by the settings): authenticated calls always find room.
-  Optionally every call is counted per peer address and capped (``max_calls_per_peer``;
-  off by default: behind a load balancer every call comes from its address). Unary health
+  Health ``Watch`` streams are also capped per peer address (``max_watch_streams_per_peer``,
+  4 by default), so that one address holding thousands cannot take the pool from a
+  legitimate watcher. Optionally every call is counted per peer address and capped
+  (``max_calls_per_peer``; off by default: behind a load balancer every call comes from
+  its address). Unary health
   checks are never capped: a balancer must always get its answer.
 * :class:`BoundedHealth`: the standard health service whose ``Watch`` answers only the
   services the server has (NOT_FOUND otherwise), so a watcher cannot make it keep state
@@ -89,15 +92,19 @@ class CallGuard(grpc.aio.ServerInterceptor):
         max_calls_per_peer: concurrent calls from one address (0: no cap).
         on_refused: called with the status name of each refused call.
         max_watch_streams: concurrent health ``Watch`` calls (0: no cap).
+        max_watch_per_peer: concurrent health ``Watch`` calls from one address (0: no cap).
     """
 
     def __init__(self, max_open_streams: int, max_calls_per_peer: int = 0,
-                 on_refused=None, max_watch_streams: int = 0) -> None:  # fmt: skip
+                 on_refused=None, max_watch_streams: int = 0,
+                 max_watch_per_peer: int = 0) -> None:  # fmt: skip
         self.caps = {"reflection": max_open_streams, "watch": max_watch_streams}
         self.max_calls_per_peer = max_calls_per_peer
+        self.max_watch_per_peer = max_watch_per_peer
         self.on_refused = on_refused
         self.open = {"reflection": 0, "watch": 0}
         self.per_peer: collections.Counter[str] = collections.Counter()
+        self.watch_peers: collections.Counter[str] = collections.Counter()
 
     @property
     def open_streams(self) -> int:
@@ -110,7 +117,8 @@ class CallGuard(grpc.aio.ServerInterceptor):
         if handler is None or method in UNCAPPED:
             return handler
         pool = pool_of(method)
-        if not (pool and self.caps[pool]) and not self.max_calls_per_peer:
+        per_peer = self.max_calls_per_peer or (pool == "watch" and self.max_watch_per_peer)
+        if not (pool and self.caps[pool]) and not per_peer:
             return handler
         return wrap_handler(handler, lambda fn, streaming: self._guarded(fn, streaming, pool))
 
@@ -124,8 +132,14 @@ class CallGuard(grpc.aio.ServerInterceptor):
         if self.max_calls_per_peer and self.per_peer[peer] >= self.max_calls_per_peer:
             return (f"{self.per_peer[peer]} calls are open from this address, the cap "
                     "(max_calls_per_peer)")  # fmt: skip
+        watch = pool == "watch" and self.max_watch_per_peer
+        if watch and self.watch_peers[peer] >= self.max_watch_per_peer:
+            return (f"{self.watch_peers[peer]} health Watch streams are open from this "
+                    "address, the cap (max_watch_streams_per_peer)")  # fmt: skip
         if pool:
             self.open[pool] += 1
+        if watch:
+            self.watch_peers[peer] += 1
         self.per_peer[peer] += 1
         return None
 
@@ -133,9 +147,9 @@ class CallGuard(grpc.aio.ServerInterceptor):
         peer = _address(context.peer())
         if pool:
             self.open[pool] -= 1
-        self.per_peer[peer] -= 1
-        if self.per_peer[peer] <= 0:
-            del self.per_peer[peer]
+        if pool == "watch" and self.max_watch_per_peer:
+            _uncount(self.watch_peers, peer)
+        _uncount(self.per_peer, peer)
 
     def _guarded(self, fn, streaming: bool, pool: str | None):
         guard = self
@@ -179,6 +193,12 @@ async def _replies(result):
             yield reply
     else:
         await result
+
+
+def _uncount(counter: collections.Counter, key: str) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]
 
 
 def _address(peer: str) -> str:

@@ -185,7 +185,8 @@ class DecoderServer:
 
     def _make_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         guard = CallGuard(self.settings.max_open_streams, self.settings.max_calls_per_peer,
-                          self.metrics.error, self.settings.max_watch_streams)  # fmt: skip
+                          self.metrics.error, self.settings.max_watch_streams,
+                          self.settings.max_watch_streams_per_peer)  # fmt: skip
         if self._tokens is None:
             return [guard]
         table = TokenTable(self._tokens)
