@@ -108,6 +108,8 @@ class ServeSettings:
                                      "limit)")  # fmt: skip
     http_tenant_burst: int = setting(40, help="HTTP requests a quiet tenant may make at once "
                                      "beyond --http-tenant-rps")  # fmt: skip
+    http_login_rps: float = setting(1.0, metavar="R", help="POST /login per second from one "
+                                    "address (5 at once; past it 429; 0: no limit)")  # fmt: skip
     max_sessions: int = setting(64, help="open sessions at once (more: RESOURCE_EXHAUSTED)")
     max_backlog_units: int = setting(32, help="units stored but not yet decoded, per session "
                                      "(more: the stream waits for its decoder)")  # fmt: skip
@@ -248,7 +250,7 @@ class ServeSettings:
                      "tenant_max_viewers", "max_viewers",
                      "max_calls_per_peer", "decode_threads", "http_max_connections",
                      "http_max_connections_per_peer", "http_tenant_rps",
-                     "http_tenant_burst"):  # fmt: skip
+                     "http_tenant_burst", "http_login_rps"):  # fmt: skip
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} {getattr(self, name)}: must be 0 (none) or more")
         if self.bottleneck_dir is not None and not self.bottleneck_dir.is_dir():

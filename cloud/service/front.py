@@ -15,8 +15,10 @@ header lines, fields and URLs (400). What aiohttp has no knob for is here, thinl
 * :class:`QuietServerLog`: the logger handed to aiohttp's request handler; a request its
   parser refuses (malformed, too long) is counted and logged as one short line at most every
   ``LOG_EVERY_S``, not as a traceback per request.
-* :class:`Paces`: requests per second per key (a tenant's pages and API), a request over
-  the rate held until its turn, then refused (429).
+* :class:`Paces`: requests per second per key (a tenant's pages and API, a peer's logins),
+  a request over the rate held until its turn, then refused (429).
+* :class:`PeerRefusals`: refused requests counted by reason and logged at most once a
+  second per peer.
 * :func:`raise_open_files`: the soft limit of open files raised to the hard one at start.
 """
 
@@ -78,6 +80,35 @@ class Throttled:
         return told
 
 
+class PeerRefusals:
+    """Refused requests counted by reason (the metrics read :attr:`counts`) and logged at
+    most once per ``every_s`` per peer address, with how many came since: a client guessing
+    tokens leaves a trace, not a line per guess. The line names the peer and the reason,
+    never what the client sent (no token bytes). Peers are forgotten once quiet, so the
+    table stays bounded by those active."""
+
+    MAX_PEERS = 4096
+
+    def __init__(self, every_s: float = 1.0) -> None:
+        self.every_s = every_s
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._peers: dict[str, Throttled] = {}
+
+    def count(self, peer: str, reason: str, status: int) -> None:
+        self.counts[reason] += 1
+        throttle = self._peers.get(peer)
+        if throttle is None:
+            if len(self._peers) >= self.MAX_PEERS:
+                now = time.monotonic()
+                self._peers = {k: t for k, t in self._peers.items()
+                               if now - t._last < self.every_s}  # fmt: skip
+            throttle = self._peers[peer] = Throttled(self.every_s)
+        told = throttle.count()
+        if told:
+            log.warning("refused %d HTTP request(s) from %s in the last %.0f s at most; the "
+                        "last: %d (%s)", told, peer, self.every_s, status, reason)  # fmt: skip
+
+
 class Paces:
     """Token buckets per key (a tenant, a peer's address): :meth:`turn` makes a request
     wait its turn, ``hold_s`` at most, and says whether it may go on; one refused is held
@@ -88,7 +119,8 @@ class Paces:
     Args:
         rate: requests per second per key (0: no limit, :meth:`turn` never waits).
         burst: what a quiet key may ask at once.
-        hold_s: the longest a request waits for its turn, seconds.
+        hold_s: the longest a request waits for its turn, seconds (0: one over the rate is
+            refused at once).
     """
 
     #: Keys held before the quiet ones are forgotten.

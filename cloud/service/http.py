@@ -47,19 +47,29 @@ from aiohttp import web
 from semcodec.cloud.service.auth import DEFAULT_TENANT, TokenTable
 from semcodec.cloud.service.config import is_loopback
 from semcodec.cloud.service.errors import ServiceError
-from semcodec.cloud.service.front import ConnectionGate, GatedSite, Paces, QuietServerLog
+from semcodec.cloud.service.front import (
+    ConnectionGate,
+    GatedSite,
+    Paces,
+    PeerRefusals,
+    QuietServerLog,
+)
 from semcodec.cloud.service.live import jpeg_of
 
 _SESSION_ID = re.compile(r"[0-9a-f]{32}")  # fullmatch: "$" would take a trailing newline
 COOKIE = "semcodec_login"
-#: Logins kept at once (oldest forgotten first) and how long one lasts, seconds.
-MAX_LOGINS, LOGIN_S = 4096, 12 * 3600.0
+#: Logins kept at once per tenant (its oldest forgotten first) and how long one lasts, s.
+MAX_LOGINS_PER_TENANT, LOGIN_S = 256, 12 * 3600.0
+#: What one address may POST to /login at once beyond --http-login-rps.
+LOGIN_BURST = 5
 #: The largest request body taken (the login form), bytes.
 MAX_BODY = 4096
 #: Without a new frame for this long a viewer checks its session is still held, seconds.
 RECHECK_S = 2.0
 #: The longest a request over its tenant's rate waits for its turn (then 429), seconds.
 PACE_HOLD_S = 2.0
+#: Where a request's tenant is kept, once authenticated.
+TENANT = web.RequestKey("tenant", str)
 _SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
                      "Content-Security-Policy": "default-src 'self'; img-src 'self'; "
                      "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
@@ -84,6 +94,8 @@ class HttpSettings:
         tenant_rps, tenant_burst: requests per second of one tenant and what a quiet one
             may make at once (past them a request waits its turn up to ``PACE_HOLD_S``, then
             429; 0: no limit).
+        login_rps: ``POST /login`` per second from one address (``LOGIN_BURST`` at once;
+            past it 429 at once; 0: no limit).
     """
 
     tenant_max_viewers: int = 8
@@ -97,6 +109,7 @@ class HttpSettings:
     max_connections_per_peer: int = 32
     tenant_rps: float = 20.0
     tenant_burst: int = 40
+    login_rps: float = 1.0
 
 
 class Viewers:
@@ -126,23 +139,37 @@ class Viewers:
 
 
 class Logins:
-    """Login cookies: a random key per login, mapped to its tenant (bounded, expiring)."""
+    """Login cookies: a random key per login, mapped to its tenant, expiring; at most
+    ``per_tenant`` per tenant, its oldest forgotten first, so that one tenant's logins never
+    log another's browsers out."""
 
-    def __init__(self) -> None:
-        self._keys: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
+    def __init__(self, per_tenant: int = MAX_LOGINS_PER_TENANT) -> None:
+        self.per_tenant = per_tenant
+        self._keys: dict[str, tuple[str, float]] = {}
+        self._of: dict[str, collections.OrderedDict[str, None]] = {}  # tenant: its keys
 
     def add(self, tenant: str) -> str:
         key = secrets.token_urlsafe(32)
         self._keys[key] = (tenant, time.monotonic() + LOGIN_S)
-        while len(self._keys) > MAX_LOGINS:
-            self._keys.popitem(last=False)
+        mine = self._of.setdefault(tenant, collections.OrderedDict())
+        mine[key] = None
+        while len(mine) > self.per_tenant:
+            self._keys.pop(mine.popitem(last=False)[0], None)
         return key
 
     def tenant(self, key: str | None) -> str | None:
         found = self._keys.get(key or "")
-        if found is None or found[1] < time.monotonic():
+        if found is None:
+            return None
+        if found[1] < time.monotonic():
+            del self._keys[key]
+            self._of[found[0]].pop(key, None)
             return None
         return found[0]
+
+    def held(self, tenant: str) -> int:
+        """Logins of ``tenant`` kept."""
+        return len(self._of.get(tenant, ()))
 
 
 class FrontDoor:
@@ -165,6 +192,8 @@ class FrontDoor:
                                    settings.header_s)  # fmt: skip
         self.server_log = QuietServerLog()
         self.tenant_paces = Paces(settings.tenant_rps, settings.tenant_burst, PACE_HOLD_S)
+        self.login_paces = Paces(settings.login_rps, LOGIN_BURST, hold_s=0.0)
+        self.refusals = PeerRefusals()  # counted by reason, logged once a second per peer
         self.hosts: set[str] | None = None  # the Host names answered (None: any)
         self._runner: web.AppRunner | None = None
 
@@ -224,24 +253,33 @@ class FrontDoor:
         """Authentication (401 before anything is served) and the security headers."""
         self.gate.seen(request.transport)
         if self.hosts is not None and not self._host_known(request.headers.get("Host")):
-            raise web.HTTPMisdirectedRequest(text="421: without tokens this server answers "
-                                             "only its loopback names (Host)\n")  # fmt: skip
+            raise self._refuse(request, web.HTTPMisdirectedRequest, "misdirected",
+                               "421: without tokens this server answers only its loopback "
+                               "names (Host)")  # fmt: skip
         if request.path not in ("/login", "/live.js"):
             tenant = self.tenant_of(request)
             if tenant is None:
-                raise web.HTTPUnauthorized(
-                    text="401: a known token is required (Authorization: Bearer TOKEN, or "
-                    "POST /login)\n", headers={
-                        "WWW-Authenticate": 'Bearer realm="semcodec", Basic realm="semcodec"'})
-            request["tenant"] = tenant
+                raise self._refuse(request, web.HTTPUnauthorized, "unauthenticated",
+                                   "401: a known token is required (Authorization: Bearer "
+                                   "TOKEN, or POST /login)", headers={
+                                       "WWW-Authenticate": 'Bearer realm="semcodec", '
+                                       'Basic realm="semcodec"'})  # fmt: skip
+            request[TENANT] = tenant
             if not await self.tenant_paces.turn(tenant):
-                raise web.HTTPTooManyRequests(
-                    text=f"429: tenant {tenant} is over its requests per second "
-                    "(http_tenant_rps)\n", headers={"Retry-After": "1"})
+                raise self._refuse(request, web.HTTPTooManyRequests, "tenant_rate",
+                                   f"429: tenant {tenant} is over its requests per second "
+                                   "(http_tenant_rps)", headers={"Retry-After": "1"})
         response = await handler(request)
         if not response.prepared:
-            response.headers.update(_SECURITY_HEADERS)
+            for name, value in _SECURITY_HEADERS.items():  # a handler's own stays
+                response.headers.setdefault(name, value)
         return response
+
+    def _refuse(self, request: web.Request, kind, reason: str, text: str, **kw):
+        """The refusal ``kind`` (an aiohttp HTTP exception class) to raise, counted under
+        ``reason`` (the metrics' label) and logged at most once a second per peer."""
+        self.refusals.count(request.remote or "?", reason, kind.status_code)
+        return kind(text=text + "\n", **kw)
 
     def _host_known(self, host: str | None) -> bool:
         """Whether a ``Host`` header names this server as the loopback does: a page of
@@ -265,7 +303,7 @@ class FrontDoor:
         if not _SESSION_ID.fullmatch(sid):
             raise web.HTTPBadRequest(text="400: a session id is 32 hexadecimal digits\n")
         try:
-            return self.manager.held(request["tenant"], sid)
+            return self.manager.held(request[TENANT], sid)
         except (ServiceError, ValueError):
             raise web.HTTPNotFound(text="404: no such live session\n") from None
 
@@ -280,20 +318,20 @@ class FrontDoor:
     # -- pages and API
 
     async def dashboard(self, request: web.Request) -> web.Response:
-        views = await self._listing(request["tenant"])
-        return web.Response(text=dashboard_html(request["tenant"], views),
+        views = await self._listing(request[TENANT])
+        return web.Response(text=dashboard_html(request[TENANT], views),
                             content_type="text/html")  # fmt: skip
 
     async def api_sessions(self, request: web.Request) -> web.Response:
-        views = await self._listing(request["tenant"])
-        return web.json_response({"tenant": request["tenant"],
+        views = await self._listing(request[TENANT])
+        return web.json_response({"tenant": request[TENANT],
                                   "sessions": [_fields(v) for v in views]})
 
     async def api_session(self, request: web.Request) -> web.Response:
         sid = request.match_info["sid"]
         if not _SESSION_ID.fullmatch(sid):
             raise web.HTTPBadRequest(text="400: a session id is 32 hexadecimal digits\n")
-        for view in await self._listing(request["tenant"]):
+        for view in await self._listing(request[TENANT]):
             if view.session_id == sid:
                 return web.json_response(_fields(view))
         raise web.HTTPNotFound(text="404: no such session\n")
@@ -310,9 +348,19 @@ class FrontDoor:
         return web.Response(text=LIVE_JS, content_type="text/javascript")
 
     async def login_form(self, request: web.Request) -> web.Response:
-        return web.Response(text=LOGIN_HTML, content_type="text/html")
+        # its form's POST carries this server's Origin (not "null", as under no-referrer)
+        return web.Response(text=LOGIN_HTML, content_type="text/html",
+                            headers={"Referrer-Policy": "same-origin"})
 
     async def login(self, request: web.Request) -> web.Response:
+        if not await self.login_paces.turn(request.remote or "?"):
+            raise self._refuse(request, web.HTTPTooManyRequests, "login_rate",
+                               "429: too many logins from this address (http_login_rps)",
+                               headers={"Retry-After": "1"})  # fmt: skip
+        if _cross_site(request):
+            raise self._refuse(request, web.HTTPForbidden, "cross_site",
+                               "403: a login must come from this server's own page (Origin, "
+                               "Sec-Fetch-Site)")  # fmt: skip
         try:
             async with asyncio.timeout(self.settings.body_s):
                 form = await request.post()
@@ -323,7 +371,8 @@ class FrontDoor:
         token = str(form.get("token", ""))
         tenant = self.table.tenant(f"Bearer {token}") if self.table is not None else None
         if tenant is None:
-            raise web.HTTPUnauthorized(text="401: unknown token\n")
+            raise self._refuse(request, web.HTTPUnauthorized, "login_failed",
+                               "401: unknown token")
         response = web.HTTPSeeOther("/")
         response.set_cookie(COOKIE, self.logins.add(tenant), httponly=True, samesite="Strict",
                             secure=self.settings.secure_cookie, max_age=int(LOGIN_S))
@@ -342,7 +391,7 @@ class FrontDoor:
     async def mjpeg(self, request: web.Request) -> web.StreamResponse:
         session = self._session(request)
         loop = asyncio.get_running_loop()
-        with self.viewers.take(request["tenant"]):
+        with self.viewers.take(request[TENANT]):
             response = web.StreamResponse(headers={
                 "Content-Type": "multipart/x-mixed-replace; boundary=frame",
                 **_SECURITY_HEADERS})  # fmt: skip
@@ -360,7 +409,7 @@ class FrontDoor:
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         session = self._session(request)
-        with self.viewers.take(request["tenant"]):
+        with self.viewers.take(request[TENANT]):
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                                    **_SECURITY_HEADERS})  # fmt: skip
             await response.prepare(request)
@@ -431,9 +480,23 @@ class FrontDoor:
 
     def _still_held(self, request, session) -> bool:
         try:
-            return self.manager.held(request["tenant"], session.session_id) is session
+            return self.manager.held(request[TENANT], session.session_id) is session
         except (ServiceError, ValueError):
             return False
+
+
+def _cross_site(request: web.Request) -> bool:
+    """Whether a request comes from another site's page (login CSRF): its browser says so
+    (``Sec-Fetch-Site``, which a page cannot set: other than ``same-origin`` or ``none``),
+    or, from a browser that does not send it, its ``Origin`` is not this server as the
+    request names it. A client that sends neither (curl) is not a browser and passes.
+    (Chromium sends ``Origin: null`` with a same-origin form under ``no-referrer``: its
+    ``Sec-Fetch-Site`` decides.)"""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        return site.lower() not in ("same-origin", "none")
+    origin = request.headers.get("Origin")
+    return origin is not None and origin.lower() != f"{request.scheme}://{request.host}".lower()
 
 
 # ------------------------------------------------------------------------------ pages

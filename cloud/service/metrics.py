@@ -11,7 +11,7 @@ from prometheus_client import (
     ProcessCollector,
     start_http_server,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from semcodec.cloud.service.messages import Metrics
 
@@ -69,11 +69,13 @@ class PrometheusMetrics(Metrics):
                                     registry=reg)  # fmt: skip
         self._http = None
 
-    def bind_viewers(self, viewers) -> None:
-        """Reads the live viewers from the front door's :class:`~cloud.service.http.Viewers`
-        at each scrape, and counts those it drops."""
+    def bind_front(self, front) -> None:
+        """Reads the HTTP front door (a :class:`~cloud.service.http.FrontDoor`) at each
+        scrape: its live viewers, connections and refusals; counts the viewers it drops."""
+        viewers = front.viewers
         self.viewers.set_function(lambda: sum(viewers.held.values()))
         viewers.on_drop = self.viewers_dropped.inc
+        self.registry.register(FrontDoorCollector(front))
 
     def bind(self, manager) -> None:
         """Reads the live gauges from ``manager`` (a SessionManager) at each scrape."""
@@ -120,6 +122,47 @@ class PrometheusMetrics(Metrics):
             self._http.shutdown()
             self._http.server_close()
             self._http = None
+
+
+class FrontDoorCollector:
+    """The HTTP front door's connections and refusals, read at each scrape:
+    ``semcodec_http_connections_open``, ``semcodec_http_connections_refused_total`` (over a
+    cap), ``semcodec_http_connections_timed_out_total`` (no request head in time),
+    ``semcodec_http_requests_waiting`` (held for their tenant's turn) and
+    ``semcodec_http_refused_total{reason}``: ``unauthenticated`` (401 without a known
+    token), ``login_failed``, ``login_rate``, ``cross_site``, ``tenant_rate``, ``misdirected``
+    (421) and ``malformed`` (refused by the parser)."""
+
+    def __init__(self, front) -> None:
+        self.front = front
+
+    def describe(self):
+        return list(self._families())
+
+    def _families(self):
+        return (GaugeMetricFamily("semcodec_http_connections_open", "Open connections of the "
+                                  "HTTP front door"),
+                CounterMetricFamily("semcodec_http_connections_refused", "HTTP connections "
+                                    "refused over a cap (503)"),
+                CounterMetricFamily("semcodec_http_connections_timed_out", "HTTP connections "
+                                    "closed for sending no request head in time"),
+                GaugeMetricFamily("semcodec_http_requests_waiting", "HTTP requests held for "
+                                  "their tenant's turn (http_tenant_rps)"),
+                CounterMetricFamily("semcodec_http_refused", "HTTP requests refused, by "
+                                    "reason", labels=["reason"]))  # fmt: skip
+
+    def collect(self):
+        front = self.front
+        gate = front.gate
+        opened, refused, timed_out, waiting, reasons = self._families()
+        opened.add_metric([], gate.open)
+        refused.add_metric([], gate.refused.total)
+        timed_out.add_metric([], gate.timed_out)
+        waiting.add_metric([], front.tenant_paces.held)
+        counts = {**front.refusals.counts, "malformed": front.server_log.malformed.total}
+        for reason, count in sorted(counts.items()):
+            reasons.add_metric([reason], count)
+        yield from (opened, refused, timed_out, waiting, reasons)
 
 
 class DecoderCensus:

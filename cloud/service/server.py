@@ -241,10 +241,11 @@ class DecoderServer:
                             settings.http_header_s, settings.http_body_s,
                             settings.http_keepalive_s, most,
                             settings.http_max_connections_per_peer,
-                            settings.http_tenant_rps, settings.http_tenant_burst)  # fmt: skip
+                            settings.http_tenant_rps, settings.http_tenant_burst,
+                            settings.http_login_rps)  # fmt: skip
         self.http_caps = (most, settings.http_max_connections_per_peer)
         self.front_door = FrontDoor(self.manager, self._tokens, http, self._pool)
-        self.metrics.bind_viewers(self.front_door.viewers)
+        self.metrics.bind_front(self.front_door)
         host, port = split_host_port(settings.http_listen, "http_listen")
         try:
             return await self.front_door.start(host, port, http_tls(settings))
