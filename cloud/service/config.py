@@ -83,7 +83,12 @@ class ServeSettings:
                                       "tenant (0: no cap)")  # fmt: skip
     max_viewers: int = setting(64, help="concurrent live viewers in all (0: no cap)")
     viewer_stall_s: float = setting(5.0, help="a viewer whose socket takes nothing for this "
-                                    "long is dropped, seconds")  # fmt: skip
+                                    "long, or that takes none of its --viewer-max-behind "
+                                    "frames in flight for this long, is dropped, "
+                                    "seconds")  # fmt: skip
+    viewer_max_behind: int = setting(8, help="frames a live viewer may have been sent and "
+                                     "not yet taken (acknowledged by its machine); past it, "
+                                     "frames are skipped for it (at least 1)")  # fmt: skip
     http_header_s: float = setting(10.0, help="an HTTP connection must send its first "
                                    "request's head within this long of opening (a TLS "
                                    "handshake included), or it is closed, seconds")  # fmt: skip
@@ -231,7 +236,7 @@ class ServeSettings:
                               "gRPC's 4 MiB message limit (at most 4092 KiB)")  # fmt: skip
         if not 1 <= self.max_unit_mib <= 64:
             raise ConfigError(f"max_unit_mib {self.max_unit_mib}: expected 1 to 64")
-        for name in ("max_sessions", "max_backlog_units"):
+        for name in ("max_sessions", "max_backlog_units", "viewer_max_behind"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1")
         for name in ("stream_start_s", "stream_idle_s", "progress_window_s", "keepalive_s",

@@ -19,6 +19,8 @@ header lines, fields and URLs (400). What aiohttp has no knob for is here, thinl
   a request over the rate held until its turn, then refused (429).
 * :class:`PeerRefusals`: refused requests counted by reason and logged at most once a
   second per peer.
+* :func:`unsent_bytes` and :func:`hang_up`: what a viewer's socket holds that its peer has
+  not taken, and a close that releases it at once.
 * :func:`raise_open_files`: the soft limit of open files raised to the hard one at start.
 """
 
@@ -26,8 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import socket
+import struct
 import sys
 import time
 
@@ -36,12 +40,42 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from semcodec.cloud.service.limits import RateLimiter
 
+try:  # the kernel's send queue of a socket (Linux: SIOCOUTQ, the same number)
+    import fcntl
+    import termios
+
+    _OUTQ = termios.TIOCOUTQ if sys.platform.startswith("linux") else None
+except ImportError:  # not POSIX
+    _OUTQ = None
+
 log = logging.getLogger("semcodec.cloud.service")
 #: A refusal (connections over a cap, malformed requests) is logged at most this often, s.
 LOG_EVERY_S = 10.0
 #: What a connection over a cap gets before it is closed.
 BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
         b"Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s")  # fmt: skip
+
+
+def unsent_bytes(transport) -> int:
+    """Bytes written to ``transport`` that its peer has not acknowledged yet: asyncio's
+    buffer and the kernel's send queue (Linux's SIOCOUTQ; elsewhere asyncio's buffer
+    only)."""
+    size = transport.get_write_buffer_size()
+    sock = transport.get_extra_info("socket")
+    if sock is not None and _OUTQ is not None:
+        with contextlib.suppress(OSError, ValueError):
+            size += struct.unpack("i", fcntl.ioctl(sock.fileno(), _OUTQ, b"\0" * 4))[0]
+    return size
+
+
+def hang_up(transport) -> None:
+    """Closes a connection at once with its buffers released: the kernel resets it
+    (``SO_LINGER`` 0) instead of holding unsent bytes in FIN-WAIT-1 for minutes."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError, ValueError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 def raise_open_files() -> tuple[int, int]:

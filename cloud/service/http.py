@@ -19,10 +19,11 @@ DecoderServer` starts it), on the same tokens and tenants, with TLS like the gRP
 Refusals: 401 without a known token (nothing served), 400 for a session id that is not 32
 hex digits (path tricks), 404 for another tenant's session or one not held, 413/400 for
 oversized bodies, header lines or URLs (aiohttp's limits), 429 past the viewer quotas
-(``tenant_max_viewers`` per tenant, ``max_viewers`` in all). Each viewer holds at most the
-frame being sent and its socket's buffer: frames it misses are skipped (it gets the newest),
-and a viewer whose socket takes nothing for ``viewer_stall_s`` is dropped; the decoder only
-ever hands a frame over (:mod:`cloud.service.live`), so no viewer can slow decoding.
+(``tenant_max_viewers`` per tenant, ``max_viewers`` in all). What a viewer was sent and has
+not taken is bounded in frames (``viewer_max_behind``): past it frames are skipped for it
+(it gets the newest), and a viewer that takes none for ``viewer_stall_s`` is dropped, its
+socket reset so that the kernel releases its buffers; the decoder only ever hands a frame
+over (:mod:`cloud.service.live`), so no viewer can slow decoding.
 Connections are timed out and capped in all and per address (:mod:`cloud.service.front`).
 """
 
@@ -53,8 +54,10 @@ from semcodec.cloud.service.front import (
     Paces,
     PeerRefusals,
     QuietServerLog,
+    hang_up,
+    unsent_bytes,
 )
-from semcodec.cloud.service.live import jpeg_of
+from semcodec.cloud.service.live import InFlight, jpeg_of
 
 _SESSION_ID = re.compile(r"[0-9a-f]{32}")  # fullmatch: "$" would take a trailing newline
 COOKIE = "semcodec_login"
@@ -83,7 +86,10 @@ class HttpSettings:
     Attributes:
         tenant_max_viewers: concurrent live viewers (MJPEG or events) per tenant.
         max_viewers: concurrent live viewers in all.
-        viewer_stall_s: a viewer whose socket takes nothing for this long is dropped.
+        viewer_stall_s: a viewer whose socket takes nothing for this long, or that takes
+            none of its ``viewer_max_behind`` frames in flight for this long, is dropped.
+        viewer_max_behind: frames a viewer may have been sent and not yet taken (past it,
+            frames are skipped for it).
         secure_cookie: the login cookie is sent over TLS only.
         header_s: a connection must send its first request's head within this long.
         body_s: a request's body must come within this long (408), and a body left unread
@@ -101,6 +107,7 @@ class HttpSettings:
     tenant_max_viewers: int = 8
     max_viewers: int = 64
     viewer_stall_s: float = 5.0
+    viewer_max_behind: int = 8
     secure_cookie: bool = False
     header_s: float = 10.0
     body_s: float = 10.0
@@ -120,6 +127,20 @@ class Viewers:
         self.held: collections.Counter[str] = collections.Counter()
         self.dropped = 0  # viewers dropped for not reading
         self.on_drop = None  # called for each (the metrics' counter)
+        self.on_taken = None  # called with each frame's latency, seconds (the metrics')
+
+    def drop(self, transport) -> None:
+        """Drops a viewer that does not take its frames: counted, its socket reset."""
+        self.dropped += 1
+        if self.on_drop is not None:
+            self.on_drop()
+        if transport is not None:
+            hang_up(transport)
+
+    def taken(self, latency_s: float) -> None:
+        """A frame was taken by a viewer ``latency_s`` after its publication."""
+        if self.on_taken is not None:
+            self.on_taken(max(0.0, latency_s))
 
     @contextlib.contextmanager
     def take(self, tenant: str):
@@ -389,38 +410,55 @@ class FrontDoor:
                             headers={"X-Frame": str(frame.number)})  # fmt: skip
 
     async def mjpeg(self, request: web.Request) -> web.StreamResponse:
-        session = self._session(request)
         loop = asyncio.get_running_loop()
-        with self.viewers.take(request[TENANT]):
-            response = web.StreamResponse(headers={
-                "Content-Type": "multipart/x-mixed-replace; boundary=frame",
-                **_SECURITY_HEADERS})  # fmt: skip
-            await response.prepare(request)
-            sent = 0
-            with self._woken(session) as ready:
-                while (frame := await self._next_frame(request, session, sent, ready)):
-                    sent = frame.version
-                    data = await loop.run_in_executor(self.pool, jpeg_of, frame)
-                    part = (b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n"
-                            b"X-Frame: %d\r\n\r\n" % (len(data), frame.number)) + data + b"\r\n"
-                    if not await self._send(request, response, part):
-                        break
-        return response
+
+        async def part(frame) -> bytes:
+            data = await loop.run_in_executor(self.pool, jpeg_of, frame)
+            return (b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n"
+                    b"X-Frame: %d\r\n\r\n" % (len(data), frame.number)) + data + b"\r\n"
+
+        return await self._stream(request, "multipart/x-mixed-replace; boundary=frame", b"",
+                                  part)  # fmt: skip
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         session = self._session(request)
-        with self.viewers.take(request[TENANT]):
-            response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+
+        async def event(frame) -> bytes:
+            return self._event(session, frame)
+
+        return await self._stream(request, "text/event-stream", b"retry: 2000\n\n", event)
+
+    async def _stream(self, request, content_type: str, preamble: bytes, render):
+        """A live viewer: each new frame of the session, as ``render(frame)`` makes its bytes,
+        while the viewer takes them. What it was sent and has not taken is bounded in
+        frames (:class:`~cloud.service.live.InFlight`, ``viewer_max_behind``): past it,
+        frames are skipped for it, and it is dropped (its socket reset, buffers released)
+        when it takes none for ``viewer_stall_s``. Each frame's latency, from its
+        publication to the viewer's machine taking it, is measured (at the next frame)."""
+        session = self._session(request)
+        settings, viewers = self.settings, self.viewers
+        with viewers.take(request[TENANT]):
+            response = web.StreamResponse(headers={"Content-Type": content_type,
                                                    **_SECURITY_HEADERS})  # fmt: skip
             await response.prepare(request)
-            sent = 0
+            if preamble and not await self._send(request, response, preamble):
+                return response
+            flight, sent = InFlight(settings.viewer_max_behind, settings.viewer_stall_s), 0
             with self._woken(session) as ready:
-                if not await self._send(request, response, b"retry: 2000\n\n"):
-                    return response
                 while (frame := await self._next_frame(request, session, sent, ready)):
                     sent = frame.version
-                    if not await self._send(request, response, self._event(session, frame)):
+                    now = time.time()
+                    for published in flight.taken(unsent_bytes(request.transport)):
+                        viewers.taken(now - published)
+                    verdict = flight.verdict(time.monotonic())
+                    if verdict == "drop":
+                        viewers.drop(request.transport)
                         break
+                    data = await render(frame) if verdict == "send" else b""
+                    if data and not await self._send(request, response, data):
+                        break
+                    if data:
+                        flight.sent(len(data), frame.at)
         return response
 
     @staticmethod
@@ -434,19 +472,18 @@ class FrontDoor:
         return f"event: frame\nid: {frame.version}\ndata: {json.dumps(data)}\n\n".encode()
 
     async def _send(self, request, response, data: bytes) -> bool:
-        """Writes to a viewer; False (and the connection closed) when its socket took
+        """Writes to a viewer; False (and the connection reset) when its socket took
         nothing for ``viewer_stall_s`` or it went away."""
         try:
             await asyncio.wait_for(response.write(data), self.settings.viewer_stall_s)
             return True
         except TimeoutError:
-            self.viewers.dropped += 1
-            if self.viewers.on_drop is not None:
-                self.viewers.on_drop()
+            self.viewers.drop(request.transport)
+            return False
         except (ConnectionError, RuntimeError):
             pass
         if request.transport is not None:
-            request.transport.abort()
+            hang_up(request.transport)
         return False
 
     async def _next_frame(self, request, session, sent: int, ready: asyncio.Event):

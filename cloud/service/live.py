@@ -11,6 +11,7 @@ shared by every viewer.
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from dataclasses import dataclass, field
@@ -80,6 +81,58 @@ class LiveFeed:
     def listeners(self) -> int:
         with self._lock:
             return len(self._listeners)
+
+
+class InFlight:
+    """The frames a viewer was sent and its machine has not taken yet (acknowledged): a
+    bounded queue per viewer, counted in frames, whatever the kernel's buffers could hold.
+
+    Below ``most`` frames a new frame is sent; at ``most`` the viewer's frames are skipped
+    (it gets the newest once it has taken some), and a viewer that takes none of them for
+    ``stall_s`` is dropped. Transport-free: the caller says how many bytes written are not
+    taken yet (:func:`~cloud.service.front.unsent_bytes`).
+
+    Args:
+        most: frames in flight at most.
+        stall_s: how long a viewer may sit at ``most`` without taking a frame, seconds.
+    """
+
+    def __init__(self, most: int, stall_s: float) -> None:
+        self.most, self.stall_s = max(1, most), stall_s
+        self._frames: collections.deque[tuple[int, float]] = collections.deque()
+        self._written = 0
+        self._full_since: float | None = None
+
+    @property
+    def behind(self) -> int:
+        """Frames sent and not taken."""
+        return len(self._frames)
+
+    def sent(self, nbytes: int, published_at: float) -> None:
+        """A frame of ``nbytes`` published at ``published_at`` (wall clock) was written."""
+        self._written += nbytes
+        self._frames.append((self._written, published_at))
+
+    def taken(self, unsent: int) -> list[float]:
+        """The publication times of the frames taken since the last call, given the bytes
+        written and not taken yet (``unsent``; what was written before the first frame,
+        the response's head, only ever counts as not taken)."""
+        taken_to = self._written - unsent
+        done = []
+        while self._frames and self._frames[0][0] <= taken_to:
+            done.append(self._frames.popleft()[1])
+        if done:
+            self._full_since = None
+        return done
+
+    def verdict(self, now: float) -> str:
+        """``send`` a new frame, ``skip`` it, or ``drop`` the viewer (``now``: monotonic)."""
+        if len(self._frames) < self.most:
+            self._full_since = None
+            return "send"
+        if self._full_since is None:
+            self._full_since = now
+        return "drop" if now - self._full_since >= self.stall_s else "skip"
 
 
 def jpeg_of(frame: LiveFrame, quality: int = JPEG_QUALITY) -> bytes:

@@ -17,6 +17,8 @@ from semcodec.cloud.service.messages import Metrics
 
 #: Decode latency buckets, seconds per frame (reconstruction and outputs included).
 DECODE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: Viewer latency buckets, seconds (measured at the next frame: a frame period's resolution).
+VIEWER_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
 class PrometheusMetrics(Metrics):
@@ -50,6 +52,10 @@ class PrometheusMetrics(Metrics):
                              "the HTTP front door", registry=reg)  # fmt: skip
         self.viewers_dropped = Counter("semcodec_viewers_dropped", "Live viewers dropped for "
                                        "not reading (--viewer-stall-s)", registry=reg)
+        self.viewer_latency = Histogram("semcodec_viewer_latency_seconds", "Seconds from a "
+                                        "live frame's publication to a viewer's machine "
+                                        "taking it (acknowledged), measured at the next frame",
+                                        buckets=VIEWER_BUCKETS, registry=reg)  # fmt: skip
         self.detect_frames = Counter("semcodec_detect_frames", "Detect-mode frames decoded, by "
                                      "the rate status the edge's unit carried (ok; "
                                      "over_budget: its budget cannot reach the agreement floor; "
@@ -75,6 +81,7 @@ class PrometheusMetrics(Metrics):
         viewers = front.viewers
         self.viewers.set_function(lambda: sum(viewers.held.values()))
         viewers.on_drop = self.viewers_dropped.inc
+        viewers.on_taken = self.viewer_latency.observe
         self.registry.register(FrontDoorCollector(front))
 
     def bind(self, manager) -> None:

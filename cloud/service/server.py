@@ -237,7 +237,8 @@ class DecoderServer:
         caps = [c for c in (settings.http_max_connections, self.open_files // 2) if c > 0]
         most = min(caps) if caps else 0
         http = HttpSettings(settings.tenant_max_viewers, settings.max_viewers,
-                            settings.viewer_stall_s, settings.tls_cert is not None,
+                            settings.viewer_stall_s, settings.viewer_max_behind,
+                            settings.tls_cert is not None,
                             settings.http_header_s, settings.http_body_s,
                             settings.http_keepalive_s, most,
                             settings.http_max_connections_per_peer,
