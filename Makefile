@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-no-shared test-numpy2 test-fast readme-figures demo-figures lint demo fuzz fuzz-ci ci bench-pets bench-scaffold clean protos
+.PHONY: install test test-no-shared test-numpy2 test-fast readme-figures demo-figures lint demo fuzz fuzz-ci ci bench-pets bench-scaffold clean protos arm64-check
 
 install: $(STAMP)
 
@@ -257,3 +257,13 @@ bench-scaffold: $(STAMP)
 # are checked in and tests/test_service_protos.py fails when they are stale.
 protos: $(STAMP)
 	$(BIN)/python -m semcodec.protos.generate
+
+# The edge and the decoder on aarch64 (issue 52): an arm64 Debian userland under qemu-user
+# (no binfmt_misc), PyPI's aarch64 wheels of this .venv's versions, the committed code's wheel;
+# encodes the sample's first ARM64_FRAMES frames at level 1 and in detect mode on x86_64 and
+# on arm64, decodes each, and compares the streams and the decoded scaffolds (exit 1 when a
+# byte differs). Sets itself up under ARM64_DIR (~/.cache/semcodec/arm64, a few GB; root for
+# debootstrap's first stage); results in runs/arm64/. Slow (emulation): not part of ci.
+ARM64_FRAMES ?= 8
+arm64-check: $(STAMP)
+	ARM64_FRAMES=$(ARM64_FRAMES) HOST_PYTHON=$(abspath $(BIN))/python tools/arm64/check.sh
