@@ -143,6 +143,13 @@ def _add_encoder_arguments(enc: argparse.ArgumentParser) -> None:
                      "joints, a few bytes a person) every K-th frame, paid from the same "
                      "target; the cloud moves the limbs with `cloud-decoder decode --decoder "
                      "animate` (and --refiner). Default: none")  # fmt: skip
+    enc.add_argument("--priority", choices=("people", "balanced", "scene"),
+                     help="level 1: how the rate target is split between the background "
+                     "plate and the people's references, chosen per camera from its start-up "
+                     "frames by each part's error per byte, weighed by a viewer's attention: "
+                     "people (half of it on the people, the default), balanced (every pixel "
+                     "alike), scene (a quarter of the people's pixels); the choice is in the "
+                     "profile line")  # fmt: skip
     enc.add_argument("--threads", type=positive_int,
                      help="CPU threads per model (default: the CPUs this process may use; "
                      "the bytes do not depend on it)")  # fmt: skip
@@ -290,6 +297,8 @@ def _level_config(args: argparse.Namespace, info, start_bps: float | None = None
         target = start_bps / _pixels_per_s(info)
     if args.pose_every:
         config = dataclasses.replace(config, pose_every=args.pose_every)
+    if args.priority:
+        config = dataclasses.replace(config, priority=args.priority)
     return config if target is None else dataclasses.replace(config, target_bpp=target)
 
 
@@ -353,7 +362,7 @@ def _check_mode_options(args: argparse.Namespace) -> None:
     stream = args.command == "stream"
     if args.mode == "detect":
         scaffold = [("--level", args.level), ("--flow-prior", args.flow_prior),
-                    ("--pose-every", args.pose_every)]
+                    ("--pose-every", args.pose_every), ("--priority", args.priority)]
         if stream:  # detections come from the bottleneck: no decoder rebuilds video
             scaffold.append(("--decoder", args.decoder))
         if _given(scaffold):
@@ -375,6 +384,16 @@ def _check_mode_options(args: argparse.Namespace) -> None:
     if args.level is None:
         args.level = 1
     _check_pose_every(args)
+    _check_priority(args)
+
+
+def _check_priority(args: argparse.Namespace) -> None:
+    """Refuses ``--priority`` at a level that splits no budget between a plate and people."""
+    from semcodec.codec.scaffold.levels import LEVELS
+
+    if args.priority is not None and not LEVELS[args.level].splits_budget:
+        raise UsageError(f"--priority: level {args.level} sends no plate and references to "
+                         "split a target between; use --level 1")  # fmt: skip
 
 
 def _check_pose_every(args: argparse.Namespace) -> None:

@@ -41,6 +41,8 @@ SETTING_KEYS: tuple[str, ...] = (
     "pose_every", "pose_steps", "pose_refresh",
     # level 1's two-threshold tracking (codec.scaffold.levels: track_low_score)
     "track_low_score",
+    # the plate/people split's priority (codec.scaffold.levels: priority)
+    "priority",
 )  # fmt: skip
 
 MODEL_NAMES: tuple[str, ...] = (

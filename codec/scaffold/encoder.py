@@ -330,10 +330,21 @@ class ScaffoldEncoder:
             self.config = dataclasses.replace(self.config, detector_tiles=self.profile.tiles)
             self._people.detector = detector.with_config(
                 dataclasses.replace(detector.config, tiles=self.profile.tiles))
-            self.plate.choose_first_share(self.profile, self._appearance is not None)
-        self._resolve_plate_refine()
         self.plate.prime(frames)
+        if self.profile is not None:
+            self._split_budget(frames)
+        self._resolve_plate_refine()
 
+    def _split_budget(self, frames: Sequence[np.ndarray]) -> None:
+        """The first window's budget split between the plate and the people by the stream's
+        priority (:meth:`~codec.scaffold.plate.encoder.PlateEncoder.choose_split`); the
+        references' quality it chose goes in the header's config."""
+        with StageTimer(self.stats, "split"):
+            split = self.plate.choose_split(frames, self.profile, self.config.priority,
+                                            self._appearance is not None)  # fmt: skip
+        if split is not None:
+            self._appearance.quality = split.quality
+            self.config = dataclasses.replace(self.config, appearance_quality=split.quality)
 
     def _resolve_plate_refine(self) -> None:
         """Records in the header's config the refinement share the plate chose for the

@@ -108,8 +108,17 @@ class LevelConfig:
             ByteTrack, Zhang et al. 2022: a person whose score dips for a few frames keeps
             their track; a weak false alarm cannot start one). 0: off, every detection
             below ``detector_threshold`` is dropped.
+        priority: how the edge splits a rate target between the plate and the people
+            (:data:`PRIORITIES`): ``people`` gives them half of a viewer's attention,
+            ``balanced`` their area's share, ``scene`` a quarter of that (the weights of
+            their error against the plate's); the split is chosen per camera from its
+            start-up frames (``codec.scaffold.plate.share.choose_split``) and sets the first
+            plate's share and the references' quality (``appearance_quality`` in the header).
+            Only a level that splits a budget (:attr:`splits_budget`) takes another than the
+            default.
 
-    ``pose_every``, ``pose_steps``, ``pose_refresh`` and ``track_low_score`` are left out of
+    ``pose_every``, ``pose_steps``, ``pose_refresh``, ``track_low_score`` and ``priority``
+    are left out of
     :meth:`to_dict` (and so of a stream header) at their defaults: streams written before
     they existed read as without them, so their defaults never change.
     """
@@ -142,6 +151,7 @@ class LevelConfig:
     pose_steps: int = 16
     pose_refresh: bool = True
     track_low_score: float = 0.0
+    priority: str = "people"
 
     def __post_init__(self) -> None:
         if self.level not in LEVEL_NUMBERS:
@@ -192,6 +202,19 @@ class LevelConfig:
         if self.pose_every and not self.box_step_px:
             raise ValueError("the sparse pose (pose_every > 0) needs the box stream "
                              "(box_step_px > 0): its joints are relative to the boxes")
+        if self.priority not in PRIORITIES:
+            raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got "
+                             f"{self.priority!r}")  # fmt: skip
+        if self.priority != DEFAULT_PRIORITY and not self.splits_budget:
+            raise ValueError(f"priority={self.priority} needs a budget to split between a "
+                             "plate and people: a median plate, appearance references and a "
+                             "rate target (level 1)")  # fmt: skip
+
+    @property
+    def splits_budget(self) -> bool:
+        """Whether the edge splits a rate target between a plate and the people's
+        references (what ``priority`` weighs)."""
+        return self.plate == "median" and self.sends_appearance and self.target_bpp > 0
 
     @property
     def keyframe_scales(self) -> tuple[float, ...]:
@@ -254,7 +277,8 @@ class LevelConfig:
 LEVEL_NUMBERS = (0, 1, 2, 3)
 #: Fields added after streams were written without them: a header holds them only when they
 #: differ from their default (which therefore never changes).
-OMITTED_AT_DEFAULT = ("pose_every", "pose_steps", "pose_refresh", "track_low_score")
+OMITTED_AT_DEFAULT = ("pose_every", "pose_steps", "pose_refresh", "track_low_score",
+                      "priority")
 #: Most frames between two sparse poses of a person.
 MAX_POSE_EVERY = 64
 #: ``plate_refine`` value that leaves the share to the camera's layout (resolved by the edge).
@@ -269,6 +293,10 @@ SMALL_PEOPLE_PLATE_REFINE = 0.25
 #: 0.581 / 0.585 / 0.588 / 0.559, PETS 1-300 zoomed 2x 0.560 / 0.575 / 0.581 / 0.612 (0.1
 #: loses on TUD); docs/journal.md, issue 40, fifth session.
 LEVEL1_TRACK_LOW_SCORE = 0.2
+#: What the edge favours when it splits a rate target between the plate and the people
+#: (:attr:`LevelConfig.priority`; the weights: ``codec.scaffold.plate.share.PRIORITY_ATTENTION``).
+PRIORITIES = ("people", "balanced", "scene")
+DEFAULT_PRIORITY = "people"
 #: What a keyframe picture can be (see :attr:`LevelConfig.plate`).
 PLATES = ("frame", "median")
 

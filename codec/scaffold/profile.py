@@ -91,6 +91,9 @@ class CameraProfile:
             (:func:`choose_profile` with ``by_agreement``; 0: by the height rule alone).
         union: with ``height_tiles``, the people the two nearest layouts confirm.
         found: with ``height_tiles``, ``(tiles, people of union found)`` of both layouts.
+        samples: ``(frame index, (4,) float box)`` of the people the profile rests on, one
+            box per person and frame (the start-up frames' people, for what the edge
+            estimates of their cost: :mod:`codec.scaffold.plate.share`; not in the header).
     """
 
     tiles: int
@@ -102,6 +105,7 @@ class CameraProfile:
     height_tiles: int = 0
     union: int = 0
     found: tuple[tuple[int, int], ...] = ()
+    samples: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     def window_height(self) -> float:
         """The median person's height in one window, fraction of the window (NaN: none)."""
@@ -198,7 +202,7 @@ def choose_profile(frames: Sequence[np.ndarray], detector: PersonDetector,
             views[tiles] = [view.detect(frames[i]) for i in indices]
         return views[tiles]
 
-    confirmed, confident = [], []
+    confirmed, confident, samples = [], [], []
     for k, i in enumerate(indices):
         a, b = seen(1)[k], seen(2)[k]
         height = frames[i].shape[0]
@@ -208,8 +212,9 @@ def choose_profile(frames: Sequence[np.ndarray], detector: PersonDetector,
             if len(strong) and len(other):
                 hit = box_iou(strong, other.above(confirm_score).boxes).max(axis=1) >= CONFIRM_IOU
                 confirmed += list((strong[hit, 3] - strong[hit, 1]) / height)
+                samples += _new_people(i, strong[hit], samples)
     heights = confirmed or confident
-    base = CameraProfile(tiles=DEFAULT_TILES, frames=tuple(indices))
+    base = CameraProfile(tiles=DEFAULT_TILES, frames=tuple(indices), samples=tuple(samples))
     if not heights:
         return base
     median = float(np.median(heights))
@@ -227,6 +232,18 @@ def choose_profile(frames: Sequence[np.ndarray], detector: PersonDetector,
                                               agreement_score, confirm_score)  # fmt: skip
     return dataclasses.replace(chosen, tiles=tiles, height_tiles=first, union=union,
                                found=((first, found[0]), (second, found[1])))  # fmt: skip
+
+
+def _new_people(index: int, boxes: np.ndarray, samples: list) -> list:
+    """``(index, box)`` for each of ``boxes`` (frame ``index``'s) that no box of ``samples``
+    on that frame already covers (IoU >= :data:`CONFIRM_IOU`: the other view's box of the
+    same person)."""
+    out: list = []
+    for box in np.asarray(boxes, np.float64):
+        held = [b for j, b in (*samples, *out) if j == index]
+        if not held or box_iou(box[None], np.array(held)).max() < CONFIRM_IOU:
+            out.append((index, box))
+    return out
 
 
 def choose_by_agreement(first: int, first_seen: Sequence, second: int, second_seen: Sequence,

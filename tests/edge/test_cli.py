@@ -167,3 +167,32 @@ def test_the_decoder_is_a_scaffold_stream_option(sample_dir, tmp_path, capsys):
     assert not (tmp_path / "x.semc").exists()
     args = build_parser().parse_args(["stream", "in", "--server", "h:1", "--decoder", "warp"])
     assert args.decoder == "warp"
+
+
+def test_the_priority_reaches_the_level_config_and_is_refused_where_it_cannot_apply(
+        tmp_path, sample_dir, monkeypatch, capsys):  # fmt: skip
+    import semcodec.codec.scaffold.codec as scaffold_codec
+    from semcodec.codec.scaffold.codec import EncoderStats
+
+    seen = []
+
+    def fake_encode(path, frames, config, fps, size, total, *args):
+        seen.append(config)
+        Path(path).write_bytes(b"x")
+        return EncoderStats(frames=sum(1 for _ in frames))
+
+    monkeypatch.setattr(scaffold_codec, "encode_to_file", fake_encode)
+    out = tmp_path / "x.semc"
+    for priority in ("scene", "balanced"):
+        assert main(["encode", str(sample_dir), "-o", str(out), "--frames", "2", "-q",
+                     "--priority", priority]) == 0  # fmt: skip
+    assert main(["encode", str(sample_dir), "-o", str(out), "--frames", "2", "-q"]) == 0
+    assert [c.priority for c in seen] == ["scene", "balanced", "people"]
+    out.unlink()
+    assert main(["encode", str(sample_dir), "-o", str(out), "--level", "2",
+                 "--priority", "scene"]) == 2  # fmt: skip
+    assert "--priority: level 2 sends no plate and references" in capsys.readouterr().err
+    assert main(["encode", str(sample_dir), "-o", str(out), "--mode", "detect",
+                 "--priority", "people"]) == 2  # fmt: skip
+    assert "--priority: scaffold-mode options" in capsys.readouterr().err
+    assert not out.exists()

@@ -120,25 +120,55 @@ class PlateEncoder:
         if self.background is not None:
             self.background.prime(frames)
 
-    def choose_first_share(self, profile, references: bool) -> None:
-        """The first plate's share of the first window, from the people the camera's
-        ``profile`` saw (:func:`~codec.scaffold.plate.share.cold_start_plate_share`); said in
-        ``stats.profile``. Only a rate-controlled median plate with ``references`` has one."""
-        from semcodec.codec.scaffold.plate.share import person_area_fraction
+    def choose_split(self, frames: Sequence[np.ndarray], profile, priority: str,
+                     references: bool):  # fmt: skip
+        """Splits the first window's budget between the first plate and the people's
+        references by the stream's ``priority``, from the camera's own start-up ``frames``
+        and the people its ``profile`` saw (:func:`~codec.scaffold.plate.share.choose_split`:
+        the plate coded within each share of the window, a reference coded at each quality
+        on the sampled people, the pair of least weighted error that fits); sets the rate's
+        first plate share and says the choice in ``stats.profile``.
+
+        Returns:
+            The :class:`~codec.scaffold.plate.share.Split` (its ``quality`` is the
+            references'), or None: no rate-controlled median plate with ``references``, or
+            nobody seen (then the first plate takes the pixels' share,
+            :func:`~codec.scaffold.plate.share.cold_start_plate_share`).
+        """
+        from semcodec.codec.scaffold.plate import share as split
         from semcodec.codec.scaffold.rate import WINDOW_S
 
         if self.rate is None or self.background is None or not references:
-            return
-        seconds = self.rate.window_frames / self.fps  # the clip's when shorter
-        area = person_area_fraction(profile.person_height,
-                                    profile.people / max(1, len(profile.frames)),
-                                    self.frame_size)  # fmt: skip
-        self.person_area = area
-        share, sends = self._share_over(min(seconds, WINDOW_S))
-        self.rate.first_plate_share = share
-        self.stats.profile += (f"; first plate {share:.2f} of the first {seconds:.3g} s "
-                               f"(people cover {area:.1%} of the frame, each sent "
-                               f"{sends:.2g} times)")  # fmt: skip
+            return None
+        rate = self.rate
+        seconds = min(rate.window_frames / self.fps, WINDOW_S)  # the clip's when shorter
+        people = profile.people / max(1, len(profile.frames))
+        self.person_area = split.person_area_fraction(profile.person_height, people,
+                                                      self.frame_size)  # fmt: skip
+        if not profile.samples:
+            share, sends = self._share_over(seconds)
+            rate.first_plate_share = share
+            self.stats.profile += (f"; first plate {share:.2f} of the first {seconds:.3g} s "
+                                   "(nobody seen: the pixels' share)")  # fmt: skip
+            return None
+        picture = self._picture()
+        window = rate.window_bytes
+        plate_points = []
+        for share in split.PLATE_SHARES:
+            error, data, _ = self._fit(picture, max(200, int(share * window)))
+            plate_points.append((share, len(data), error))
+        reference_points = split.reference_points(frames, profile.samples)
+        sends = 1.0 + seconds / self.config.appearance_refresh_s
+        reserve = rate.window_frames * (split.UNIT_FRAMING_BYTES
+                                        + people * split.BOX_BYTES_PER_PERSON)  # fmt: skip
+        budget = window + min(0.0, rate.balance) - reserve  # the header is paid already
+        attention = split.people_attention(priority, self.person_area)
+        chosen = split.choose_split(plate_points, reference_points, attention, people * sends,
+                                    budget)  # fmt: skip
+        rate.first_plate_share = chosen.plate_share
+        self.stats.profile += (f"; {chosen.describe(priority, people * sends)}; people cover "
+                               f"{self.person_area:.1%} of the frame")  # fmt: skip
+        return chosen
 
     def _share_over(self, seconds: float) -> tuple[float, float]:
         """The plate's share of ``seconds`` of budget, sent once, against the people's

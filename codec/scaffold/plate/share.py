@@ -11,6 +11,10 @@ the whole frame worse than x265's at equal bits; the share is held to at most
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import cv2
 import numpy as np
 
 #: Most of the first window's (or a shorter clip's) budget the first plate may take: the
@@ -56,3 +60,143 @@ def person_area_fraction(person_height: float, people_per_frame: float,
     width, height = frame_size
     box = PERSON_ASPECT * (person_height * height) ** 2
     return min(1.0, people_per_frame * box / (width * height))
+
+
+# ----------------------------------------------------------------------------- the split
+
+#: The share of a viewer's attention the people get, by the stream's priority
+#: (``LevelConfig.priority``): the weight of the people's squared error in the distortion the
+#: split minimises, the plate's being the rest. ``people``: half, whatever their area (a
+#: viewer of a camera that watches people watches them; at least their area);
+#: ``balanced``: their area (every pixel alike); ``scene``: a quarter of their area.
+PRIORITY_ATTENTION = {"people": 0.5, "balanced": 1.0, "scene": 0.25}
+
+
+def people_attention(priority: str, person_area: float) -> float:
+    """The people's share (0..1) of the split's distortion for ``priority``, people covering
+    ``person_area`` of the frame (:data:`PRIORITY_ATTENTION`)."""
+    a = min(max(float(person_area), 0.0), 1.0)
+    if priority == "people":
+        return max(PRIORITY_ATTENTION["people"], a)
+    return PRIORITY_ATTENTION[priority] * a
+
+
+#: WebP qualities the split chooses the references' among.
+REFERENCE_QUALITIES = (10, 20, 30, 45, 60, 75, 90)
+#: Shares of the first window the split chooses the first plate's among.
+PLATE_SHARES = (0.03, 0.05, 0.08, 0.12, 0.17, 0.25, 0.35, 0.5)
+#: Most sampled people whose references are coded to estimate the references' cost.
+MAX_SAMPLES = 12
+#: Bytes the split sets aside per person and frame for the box stream, and per frame for a
+#: unit's framing (a coder's cost, not a camera's: about what both took on PETS and TUD).
+BOX_BYTES_PER_PERSON = 3.0
+UNIT_FRAMING_BYTES = 2.0
+
+
+@dataclass(frozen=True)
+class Split:
+    """The first window's budget split between the plate and the people.
+
+    Attributes:
+        plate_share: the first plate's share of the first window's budget.
+        quality: the references' WebP quality.
+        plate_bytes, reference_bytes: what the plate and one reference are expected to take.
+        plate_error, reference_error: their mean squared errors (8-bit RGB levels^2).
+    """
+
+    plate_share: float
+    quality: int
+    plate_bytes: int = 0
+    reference_bytes: float = 0.0
+    plate_error: float = float("nan")
+    reference_error: float = float("nan")
+
+    def describe(self, priority: str, references: float) -> str:
+        """The profile line's words for it."""
+        return (f"priority {priority}: first plate {self.plate_share:.2f} of the first window "
+                f"({self.plate_bytes} B, error {self.plate_error:.0f}), references at WebP "
+                f"quality {self.quality} (~{self.reference_bytes:.0f} B each, error "
+                f"{self.reference_error:.0f}, {references:.3g} of them)")  # fmt: skip
+
+
+def reference_points(frames: Sequence[np.ndarray], samples: Sequence,
+                     qualities: Sequence[int] = REFERENCE_QUALITIES,
+                     ) -> list[tuple[int, float, float]]:  # fmt: skip
+    """What a reference costs at each WebP quality, on sampled people.
+
+    Args:
+        frames: ``(H, W, 3)`` uint8 RGB start-up frames.
+        samples: ``(frame index, (4,) box)`` people on them (at most :data:`MAX_SAMPLES`
+            are used, spread evenly).
+        qualities: the qualities to try.
+
+    Returns:
+        ``(quality, mean bytes, mean squared error)`` per quality: the reference as the
+        selector codes it (:func:`~codec.scaffold.appearance.ref_size`), decoded and drawn
+        back at the box's size on the frame, against the frame's pixels there.
+    """
+    from semcodec.codec.scaffold.appearance import (
+        crop_box,
+        decode_ref,
+        encode_ref,
+        ref_region,
+        ref_size,
+    )
+
+    step = max(1, -(-len(samples) // MAX_SAMPLES))
+    people = []
+    for index, box in list(samples)[::step]:
+        region = ref_region(box)
+        shown = (max(2, round(region[2] - region[0])), max(2, round(region[3] - region[1])))
+        truth = crop_box(frames[index], region, shown).astype(np.float32)
+        people.append((crop_box(frames[index], region, ref_size(region)), shown, truth))
+    points = []
+    for quality in qualities:
+        sizes, errors = [], []
+        for picture, shown, truth in people:
+            data = encode_ref(picture, quality)
+            drawn = cv2.resize(decode_ref(data), shown, interpolation=cv2.INTER_LINEAR)
+            sizes.append(len(data))
+            errors.append(float(np.mean((drawn.astype(np.float32) - truth) ** 2)))
+        points.append((int(quality), float(np.mean(sizes)), float(np.mean(errors))))
+    return points
+
+
+def choose_split(plate_points: Sequence[tuple[float, int, float]],
+                 reference_points: Sequence[tuple[int, float, float]], attention: float,
+                 references: float, budget: float) -> Split:  # fmt: skip
+    """The split that minimises the first window's weighted distortion within its budget.
+
+    The distortion is ``(1 - w) * D_plate + w * D_ref`` (mean squared errors over the
+    plate's and the people's pixels, ``w = attention``), under
+    ``plate bytes + references * reference bytes <= budget``: the choice a rate-distortion
+    optimiser makes from each part's own distortion per byte, with the people weighed by
+    the viewer's attention (:func:`people_attention`).
+
+    Args:
+        plate_points: ``(share, bytes, error)`` of the first plate coded within each share
+            of the window.
+        reference_points: ``(quality, bytes, error)`` of a reference
+            (:func:`reference_points`).
+        attention: the people's share (0..1) of the distortion.
+        references: how many references the first window sends (people x sends).
+        budget: the first window's bytes for the plate and the references.
+
+    Returns:
+        The best :class:`Split`; when nothing fits, the smallest plate and quality.
+    """
+    w = min(max(float(attention), 0.0), 1.0)
+    best, best_cost = None, np.inf
+    for share, plate_bytes, plate_error in plate_points:
+        for quality, ref_bytes, ref_error in reference_points:
+            if plate_bytes + references * ref_bytes > budget:
+                continue
+            cost = (1 - w) * plate_error + w * ref_error
+            if cost < best_cost:
+                best_cost = cost
+                best = Split(share, quality, plate_bytes, ref_bytes, plate_error, ref_error)
+    if best is None:
+        share, plate_bytes, plate_error = min(plate_points)
+        quality, ref_bytes, ref_error = min(reference_points)
+        best = Split(share, quality, plate_bytes, ref_bytes, plate_error, ref_error)
+    return best
