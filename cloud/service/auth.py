@@ -31,7 +31,7 @@ class TokenFileError(ValueError):
 #: Quotas a tokens file may set for a tenant (a third field ``max_sessions=8,max_kbps=64``),
 #: overriding the server's ``tenant_*`` settings for it.
 QUOTA_NAMES = ("max_sessions", "max_streams", "max_kbps", "max_stored_mib",
-               "max_decoder_gflops")
+               "max_decoder_gflops", "max_stored_sessions", "max_output_mib")
 
 
 def load_tokens(path: Path) -> dict[str, str]:
@@ -58,8 +58,8 @@ def _quotas(text: str, where: str) -> dict[str, float]:
 def load_token_file(path: Path) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
     """``({token: tenant}, {tenant: quotas})`` from a tokens file: one ``TOKEN TENANT``
     pair per line, optionally followed by the tenant's quotas (``max_sessions=8,
-    max_streams=16,max_kbps=64,max_stored_mib=512,max_decoder_gflops=50``; see
-    ``QUOTA_NAMES``).
+    max_streams=16,max_kbps=64,max_stored_mib=512,max_decoder_gflops=50,
+    max_stored_sessions=1000,max_output_mib=20000``; see ``QUOTA_NAMES``).
 
     Raises:
         TokenFileError: a malformed line, a short or repeated token, a bad tenant name,

@@ -156,6 +156,16 @@ class ServeSettings:
     tenant_max_stored_mib: float = setting(4096.0, help="stored streams per tenant on disk, "
                                            "units being received included, MiB (0: "
                                            "unlimited)")  # fmt: skip
+    tenant_max_stored_sessions: int = setting(4096, help="sessions per tenant on disk, open, "
+                                              "at rest, closed or failed, until --retain-s "
+                                              "removes them (more: a new session is "
+                                              "RESOURCE_EXHAUSTED; 0: no bound)")  # fmt: skip
+    tenant_max_output_mib: float = setting(65536.0, help="decoded outputs per tenant on disk "
+                                           "(frames, scaffolds, overview), those being "
+                                           "written included, MiB: at it, a new session is "
+                                           "refused and a decoder that would pass it fails "
+                                           "its session, its partial outputs removed "
+                                           "(RESOURCE_EXHAUSTED; 0: unlimited)")  # fmt: skip
     session_idle_s: float = setting(300.0, help="a session without a stream or request for "
                                     "this long is put to rest (decoder stopped, out of memory, "
                                     "resumable), seconds (0: never)")  # fmt: skip
@@ -247,6 +257,7 @@ class ServeSettings:
                 raise ConfigError(f"{name} {getattr(self, name)}: must be positive")
         for name in ("max_session_kbps", "session_burst_kib", "workers", "tenant_max_sessions",
                      "tenant_max_streams", "tenant_max_kbps", "tenant_max_stored_mib",
+                     "tenant_max_stored_sessions", "tenant_max_output_mib",
                      "tenant_max_decoder_gflops",
                      "session_idle_s", "retain_s", "min_progress_bytes",
                      "max_connection_idle_s", "max_connection_age_s",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import os
 import shutil
 import threading
 import time
@@ -194,6 +195,31 @@ class Rungs:
             self.on_change(self.pipeline.rung, before, cause)
 
 
+class OutputMeter:
+    """The bytes a session's decoder has written to its outputs' hidden folder, measured
+    after each frame: the frame's picture (``frames/NNNNNN.png``, as
+    :class:`~cloud.outputs.DecodeOutputs` names it) and the files that grow beside it
+    (scaffolds, overview, index): a few ``stat`` calls a frame."""
+
+    def __init__(self, work_dir: Path) -> None:
+        self.work_dir = work_dir
+        self.total = 0  # bytes counted so far
+        self._pictures = 0
+
+    def measure(self, number: int) -> int:
+        """Counts frame ``number``'s outputs; returns the bytes added since the last call."""
+        with contextlib.suppress(OSError):
+            self._pictures += (self.work_dir / "frames" / f"{number:06d}.png").stat().st_size
+        beside = 0
+        with contextlib.suppress(OSError), os.scandir(self.work_dir) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    beside += entry.stat(follow_symlinks=False).st_size
+        total = self._pictures + beside
+        added, self.total = total - self.total, total
+        return added
+
+
 class DecodeWorker(threading.Thread):
     """Decodes one session's log into ``out_dir`` as units are stored.
 
@@ -259,9 +285,13 @@ class DecodeWorker(threading.Thread):
                 header, flow_prior=load_flow_prior(self.settings.flow_prior))
             with DecodeOutputs(self.out_dir, header, overview=self.settings.overview,
                                decoder=pipeline.record()) as outputs:  # fmt: skip
+                meter = OutputMeter(outputs.work_dir)
                 try:
-                    self._loop(pipeline, units, outputs, first)
+                    self._loop(pipeline, units, outputs, first, meter)
                     self._finish(pipeline, outputs)
+                except BaseException:  # the partial outputs go: no longer counted
+                    self._tell("outputs_grew", -meter.total)
+                    raise
                 finally:  # stream.json says where the decoder stepped down its ladder
                     outputs.decoder = pipeline.record()
                 return outputs.count, outputs.incomplete is None
@@ -294,9 +324,9 @@ class DecodeWorker(threading.Thread):
         self._tell("decoder_ran", max(0.0, total - before))
         return total
 
-    def _loop(self, pipeline, units, outputs, first: str) -> None:
+    def _loop(self, pipeline, units, outputs, first: str, meter: OutputMeter) -> None:
         """Decodes units as the session says they are stored, ``first`` its answer for the
-        first one."""
+        first one; each frame's outputs are counted in the tenant's (``meter``)."""
         self._pipeline = pipeline
         rungs, keeper = self._ladder(pipeline)
         self._tell("decoder_opened", pipeline.ladder() if rungs is not None else ("full",))
@@ -320,6 +350,7 @@ class DecodeWorker(threading.Thread):
                 frame = pipeline.decode_unit(next(units))
                 if frame is not None:
                     outputs.add(*frame)
+                    self._tell("outputs_grew", meter.measure(frame[0].scaffold.number))
                     self.source.frame_shown(*frame)
             decoded += 1
             done = time.perf_counter()

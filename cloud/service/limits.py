@@ -26,6 +26,7 @@ class ServiceLimits:
     ``max_unit_bytes`` (``max_unit_mib``), ``max_session_bytes_per_s`` (``max_session_kbps``),
     ``session_burst_bytes`` (``session_burst_kib``), ``tenant_bytes_per_s``
     (``tenant_max_kbps``), ``tenant_max_stored_bytes`` (``tenant_max_stored_mib``),
+    ``tenant_max_output_bytes`` (``tenant_max_output_mib``),
     ``tenant_max_decoder_flops`` (``tenant_max_decoder_gflops``, in FLOP/s). The
     settings say what each means; here 0 means no bound for ``decode_threads`` too (the
     setting's 0, the machine's cores, is resolved by :meth:`of`).
@@ -50,6 +51,8 @@ class ServiceLimits:
     tenant_bytes_per_s: float
     tenant_max_stored_bytes: int
     tenant_max_decoder_flops: float
+    tenant_max_stored_sessions: int
+    tenant_max_output_bytes: int
     session_idle_s: float
     retain_s: float
     decode_threads: int
@@ -74,6 +77,8 @@ class ServiceLimits:
                    tenant_bytes_per_s=settings.tenant_max_kbps * 1000 / 8,
                    tenant_max_stored_bytes=int(settings.tenant_max_stored_mib * (1 << 20)),
                    tenant_max_decoder_flops=settings.tenant_max_decoder_gflops * 1e9,
+                   tenant_max_stored_sessions=settings.tenant_max_stored_sessions,
+                   tenant_max_output_bytes=int(settings.tenant_max_output_mib * (1 << 20)),
                    session_idle_s=settings.session_idle_s,
                    retain_s=settings.retain_s,
                    decode_threads=settings.decode_threads or os.cpu_count() or 2,

@@ -68,6 +68,7 @@ from semcodec.cloud.service.store import (
     read_dropped,
     read_json,
     remove_paths,
+    tree_bytes,
     write_json_atomic,
 )
 from semcodec.cloud.service.tenants import TenantUsage
@@ -253,7 +254,8 @@ class SessionManager:
             usage = self._tenants.get(tenant)
             if usage is None:
                 usage = TenantUsage(tenant, self.limits, self.out_root / SESSIONS_DIR / tenant,
-                                    self.tenant_quotas.get(tenant))  # fmt: skip
+                                    self.tenant_quotas.get(tenant),
+                                    self.out_root / tenant)  # fmt: skip
                 self._tenants[tenant] = usage
             return usage
 
@@ -281,9 +283,10 @@ class SessionManager:
             log = SessionLog.recover(state_dir / LOG_NAME)
             decoder = recorded_decoder(record, StreamHeader.from_bytes(log.header_bytes()),
                                        str(self.default_decoder()))  # fmt: skip
+            usage = self.tenant(tenant)
             session = Session(tenant, session_id, state_dir, out_dir, log, self.limits,
                               self._session_decode(decoder), self.metrics, record, self._slots,
-                              self.tenant(tenant).compute)  # fmt: skip
+                              usage.compute, usage)  # fmt: skip
             self._sessions[(tenant, session_id)] = session
             self._index.get(tenant, {}).pop(session_id, None)
         session.start()
@@ -355,8 +358,12 @@ class SessionManager:
                                        "none), or open a new session")  # fmt: skip
 
     def _create(self, tenant: str, header: bytes, decoder: str) -> Session:
+        index = self._index_of(tenant)  # read from disk (once) outside the lock
+        usage = self.tenant(tenant)
         with self._lock:
             self._check_capacity(tenant)
+            held = sum(1 for owner, _ in self._sessions if owner == tenant)
+            usage.check_sessions(held + len(index))
             session_id = secrets.token_hex(16)
             state_dir, out_dir = self._paths(tenant, session_id)
             make_private_dir(state_dir.parent)
@@ -367,7 +374,7 @@ class SessionManager:
             write_json_atomic(state_dir / RECORD_NAME, record)
             session = Session(tenant, session_id, state_dir, out_dir, log, self.limits,
                               self._session_decode(decoder), self.metrics, record, self._slots,
-                              self.tenant(tenant).compute)  # fmt: skip
+                              usage.compute, usage)  # fmt: skip
             self._sessions[(tenant, session_id)] = session
         session.start()
         return session
@@ -564,6 +571,7 @@ class SessionManager:
                     continue
                 size = sum(p.stat().st_size for p in state_dir.glob(LOG_NAME))
                 out_dir = self._paths(tenant, session_id)[1]
+                outputs = tree_bytes(out_dir)
                 remove_paths([state_dir, *leftovers(state_dir, out_dir, everyone=False)]
                              + ([out_dir] if out_dir.is_dir() else []))  # fmt: skip
                 self._index.get(tenant, {}).pop(session_id, None)
@@ -573,6 +581,7 @@ class SessionManager:
             usage = self._tenants.get(tenant)
             if usage is not None:
                 usage.stored(-size)
+                usage.wrote_outputs(-outputs)
             removed.append(state_dir)
         return removed
 

@@ -61,18 +61,20 @@ class Session:
 
     ``decode.decoder`` is the session's own decoder, in full ("" for a detect-mode stream);
     its FLOPs are metered (``meter``) into the tenant's ``budget`` (None: not counted), whose
-    compute rung its decoder is held at.
+    compute rung its decoder is held at; the outputs it writes count in the tenant's
+    ``usage`` (its :class:`~cloud.service.tenants.TenantUsage`; None: not counted).
     """
 
     def __init__(self, tenant: str, session_id: str, state_dir: Path, out_dir: Path,
                  log: SessionLog, limits: ServiceLimits, decode: DecodeSettings,
                  metrics: Metrics, record: dict, slots: FairSlots | None = None,
-                 budget: ComputeBudget | None = None) -> None:  # fmt: skip
+                 budget: ComputeBudget | None = None, usage=None) -> None:  # fmt: skip
         self.tenant, self.session_id = tenant, session_id
         self.state_dir, self.out_dir, self.log = state_dir, out_dir, log
         self.limits, self.decode_settings, self.metrics = limits, decode, metrics
         self.record = record
         self.budget, self.meter = budget, FlopsMeter(limits.compute_window_s)
+        self.usage = usage  # the tenant's TenantUsage: its outputs are counted (None: not)
         #: the rung its decoder decodes at now ("" before it opens and for detect mode)
         self.rung = ""
         #: ``{"frame", "rung", "cause"}`` of the last changes of rung (pace or compute)
@@ -401,6 +403,12 @@ class Session:
         self.rung = ladder[0]
         if self.budget is not None:
             self.budget.add(self.meter, len(ladder) - 1)
+
+    def outputs_grew(self, nbytes: int) -> None:
+        """The decoder wrote ``nbytes`` more outputs (negative: removed); raises
+        :class:`~cloud.service.errors.QuotaError` past the tenant's output quota."""
+        if self.usage is not None:
+            self.usage.wrote_outputs(nbytes)
 
     def decoder_ran(self, flops: float) -> None:
         """The decoder ran ``flops`` for a frame (its networks: matte, restorer, refiner,

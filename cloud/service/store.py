@@ -172,6 +172,16 @@ class SessionLog:
         return header
 
 
+def tree_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` (0 when there is none; links not followed)."""
+    total = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
 # ------------------------------------------------------------------------------ leftovers
 
 

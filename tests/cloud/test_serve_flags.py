@@ -129,6 +129,7 @@ def test_the_core_limits_are_derived_from_the_settings(tmp_path):
                              max_unit_mib=2, max_session_kbps=80.0, session_burst_kib=4,
                              tenant_max_sessions=3, tenant_max_streams=4, tenant_max_kbps=16.0,
                              tenant_max_stored_mib=1.5, tenant_max_decoder_gflops=2.5,
+                             tenant_max_stored_sessions=11, tenant_max_output_mib=0.5,
                              session_idle_s=9.0, retain_s=99.0, decode_threads=3)  # fmt: skip
     limits = ServiceLimits.of(settings, max_markers=7)
     assert dataclasses.asdict(limits) == {
@@ -136,7 +137,8 @@ def test_the_core_limits_are_derived_from_the_settings(tmp_path):
         "max_unit_bytes": 2 << 20, "max_session_bytes_per_s": 10_000.0,
         "session_burst_bytes": 4096, "tenant_max_sessions": 3, "tenant_max_streams": 4,
         "tenant_bytes_per_s": 2000.0, "tenant_max_stored_bytes": 3 << 19,
-        "tenant_max_decoder_flops": 2.5e9, "session_idle_s": 9.0, "retain_s": 99.0,
+        "tenant_max_decoder_flops": 2.5e9, "tenant_max_stored_sessions": 11,
+        "tenant_max_output_bytes": 1 << 19, "session_idle_s": 9.0, "retain_s": 99.0,
         "decode_threads": 3, "backlog_wait_s": 120.0, "close_timeout_s": 120.0,
         "max_markers": 7, "compute_window_s": 5.0}  # fmt: skip
     # the setting's 0 is the machine's cores; the core's 0 would mean no bound
