@@ -81,18 +81,35 @@ def test_loopback_needs_no_flag(tmp_path, listen):
     load_settings({"out": tmp_path, "listen": listen}, environ={})
 
 
-def test_the_log_says_who_can_connect(tmp_path, caplog):
+def test_the_log_says_who_can_connect_to_each_port(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="semcodec.cloud.service")
-    server = _serve(tmp_path)
+    server = _serve(tmp_path, http_listen="127.0.0.1:0", metrics_listen="127.0.0.1:0")
     server.stop(0)
-    assert ("who can connect: anyone, without a token (tenant 'default'), from this machine "
-            "only (loopback), over plaintext") in caplog.text
-    settings = ServeSettings(out=tmp_path, listen="0.0.0.0:1", tokens=tokens_file(tmp_path))
-    line = who_can_connect(settings, ["alpha", "beta", "beta"])
-    assert "holders of the 3 token(s) of --tokens (tenants: alpha, beta)" in line
-    assert "any machine that reaches 0.0.0.0" in line and "use --tls-cert" in line
-    anyone = ServeSettings(out=tmp_path, listen="0.0.0.0:1", allow_anonymous_remote=True)
-    assert "as asked by --allow-anonymous-remote" in who_can_connect(anyone, None)
+    lines = [r.getMessage() for r in caplog.records if "who can connect" in r.getMessage()]
+    assert lines == [
+        f"who can connect to 127.0.0.1:{server.port} (gRPC: sessions and streams; health and "
+        "reflection without a token): anyone, without a token (tenant 'default'), from this "
+        "machine only (loopback), over plaintext",
+        f"who can connect to 127.0.0.1:{server.http_port} (HTTP: dashboard, live video, JSON "
+        "API, login): anyone, without a token (tenant 'default'), from this machine only "
+        "(loopback), over plaintext",
+        f"who can connect to 127.0.0.1:{server.metrics_port} (Prometheus /metrics: counts, no "
+        "session ids, no token asked): anyone, without a token, from this machine only "
+        "(loopback), over plaintext"]  # fmt: skip
+    # the audit's case: the gRPC port on the loopback, the HTTP port everywhere with tokens
+    settings = ServeSettings(out=tmp_path, tokens=tokens_file(tmp_path),
+                             http_listen="0.0.0.0:8080", metrics_listen="")  # fmt: skip
+    grpc_line, http_line = who_can_connect(settings, ["alpha", "beta", "beta"])
+    assert "holders of the 3 token(s) of --tokens (tenants: alpha, beta)" in http_line
+    assert "127.0.0.1:50051" in grpc_line and "loopback" in grpc_line
+    assert "0.0.0.0:8080 (HTTP" in http_line and "any machine that reaches 0.0.0.0" in http_line
+    assert "use --tls-cert" in http_line and "use --tls-cert" not in grpc_line
+    anyone = ServeSettings(out=tmp_path, listen="0.0.0.0:1", allow_anonymous_remote=True,
+                           metrics_listen="0.0.0.0:9464")  # fmt: skip
+    grpc_line, metrics_line = who_can_connect(anyone, None)
+    assert "as asked by --allow-anonymous-remote" in grpc_line
+    assert metrics_line.startswith("who can connect to 0.0.0.0:9464 (Prometheus")
+    assert "any machine that reaches 0.0.0.0" in metrics_line
 
 
 # ------------------------------------------------------------------------------ tenants

@@ -380,10 +380,25 @@ def _metavar(name: str) -> str:
     return declared or unit
 
 
+#: What ``serve --help`` ends with: what serving beyond the loopback needs.
+BEYOND_LOOPBACK = (
+    "Beyond the loopback (--listen or --http-listen on another address): give --tokens FILE "
+    "('TOKEN TENANT' per line; without it the start is refused unless "
+    "--allow-anonymous-remote) and --tls-cert with --tls-key (without them tokens and login "
+    "cookies cross the network readable; --client-ca asks clients for certificates). The "
+    "metrics port asks no token: keep --metrics-listen on the loopback or behind a firewall. "
+    "Behind a load balancer or reverse proxy every connection comes from its address: raise "
+    "--http-max-connections-per-peer, --max-watch-streams-per-peer and --http-login-rps (0: "
+    "no cap). The start-up log says, for each port, what it exposes and who can reach it.")
+
+
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--config`` and a flag for every setting of :data:`FLAG_FIELDS` to ``parser``:
     its help is the setting's, with its default; an unset flag is None (see
-    :func:`serve_overrides`)."""
+    :func:`serve_overrides`). The help ends with :data:`BEYOND_LOOPBACK` (unless the parser
+    has an epilog of its own)."""
+    if parser.epilog is None:
+        parser.epilog = BEYOND_LOOPBACK
     parser.add_argument("--config", type=Path, metavar="FILE",
                         help=f"TOML settings, in a [serve] table (default: ${CONFIG_ENV})")
     for name in FLAG_FIELDS:

@@ -80,26 +80,51 @@ def http_tls(settings: ServeSettings):
     return context
 
 
-def who_can_connect(settings: ServeSettings, tenants: list[str] | None) -> str:
-    """One line that says who can reach the service and as whom (logged at start)."""
-    host, _ = split_host_port(settings.listen, "listen")
-    where = ("this machine only (loopback)" if is_loopback(host)
-             else f"any machine that reaches {host or 'every interface'}")  # fmt: skip
+#: What each port of a server exposes, for the start-up lines.
+EXPOSES = {"listen": "gRPC: sessions and streams; health and reflection without a token",
+           "http_listen": "HTTP: dashboard, live video, JSON API, login",
+           "metrics_listen": "Prometheus /metrics: counts, no session ids, no token asked"}
+
+
+def who_can_connect(settings: ServeSettings, tenants: list[str] | None,
+                    ports: dict[str, int] | None = None) -> list[str]:  # fmt: skip
+    """A line per port the server listens on (gRPC, HTTP, metrics) that says what it
+    exposes, who can reach it and as whom, and how (logged at start). ``ports``: the ports
+    bound, by setting name (default: those of the settings)."""
+    lines = []
+    for name, exposes in EXPOSES.items():
+        address = getattr(settings, name)
+        if not address:
+            continue
+        host, port = split_host_port(address, name)
+        port = (ports or {}).get(name) or port
+        shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        loopback = is_loopback(host)
+        where = ("this machine only (loopback)" if loopback
+                 else f"any machine that reaches {host or 'every interface'}")  # fmt: skip
+        if name == "metrics_listen":
+            who, how = "anyone, without a token", "plaintext"
+        else:
+            who, how = _who(tenants, loopback), _how(settings, tenants, loopback)
+        lines.append(f"who can connect to {shown} ({exposes}): {who}, from {where}, over {how}")
+    return lines
+
+
+def _who(tenants: list[str] | None, loopback: bool) -> str:
     if tenants is None:
         who = "anyone, without a token (tenant 'default')"
-        if not is_loopback(host):
-            who += ", as asked by --allow-anonymous-remote"
-    else:
-        names = ", ".join(sorted(set(tenants))[:8]) + (", ..." if len(set(tenants)) > 8 else "")
-        who = f"holders of the {len(tenants)} token(s) of --tokens (tenants: {names})"
+        return who if loopback else who + ", as asked by --allow-anonymous-remote"
+    names = ", ".join(sorted(set(tenants))[:8]) + (", ..." if len(set(tenants)) > 8 else "")
+    return f"holders of the {len(tenants)} token(s) of --tokens (tenants: {names})"
+
+
+def _how(settings: ServeSettings, tenants: list[str] | None, loopback: bool) -> str:
     if settings.client_ca is not None:
-        how = f"mutual TLS (client certificates signed by {settings.client_ca})"
-    elif settings.tls_cert is not None:
-        how = "TLS"
-    else:
-        how = "plaintext" + ("" if is_loopback(host) or tenants is None
-                             else ": tokens cross the network readable, use --tls-cert")
-    return f"who can connect: {who}, from {where}, over {how}"
+        return f"mutual TLS (client certificates signed by {settings.client_ca})"
+    if settings.tls_cert is not None:
+        return "TLS"
+    return "plaintext" + ("" if loopback or tenants is None
+                          else ": tokens cross the network readable, use --tls-cert")
 
 
 def timeouts_of(settings: ServeSettings) -> StreamTimeouts:
@@ -325,7 +350,10 @@ class DecoderServer:
         log.info("serving on %s:%d (%s), outputs under %s", host, self.port,
                  "TLS" if credentials else "plaintext", self.settings.out)  # fmt: skip
         tenants = None if self._tokens is None else list(self._tokens.values())
-        log.info("%s", who_can_connect(self.settings, tenants))
+        ports = {"listen": self.port, "http_listen": self.http_port,
+                 "metrics_listen": self.metrics_port}  # fmt: skip
+        for line in who_can_connect(self.settings, tenants, ports):
+            log.info("%s", line)
         if self.http_port is not None:
             host = split_host_port(self.settings.http_listen, "http_listen")[0]
             log.info("HTTP front door on %s://%s:%d/ (dashboard, live view, JSON API); at "

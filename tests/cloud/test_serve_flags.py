@@ -90,6 +90,15 @@ def test_the_serve_help_is_the_settings_declaration(source, capsys, monkeypatch)
             assert shown.endswith(_default_text(FIELDS[name].default)), (name, shown)
 
 
+def test_the_serve_help_says_what_is_needed_beyond_the_loopback(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    shown = " ".join(_cli_help(capsys).split())
+    assert "Beyond the loopback" in shown
+    for flag in ("--tokens FILE", "--tls-cert", "--allow-anonymous-remote", "--metrics-listen",
+                 "--max-watch-streams-per-peer", "--http-login-rps"):  # fmt: skip
+        assert flag in shown.partition("Beyond the loopback")[2], flag
+
+
 def test_flags_switches_and_the_environment_merge_into_the_settings(tmp_path):
     parser = _generated_parser()
     args = parser.parse_args(["--out", str(tmp_path), "--no-overview", "--max-sessions", "3",
