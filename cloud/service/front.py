@@ -204,6 +204,12 @@ class ConnectionGate:
     """Counts the front door's connections in all and per peer, refuses past the caps and
     closes those that send no request head in time.
 
+    At the cap in all, a new connection takes the place of the oldest one that has sent no
+    request head yet (closed at once): strangers holding idle connections from many
+    addresses are turned over, and a client that sends its request gets in; only when
+    every connection is in a request is a new one refused. Past the cap per address a
+    connection is refused, whatever is idle.
+
     Args:
         max_connections: open connections in all (0: no cap).
         per_peer: open connections from one address (0: no cap).
@@ -217,7 +223,9 @@ class ConnectionGate:
         self.peers: collections.Counter[str] = collections.Counter()
         self.refused = Throttled()  # connections refused over a cap
         self.timed_out = 0  # connections closed for sending no request head in time
-        self._waiting: dict[object, asyncio.TimerHandle] = {}
+        self.evicted = 0  # idle connections closed to make room for a new one
+        self._waiting: dict[object, asyncio.TimerHandle] = {}  # by age: no request head yet
+        self._evicted: set = set()  # closed to make room, not yet gone
 
     def factory(self, inner):
         """The protocol factory to listen with, over aiohttp's (``inner``)."""
@@ -225,11 +233,13 @@ class ConnectionGate:
 
     def admit(self, peer: str) -> str | None:
         """Counts a connection from ``peer`` in; returns why it is refused (None: taken)."""
-        if self.max_connections and self.open >= self.max_connections:
-            why = f"{self.open} HTTP connections are open, the cap (http_max_connections)"
-        elif self.per_peer and self.peers[peer] >= self.per_peer:
+        live = self.open - len(self._evicted)
+        if self.per_peer and self.peers[peer] >= self.per_peer:
             why = (f"{self.peers[peer]} HTTP connections are open from this address, the cap "
                    "(http_max_connections_per_peer)")  # fmt: skip
+        elif self.max_connections and live >= self.max_connections and not self._evict():
+            why = (f"{live} HTTP connections are open, each in a request, the cap "
+                   "(http_max_connections)")  # fmt: skip
         else:
             self.open += 1
             self.peers[peer] += 1
@@ -240,7 +250,20 @@ class ConnectionGate:
                         "from %s: %s", told, LOG_EVERY_S, peer, why)  # fmt: skip
         return why
 
-    def release(self, peer: str) -> None:
+    def _evict(self) -> bool:
+        """Closes the oldest connection without a request head, if any (True: one was)."""
+        if not self._waiting:
+            return False
+        transport = next(iter(self._waiting))
+        self._waiting.pop(transport).cancel()
+        self._evicted.add(transport)
+        self.evicted += 1
+        transport.abort()
+        return True
+
+    def release(self, peer: str, transport=None) -> None:
+        """A connection from ``peer`` (on ``transport``) is gone."""
+        self._evicted.discard(transport)
         self.open -= 1
         self.peers[peer] -= 1
         if self.peers[peer] <= 0:
@@ -306,7 +329,7 @@ class _GatedProtocol(asyncio.Protocol):
         if self.inner is None:
             return
         self.gate.seen(self.transport)
-        self.gate.release(self.peer)
+        self.gate.release(self.peer, self.transport)
         inner, self.inner = self.inner, None
         inner.connection_lost(exc)
 

@@ -135,7 +135,8 @@ class FrontDoorCollector:
     """The HTTP front door's connections and refusals, read at each scrape:
     ``semcodec_http_connections_open``, ``semcodec_http_connections_refused_total`` (over a
     cap), ``semcodec_http_connections_timed_out_total`` (no request head in time),
-    ``semcodec_http_requests_waiting`` (held for their tenant's turn) and
+    ``semcodec_http_connections_evicted_total`` (no request head yet, closed to make room
+    at the cap), ``semcodec_http_requests_waiting`` (held for their tenant's turn) and
     ``semcodec_http_refused_total{reason}``: ``unauthenticated`` (401 without a known
     token), ``login_failed``, ``login_rate``, ``cross_site``, ``tenant_rate``, ``misdirected``
     (421) and ``malformed`` (refused by the parser)."""
@@ -153,6 +154,9 @@ class FrontDoorCollector:
                                     "refused over a cap (503)"),
                 CounterMetricFamily("semcodec_http_connections_timed_out", "HTTP connections "
                                     "closed for sending no request head in time"),
+                CounterMetricFamily("semcodec_http_connections_evicted", "HTTP connections "
+                                    "without a request head closed, the oldest first, to make "
+                                    "room for a new one at the cap"),
                 GaugeMetricFamily("semcodec_http_requests_waiting", "HTTP requests held for "
                                   "their tenant's turn (http_tenant_rps)"),
                 CounterMetricFamily("semcodec_http_refused", "HTTP requests refused, by "
@@ -161,15 +165,16 @@ class FrontDoorCollector:
     def collect(self):
         front = self.front
         gate = front.gate
-        opened, refused, timed_out, waiting, reasons = self._families()
+        opened, refused, timed_out, evicted, waiting, reasons = self._families()
         opened.add_metric([], gate.open)
         refused.add_metric([], gate.refused.total)
         timed_out.add_metric([], gate.timed_out)
+        evicted.add_metric([], gate.evicted)
         waiting.add_metric([], front.tenant_paces.held)
         counts = {**front.refusals.counts, "malformed": front.server_log.malformed.total}
         for reason, count in sorted(counts.items()):
             reasons.add_metric([reason], count)
-        yield from (opened, refused, timed_out, waiting, reasons)
+        yield from (opened, refused, timed_out, evicted, waiting, reasons)
 
 
 class DecoderCensus:
