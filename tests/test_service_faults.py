@@ -1,8 +1,9 @@
 """Exactly-once delivery through faults, each repeated under 5 % packet loss on a real link:
-the server killed (SIGKILL) mid-stream and restarted, the agent killed mid-stream and
-restarted, the link cut for 10 s. Real ``cloud-decoder serve`` and ``edge-agent stream``
-processes talk real gRPC over the loopback of network namespaces the test makes (root,
-``ip`` and ``nft`` only; skipped with the reason elsewhere).
+the server killed (SIGKILL) mid-stream with a live viewer connected to its HTTP port and
+restarted at once on the same ports (serving within ``RESTART_S``), the agent killed
+mid-stream and restarted, the link cut for 10 s. Real ``cloud-decoder serve`` and
+``edge-agent stream`` processes talk real gRPC over the loopback of network namespaces the
+test makes (root, ``ip`` and ``nft`` only; skipped with the reason elsewhere).
 
 Every repetition checks that each unit reached the cloud exactly once (the stored stream
 is parsed: no sequence number twice, none missing, and it equals ``edge-agent encode``'s
@@ -49,6 +50,24 @@ AGENT_PACE = ("--bandwidth-kbps", "16")
 STRIKE_POINTS = (0, 1, 2)
 #: Tries of one repetition whose kill may land after the stream ended (then nothing was tested).
 MAX_STRIKES = 3
+#: The HTTP front door's port in a lane's namespace, and how soon a server SIGKILLed with a
+#: viewer connected to it must serve again, restarted at once on the same ports (seconds,
+#: from the kill to health SERVING: issue 53's bound)
+NS_HTTP_PORT, RESTART_S = 8080, 5.0
+#: A live viewer in the namespace: the session's MJPEG over one kept connection, read until
+#: the server goes ("viewing" in its log once the answer's head came).
+VIEWER = r"""
+import socket, sys
+sock = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=120)
+sock.sendall(("GET /sessions/%s/mjpeg HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % sys.argv[2]).encode())
+head = sock.recv(65536)
+print("viewing" if head.startswith(b"HTTP/1.1 200") else head[:80], file=sys.stderr, flush=True)
+try:
+    while sock.recv(65536):
+        pass
+except OSError:  # reset: the server went
+    pass
+"""
 
 
 @dataclass
@@ -62,6 +81,7 @@ class Tally:
     duplicates: int = 0
     reconnects: int = 0
     missed: int = 0  # strikes that landed after the stream had ended (struck again)
+    restarts: list[float] = field(default_factory=list)  # kill to SERVING, seconds
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def line(self, what: str, seconds: float) -> str:
@@ -69,6 +89,8 @@ class Tally:
                 f"{self.expected}, stored {self.stored}, lost {self.lost}, duplicates "
                 f"{self.duplicates}, agent reconnects {self.reconnects}"
                 + (f", strikes after the end (struck again) {self.missed}" if self.missed else "")
+                + (f", restarts (kill to serving, viewer connected) {min(self.restarts):.2f}-"
+                   f"{max(self.restarts):.2f} s" if self.restarts else "")
                 + f" ({seconds:.0f} s)")  # fmt: skip
 
 
@@ -106,6 +128,7 @@ class Lane:
         self.server, log = self.spawn(
             [sys.executable, "-m", "semcodec.cloud.cli", "serve", "--listen",
              f"127.0.0.1:{NS_PORT}", "--out", str(self.out), "--metrics-listen", "",
+             "--http-listen", f"127.0.0.1:{NS_HTTP_PORT}",
              "--grace-s", "2", "--notice-s", "0"], "serve")  # fmt: skip
         deadline = time.monotonic() + 60
         while "serving on" not in log.read_text():
@@ -116,6 +139,17 @@ class Lane:
     def kill_server(self) -> None:
         self.server.send_signal(signal.SIGKILL)
         reap_killed(self.server)
+
+    def start_viewer(self, session_id: str) -> subprocess.Popen:
+        """A live viewer of the session, connected to the HTTP port when this returns."""
+        viewer, log = self.spawn([sys.executable, "-c", VIEWER, str(NS_HTTP_PORT), session_id],
+                                 "viewer")  # fmt: skip
+        deadline = time.monotonic() + 30
+        while "viewing" not in log.read_text():
+            assert viewer.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"the viewer did not connect: {log.read_text()}"
+            time.sleep(0.02)
+        return viewer
 
     def stop_server(self) -> None:
         self.server.send_signal(signal.SIGTERM)
@@ -253,7 +287,8 @@ def report(capsys, tally: Tally, what: str, start: float) -> None:
 # ------------------------------------------------------------------------------ the faults
 
 
-def test_server_killed_mid_stream_and_restarted(ns_stream, sample_dir, tmp_path, capsys):
+def test_server_killed_mid_stream_with_a_viewer_and_restarted(ns_stream, sample_dir, tmp_path,
+                                                              capsys):  # fmt: skip
     semc, offline = ns_stream
     units = len(list(read_stream(semc)[1]))
     tally, start = Tally(), time.monotonic()
@@ -263,8 +298,15 @@ def test_server_killed_mid_stream_and_restarted(ns_stream, sample_dir, tmp_path,
             spool = lane.folder / f"spool{rep}-{attempt}"
             agent, log = lane.start_agent(sample_dir, spool)
             wait_for_strike_point(agent, log, spool, STRIKE_POINTS[rep % 3], units)
+            viewer = lane.start_viewer(_spool_state(spool)["session_id"])
+            killed = time.monotonic()
             lane.kill_server()  # SIGKILL: no drain, no goodbye; then a new server, same --out
-            lane.start_server()
+            lane.start_server()  # at once, on the same ports (the viewer's left behind)
+            restart = time.monotonic() - killed
+            assert restart <= RESTART_S, f"serving {restart:.1f} s after the kill"
+            assert viewer.wait(timeout=30) == 0  # its connection ended with the server
+            with tally.lock:
+                tally.restarts.append(restart)
             text = finish_agent(agent, log)
             if "reconnecting" in text:
                 check_session(lane, spool, semc, offline, tally, [text])

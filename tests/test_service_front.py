@@ -260,6 +260,33 @@ def test_a_stopped_server_restarts_at_once_on_the_same_ports(tmp_path, monkeypat
         second.stop(0)
 
 
+def test_a_restart_skips_the_decoder_check_it_passed_lately(tmp_path, monkeypatch):
+    """The networks are built once (seconds): a server restarted at once on the same output
+    folder reads the decoder's options only; another decoder, or an old check, is checked
+    again; options that do not exist are refused without building anything."""
+    import os
+
+    from semcodec.cloud.service.config import ConfigError, ServeSettings
+
+    built = []
+    monkeypatch.setattr(server_module, "check_decoder", built.append)
+    settings = ServeSettings(out=tmp_path / "out", decoder="warp")
+    server_module.check_decoder_once(settings)
+    server_module.check_decoder_once(settings)
+    assert built == ["warp"]
+    server_module.check_decoder_once(ServeSettings(out=tmp_path / "out", decoder="restore"))
+    assert built == ["warp", "restore"]
+    mark = tmp_path / "out" / server_module.CHECKED_NAME
+    old = time.time() - server_module.CHECK_REUSE_S - 60
+    os.utime(mark, (old, old))
+    server_module.check_decoder_once(ServeSettings(out=tmp_path / "out", decoder="restore"))
+    assert built == ["warp", "restore", "restore"]
+    with pytest.raises(ConfigError, match="nosuch"):
+        server_module.check_decoder_once(ServeSettings(out=tmp_path / "out",
+                                                       decoder="warp,nosuch=1"))  # fmt: skip
+    assert len(built) == 3
+
+
 def test_a_taken_port_fails_the_start_before_the_slow_work(tmp_path, monkeypatch):
     from semcodec.cloud.service.config import ServeSettings
 

@@ -14,9 +14,11 @@ rest and removes those kept past their retention.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -38,6 +40,7 @@ from semcodec.cloud.service.limits import ServiceLimits
 from semcodec.cloud.service.manager import SessionManager
 from semcodec.cloud.service.metrics import PrometheusMetrics
 from semcodec.cloud.service.servicer import SemanticStreamServicer, StreamTimeouts
+from semcodec.cloud.service.store import read_json, write_json_atomic
 from semcodec.protos import semcodec_v1_pb2 as pb
 from semcodec.protos import semcodec_v1_pb2_grpc as pb_grpc
 
@@ -174,7 +177,7 @@ class DecoderServer:
         self.settings = settings.check()
         check_ports(settings)  # before the slow work: a taken port fails in a moment
         available_intra_coders()
-        check_decoder(settings.decoder)
+        check_decoder_once(settings)
         cap_logs("semcodec.cloud.service", "grpc", "asyncio")
         self.metrics = PrometheusMetrics()
         decode = DecodeSettings(settings.decoder, settings.overview, settings.flow_prior,
@@ -413,6 +416,45 @@ def check_ports(settings: ServeSettings) -> None:
             why = bindable(*split_host_port(address, name))
             if why is not None:
                 raise ServerStartError(f"cannot listen on {address} ({name}): {why}")
+
+
+#: A start skips its decoder's networks check (seconds of building the networks) when a
+#: server on the same output folder checked the same decoder this recently: a server killed
+#: and restarted at once serves again in about a second.
+CHECK_REUSE_S = 3600.0
+#: Where a passed check is recorded, in the output folder: the decoder, in full.
+CHECKED_NAME = ".decoder-checked"
+
+
+def check_decoder_once(settings: ServeSettings) -> None:
+    """:func:`check_decoder`, unless a server on ``settings.out`` passed it for the same
+    decoder (in full: a new default decoder is checked again) in the last
+    ``CHECK_REUSE_S``; then only the decoder's options are read (and the reconstructors'
+    registry loaded, before decoder threads race to it). A passed check is recorded.
+
+    Raises:
+        ConfigError: see :func:`check_decoder`.
+    """
+    from semcodec.codec.reconstruct import available_reconstructors
+    from semcodec.codec.reconstruct.pipeline import DecoderOptionError, DecoderSpec
+
+    try:
+        full = str(DecoderSpec.parse(settings.decoder))
+    except DecoderOptionError as exc:
+        raise ConfigError(f"decoder {settings.decoder!r}: {exc}") from None
+    mark = settings.out / CHECKED_NAME
+    try:
+        fresh = (time.time() - mark.stat().st_mtime < CHECK_REUSE_S
+                 and read_json(mark).get("decoder") == full)  # fmt: skip
+    except (OSError, ValueError, AttributeError):  # none, or not a record
+        fresh = False
+    if fresh:
+        available_reconstructors()
+        return
+    check_decoder(settings.decoder)
+    with contextlib.suppress(OSError):  # a read-only folder fails later, with its reason
+        settings.out.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_json_atomic(mark, {"decoder": full})
 
 
 def check_decoder(text: str) -> None:
