@@ -205,3 +205,18 @@ def test_500_malformed_requests_write_at_most_10_log_lines(tmp_path, monkeypatch
     assert len(shown) <= 10, [r.getMessage() for r in shown]
     assert "GUESS" not in caplog.text
 
+
+
+def test_behind_a_trusted_proxy_logins_are_paced_per_client(tmp_path, monkeypatch):
+    for trusted, second in (("127.0.0.1", 303), ("", 429)):  # untrusted: the header is ignored
+        server = _serve(tmp_path / (trusted or "none"), monkeypatch, trusted_proxies=trusted)
+        try:
+            port = server.http_port
+            with contextlib.closing(http.client.HTTPConnection("127.0.0.1", port,
+                                                               timeout=10)) as conn:  # fmt: skip
+                first = [_login(conn, TOKEN_A, {"X-Forwarded-For": "198.51.100.7"})[0]
+                         for _ in range(7)]  # fmt: skip
+                other = _login(conn, TOKEN_A, {"X-Forwarded-For": "198.51.100.8"})[0]
+        finally:
+            server.stop(0)
+        assert first == [303] * 5 + [429] * 2 and other == second, (trusted, first, other)

@@ -105,3 +105,56 @@ def test_one_address_cannot_take_the_watch_streams_from_a_legitimate_watcher(tmp
     assert set(counts) <= {"SERVING", "RESOURCE_EXHAUSTED", "CANCELLED"}, counts
     assert legit[0] == "SERVING" and legit[1] < 2, legit
     assert again[0].startswith("RESOURCE_EXHAUSTED") and "max_watch_streams_per_peer" in again[0]
+
+
+def test_the_forwarded_address_is_read_only_from_trusted_proxies():
+    from semcodec.cloud.service.config import ConfigError, client_address, proxy_networks
+
+    trusted = proxy_networks("10.0.0.0/8, 127.0.0.1")
+    # a client behind two proxies; what it wrote itself is to the left
+    assert client_address("10.0.0.5", "6.6.6.6, 198.51.100.7, 10.0.0.9", trusted) \
+        == "198.51.100.7"  # fmt: skip
+    assert client_address("[::1]", "198.51.100.7", proxy_networks("::1")) == "198.51.100.7"
+    assert client_address("203.0.113.1", "198.51.100.7", trusted) == "203.0.113.1"  # untrusted
+    assert client_address("127.0.0.1", "198.51.100.7", ()) == "127.0.0.1"  # none trusted
+    assert client_address("127.0.0.1", "junk, 10.0.0.2", trusted) == "127.0.0.1"
+    with pytest.raises(ConfigError, match="trusted_proxies 'nonsense'"):
+        proxy_networks("10.0.0.0/8,nonsense")
+
+
+def test_behind_a_trusted_proxy_watch_streams_are_capped_per_client(tmp_path, monkeypatch):
+    """The proxy (127.0.0.1) says who each caller is: one client past its 4 watches is
+    refused while another behind the same proxy is answered; without the proxy trusted, the
+    header a caller writes itself changes nothing."""
+    monkeypatch.setattr(server_module, "check_decoder", lambda text: None)
+
+    async def watches(port: int, forwarded: list[str]) -> list[str]:
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        calls = [health_pb2_grpc.HealthStub(channel).Watch(
+            health_pb2.HealthCheckRequest(), metadata=(("x-forwarded-for", who),))
+            for who in forwarded]  # fmt: skip
+        answers = []
+        for call in calls:
+            try:
+                await asyncio.wait_for(call.read(), 10)
+                answers.append("SERVING")
+            except grpc.RpcError as exc:
+                answers.append(exc.code().name)
+        for call in calls:
+            call.cancel()
+        await channel.close()
+        return answers
+
+    clients = ["198.51.100.7"] * 5 + ["198.51.100.8"]
+    for trusted in ("127.0.0.1", ""):
+        server = start_server(tmp_path / (trusted or "none"), trusted_proxies=trusted)
+        try:
+            answers = asyncio.run(watches(server.port, clients))
+        finally:
+            server.stop(0)
+        served = {who: sum(a == "SERVING" for w, a in zip(clients, answers, strict=True)
+                           if w == who) for who in set(clients)}  # fmt: skip
+        if trusted:  # each client its own 4
+            assert served == {"198.51.100.7": 4, "198.51.100.8": 1}, answers
+        else:  # all the proxy's: 4 in all
+            assert sum(served.values()) == 4, answers

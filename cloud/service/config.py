@@ -208,6 +208,14 @@ class ServeSettings:
                                               "--max-watch-streams from the others (0: no "
                                               "cap; behind a load balancer all come from its "
                                               "address)")  # fmt: skip
+    trusted_proxies: str = setting("", metavar="ADDRESSES", help="load balancers or reverse "
+                                   "proxies whose X-Forwarded-For is believed, as addresses "
+                                   "or networks, comma-separated (10.0.0.0/8,127.0.0.1): "
+                                   "behind them the caps and paces per address (health Watch "
+                                   "streams, calls, logins, refusals' log lines) count the "
+                                   "client the header names, not the proxy; the HTTP "
+                                   "connections per address still count the proxy's ('': "
+                                   "none, the header is ignored)")  # fmt: skip
     max_calls_per_peer: int = setting(0, help="concurrent calls from one address (0: no cap; "
                                       "behind a load balancer all calls come from its "
                                       "address)")  # fmt: skip
@@ -281,6 +289,7 @@ class ServeSettings:
                               "unauthenticated calls must leave room for the others")  # fmt: skip
         if self.metrics_listen:
             split_host_port(self.metrics_listen, "metrics_listen")
+        proxy_networks(self.trusted_proxies)
         return self
 
     def _check_anonymous(self, name: str) -> None:
@@ -314,6 +323,45 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def proxy_networks(text: str) -> tuple:
+    """The networks of ``trusted_proxies`` (an address is a network of one).
+
+    Raises:
+        ConfigError: an entry that is no address or network.
+    """
+    networks = []
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise ConfigError(f"trusted_proxies {entry!r}: expected an address or a network "
+                              "(10.0.0.0/8)") from None  # fmt: skip
+    return tuple(networks)
+
+
+def client_address(peer: str, forwarded: str | None, trusted: tuple) -> str:
+    """Who a request comes from: ``peer`` (its connection's address), or, when ``peer`` is a
+    trusted proxy, the nearest address of its ``X-Forwarded-For`` (read from the right, each
+    trusted proxy skipped) that is not one: what a client writes there itself is only ever
+    to the left of what the proxies add."""
+    def is_trusted(address: str) -> bool | None:  # None: not an address
+        try:
+            ip = ipaddress.ip_address(address.strip("[]"))
+        except ValueError:
+            return None
+        return any(ip in network for network in trusted)
+
+    if not trusted or not forwarded or not is_trusted(peer):
+        return peer
+    for hop in reversed([part.strip() for part in forwarded.split(",")]):
+        verdict = is_trusted(hop)
+        if verdict is None:  # not an address: nothing further left can be believed
+            break
+        if not verdict:
+            return hop
+    return peer
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(ServeSettings)}
@@ -387,9 +435,10 @@ BEYOND_LOOPBACK = (
     "--allow-anonymous-remote) and --tls-cert with --tls-key (without them tokens and login "
     "cookies cross the network readable; --client-ca asks clients for certificates). The "
     "metrics port asks no token: keep --metrics-listen on the loopback or behind a firewall. "
-    "Behind a load balancer or reverse proxy every connection comes from its address: raise "
-    "--http-max-connections-per-peer, --max-watch-streams-per-peer and --http-login-rps (0: "
-    "no cap). The start-up log says, for each port, what it exposes and who can reach it.")
+    "Behind a load balancer or reverse proxy every connection comes from its address: give "
+    "--trusted-proxies its address (its X-Forwarded-For then names the client), and raise "
+    "--http-max-connections-per-peer (0: no cap). The start-up log says, for each port, what "
+    "it exposes and who can reach it.")
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:

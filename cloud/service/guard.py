@@ -26,6 +26,7 @@ import grpc
 from grpc_health.v1 import health
 
 from semcodec.cloud.service.auth import OPEN_METHODS, wrap_handler
+from semcodec.cloud.service.config import client_address
 from semcodec.cloud.service.errors import brief
 
 #: The longest log record the service writes, characters (before the handler's prefix).
@@ -93,14 +94,17 @@ class CallGuard(grpc.aio.ServerInterceptor):
         on_refused: called with the status name of each refused call.
         max_watch_streams: concurrent health ``Watch`` calls (0: no cap).
         max_watch_per_peer: concurrent health ``Watch`` calls from one address (0: no cap).
+        trusted: networks of proxies whose ``x-forwarded-for`` names the caller's address
+            (:func:`~cloud.service.config.client_address`; empty: the connection's).
     """
 
     def __init__(self, max_open_streams: int, max_calls_per_peer: int = 0,
                  on_refused=None, max_watch_streams: int = 0,
-                 max_watch_per_peer: int = 0) -> None:  # fmt: skip
+                 max_watch_per_peer: int = 0, trusted: tuple = ()) -> None:  # fmt: skip
         self.caps = {"reflection": max_open_streams, "watch": max_watch_streams}
         self.max_calls_per_peer = max_calls_per_peer
         self.max_watch_per_peer = max_watch_per_peer
+        self.trusted = trusted
         self.on_refused = on_refused
         self.open = {"reflection": 0, "watch": 0}
         self.per_peer: collections.Counter[str] = collections.Counter()
@@ -122,9 +126,18 @@ class CallGuard(grpc.aio.ServerInterceptor):
             return handler
         return wrap_handler(handler, lambda fn, streaming: self._guarded(fn, streaming, pool))
 
-    def _enter(self, context, pool: str | None) -> str | None:
-        """Counts a call in; returns why it is refused (None: taken)."""
+    def peer_of(self, context) -> str:
+        """The address a call is counted under: its connection's, or behind a trusted proxy
+        the one its ``x-forwarded-for`` names."""
         peer = _address(context.peer())
+        if not self.trusted:
+            return peer
+        forwarded = next((value for key, value in context.invocation_metadata() or ()
+                          if key == "x-forwarded-for"), None)  # fmt: skip
+        return client_address(peer, forwarded, self.trusted)
+
+    def _enter(self, peer: str, pool: str | None) -> str | None:
+        """Counts a call from ``peer`` in; returns why it is refused (None: taken)."""
         if pool and self.caps[pool] and self.open[pool] >= self.caps[pool]:
             setting = next(name for kind, name in POOLS.values() if kind == pool)
             return (f"{self.open[pool]} unauthenticated {pool} streams are open, the "
@@ -143,8 +156,7 @@ class CallGuard(grpc.aio.ServerInterceptor):
         self.per_peer[peer] += 1
         return None
 
-    def _leave(self, context, pool: str | None) -> None:
-        peer = _address(context.peer())
+    def _leave(self, peer: str, pool: str | None) -> None:
         if pool:
             self.open[pool] -= 1
         if pool == "watch" and self.max_watch_per_peer:
@@ -162,25 +174,27 @@ class CallGuard(grpc.aio.ServerInterceptor):
         if streaming:
 
             async def stream(request, context):
-                why = guard._enter(context, pool)
+                peer = guard.peer_of(context)
+                why = guard._enter(peer, pool)
                 if why is not None:
                     await refuse(context, why)
                 try:
                     async for reply in _replies(fn(request, context)):
                         yield reply
                 finally:
-                    guard._leave(context, pool)
+                    guard._leave(peer, pool)
 
             return stream
 
         async def call(request, context):
-            why = guard._enter(context, pool)
+            peer = guard.peer_of(context)
+            why = guard._enter(peer, pool)
             if why is not None:
                 await refuse(context, why)
             try:
                 return await fn(request, context)
             finally:
-                guard._leave(context, pool)
+                guard._leave(peer, pool)
 
         return call
 

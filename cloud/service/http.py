@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from semcodec.cloud.service.auth import DEFAULT_TENANT, TokenTable
-from semcodec.cloud.service.config import is_loopback
+from semcodec.cloud.service.config import client_address, is_loopback
 from semcodec.cloud.service.errors import ServiceError
 from semcodec.cloud.service.front import (
     ConnectionGate,
@@ -102,6 +102,8 @@ class HttpSettings:
             429; 0: no limit).
         login_rps: ``POST /login`` per second from one address (``LOGIN_BURST`` at once;
             past it 429 at once; 0: no limit).
+        trusted: networks of proxies whose ``X-Forwarded-For`` names the client's address
+            (for the logins' pace and the refusals' log; empty: the connection's).
     """
 
     tenant_max_viewers: int = 8
@@ -117,6 +119,7 @@ class HttpSettings:
     tenant_rps: float = 20.0
     tenant_burst: int = 40
     login_rps: float = 1.0
+    trusted: tuple = ()
 
 
 class Viewers:
@@ -299,8 +302,14 @@ class FrontDoor:
     def _refuse(self, request: web.Request, kind, reason: str, text: str, **kw):
         """The refusal ``kind`` (an aiohttp HTTP exception class) to raise, counted under
         ``reason`` (the metrics' label) and logged at most once a second per peer."""
-        self.refusals.count(request.remote or "?", reason, kind.status_code)
+        self.refusals.count(self._client(request), reason, kind.status_code)
         return kind(text=text + "\n", **kw)
+
+    def _client(self, request: web.Request) -> str:
+        """The client's address: the connection's, or behind a trusted proxy the one its
+        ``X-Forwarded-For`` names."""
+        return client_address(request.remote or "?", request.headers.get("X-Forwarded-For"),
+                              self.settings.trusted)  # fmt: skip
 
     def _host_known(self, host: str | None) -> bool:
         """Whether a ``Host`` header names this server as the loopback does: a page of
@@ -374,7 +383,7 @@ class FrontDoor:
                             headers={"Referrer-Policy": "same-origin"})
 
     async def login(self, request: web.Request) -> web.Response:
-        if not await self.login_paces.turn(request.remote or "?"):
+        if not await self.login_paces.turn(self._client(request)):
             raise self._refuse(request, web.HTTPTooManyRequests, "login_rate",
                                "429: too many logins from this address (http_login_rps)",
                                headers={"Retry-After": "1"})  # fmt: skip

@@ -31,6 +31,7 @@ from semcodec.cloud.service.config import (
     ConfigError,
     ServeSettings,
     is_loopback,
+    proxy_networks,
     split_host_port,
 )
 from semcodec.cloud.service.decode import DecodeSettings
@@ -214,7 +215,8 @@ class DecoderServer:
     def _make_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         guard = CallGuard(self.settings.max_open_streams, self.settings.max_calls_per_peer,
                           self.metrics.error, self.settings.max_watch_streams,
-                          self.settings.max_watch_streams_per_peer)  # fmt: skip
+                          self.settings.max_watch_streams_per_peer,
+                          proxy_networks(self.settings.trusted_proxies))  # fmt: skip
         if self._tokens is None:
             return [guard]
         table = TokenTable(self._tokens)
@@ -271,7 +273,8 @@ class DecoderServer:
                             settings.http_keepalive_s, most,
                             settings.http_max_connections_per_peer,
                             settings.http_tenant_rps, settings.http_tenant_burst,
-                            settings.http_login_rps)  # fmt: skip
+                            settings.http_login_rps,
+                            proxy_networks(settings.trusted_proxies))  # fmt: skip
         self.http_caps = (most, settings.http_max_connections_per_peer)
         self.front_door = FrontDoor(self.manager, self._tokens, http, self._pool)
         self.metrics.bind_front(self.front_door)
