@@ -214,11 +214,13 @@ def test_encoder_target_changes_mid_stream_and_lowers_the_cost(sample_frames):
     except ModelNotFoundError as exc:
         pytest.skip(f"the person detector is not available: {exc}")
     cost = {"high": 0, "low": 0}
-    for k, frame in enumerate(frames):
+    for k, frame in enumerate(frames):  # the first frame (the split) at the same target
         if k == 1:
             low.set_target_bps(0.01 * size[0] * size[1] * 7.0)
-        cost["high"] += len(high.encode_frame(frame)[0].to_bytes()) if k else 0
-        cost["low"] += len(low.encode_frame(frame)[0].to_bytes()) if k else 0
+        high_bytes = len(high.encode_frame(frame)[0].to_bytes())
+        low_bytes = len(low.encode_frame(frame)[0].to_bytes())
+        cost["high"] += high_bytes if k else 0
+        cost["low"] += low_bytes if k else 0
     assert cost["low"] < cost["high"]
     assert low.header(4) == high.header(4)  # the header keeps the starting target
     with pytest.raises(ValueError, match="no rate control"):

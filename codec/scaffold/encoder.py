@@ -233,10 +233,10 @@ class ScaffoldEncoder:
             substreams.append(SubStream(SubStreamType.KEYFRAME_IMAGE, data))
             spread = len(data) if self._index > 0 else 0
             scaffold.keyframe = data
-        else:
-            self.plate.feed(frame)
         with StageTimer(stats, "detect"):
             tracks = self._people(frame, number)
+        if not is_key:  # the background model votes with the pixels free of people
+            self.plate.feed(frame, tracks.boxes)
         if self._coders.boxes is not None:
             tracks = self._smooth(tracks)
         scaffold.tracks = tracks
@@ -330,7 +330,7 @@ class ScaffoldEncoder:
             self.config = dataclasses.replace(self.config, detector_tiles=self.profile.tiles)
             self._people.detector = detector.with_config(
                 dataclasses.replace(detector.config, tiles=self.profile.tiles))
-        self.plate.prime(frames)
+        self.plate.prime(frames, self.profile)
         if self.profile is not None:
             self._split_budget(frames)
         self._resolve_plate_refine()

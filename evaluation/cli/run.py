@@ -37,7 +37,7 @@ from semcodec.evaluation.cli.common import (
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Adds the ``run``, ``report``, ``sidebyside`` parsers."""
+    """Adds the ``run``, ``report``, ``figures``, ``sidebyside``, ``plate`` parsers."""
     from semcodec.evaluation.bench.options import PROTOCOLS, STEADY_INTRA_PERIOD
 
     run = sub.add_parser(
@@ -294,6 +294,27 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                       help="frames between intra frames, as for `run`")  # fmt: skip
     side.add_argument("-o", "--output", type=Path, required=True, help="the PNG to write")
     side.set_defaults(handler=cmd_sidebyside)
+    plate = sub.add_parser(
+        "plate",
+        help="is the plate clean? a level-1 stream's plates against the clip's person-free "
+        "median",
+        description="Encodes the clip with the scaffold --setting, decodes it and checks each "
+        "plate the decoder holds against the median of the clip's frames where no "
+        "ground-truth person stands: the mean luma difference, and the blobs (regions whose "
+        "luma is off by more than 40 levels: a person or their ghost kept in the plate). "
+        "Writes the last plate, the reference and the blobs in red to -o.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    add_verbosity(plate)
+    plate.add_argument("--data", required=True, help="the sequence (with ground truth)")
+    plate.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
+    plate.add_argument("--start", type=positive_int, default=1, help="first frame read (1-based)")
+    plate.add_argument("--frames", type=positive_int, metavar="N", help="frames read")
+    plate.add_argument("--camera-transform", type=camera_transform, default="none",
+                       metavar="SPEC", help=CAMERA_TRANSFORM_HELP)  # fmt: skip
+    plate.add_argument("--setting", default="level=1", help="the scaffold setting to check")
+    plate.add_argument("-o", "--output", type=Path, help="the PNG of the last plate")
+    plate.set_defaults(handler=cmd_plate)
 
 
 def _explicit_settings(args: argparse.Namespace) -> dict[str, list[str]]:
@@ -442,6 +463,35 @@ def cmd_sidebyside(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     log.info("wrote %s", write_png(picture, args.output))
+    return 0
+
+
+def cmd_plate(args: argparse.Namespace) -> int:
+    from semcodec.codec.core.sources import resolve_data_path
+    from semcodec.evaluation.bench.plate import check_plates
+    from semcodec.evaluation.bench.sidebyside import write_png
+    from semcodec.evaluation.data.sequences import load_sequence
+
+    if args.output is not None and not args.output.parent.is_dir():
+        raise UsageError(f"-o {args.output}: the folder {args.output.parent} does not exist")
+    path = str(resolve_data_path(args.data, args.data_dir))
+    options = () if args.camera_transform == "none" else (("camera_transform",
+                                                             args.camera_transform),)
+    pixels, info, gt = load_sequence(path, args.frames, options, start=args.start)
+    if gt is None:
+        raise UsageError(f"--data {args.data}: has no ground truth to find its people by")
+    try:
+        rows = check_plates(pixels, gt, info.fps, args.setting)
+    except ValueError as exc:
+        raise UsageError(f"--setting {args.setting}: {exc}") from None
+    for row in rows:
+        print(f"frame {row['frame']}: luma error {row['luma_error']:.2f} levels, blobs "
+              f"{row['blobs']} covering {row['blob_share']:.2%} of the judged "
+              f"{row['judged']:.0%} of the frame")  # fmt: skip
+    if rows:
+        print(rows[0]["profile"])
+    if rows and args.output is not None:
+        log.info("wrote %s", write_png(rows[-1]["picture"], args.output))
     return 0
 
 

@@ -87,7 +87,7 @@ class ScaffoldCodec(Codec):
         return f"{self.name}@{rest}" if rest.params else self.name
 
     def check_setting(self, setting: Setting) -> None:
-        self._level(setting)
+        self.level_config(setting)
         self.decoder_of(setting)
 
     def decoder_of(self, setting: Setting):
@@ -110,7 +110,7 @@ class ScaffoldCodec(Codec):
                                "pose; it needs a stream with pose_every >= 1")  # fmt: skip
         return spec
 
-    def _level(self, setting: Setting):
+    def level_config(self, setting: Setting):
         """The level config of ``setting``: ``level=N`` plus any :class:`LevelConfig` field
         as an override (``level=1,target_bpp=0.003,detect_every=2``)."""
         from semcodec.codec.scaffold.levels import LEVELS, LevelConfig
@@ -151,7 +151,7 @@ class ScaffoldCodec(Codec):
         from semcodec.evaluation.codecs.baselines import check_frames
 
         frames = check_frames(frames)
-        config = self._level(setting)
+        config = self.level_config(setting)
         key = _stream_key(frames, config, fps, measured_from, self.models_dir)
         if key in _LAST_STREAM:
             if progress is not None:

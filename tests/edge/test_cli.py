@@ -103,7 +103,10 @@ def test_help_has_no_none_defaults(capsys):
     assert DefaultsHelpFormatter is not None
 
 
-def test_rate_targets_reach_the_level_config(tmp_path, sample_dir, monkeypatch, capsys):
+@pytest.fixture
+def encoded_configs(monkeypatch) -> list:
+    """The level configs ``encode`` codes with, in order (the coding itself skipped: each
+    writes a one-byte file)."""
     import semcodec.codec.scaffold.codec as scaffold_codec
     from semcodec.codec.scaffold.codec import EncoderStats
 
@@ -115,6 +118,11 @@ def test_rate_targets_reach_the_level_config(tmp_path, sample_dir, monkeypatch, 
         return EncoderStats(frames=sum(1 for _ in frames))
 
     monkeypatch.setattr(scaffold_codec, "encode_to_file", fake_encode)
+    return seen
+
+
+def test_rate_targets_reach_the_level_config(tmp_path, sample_dir, encoded_configs, capsys):
+    seen = encoded_configs
     out = str(tmp_path / "x.semc")
     assert main(["encode", str(sample_dir), "-o", out, "--frames", "2", "-q"]) == 0
     assert main(["encode", str(sample_dir), "-o", out, "--frames", "2", "-q",
@@ -170,18 +178,8 @@ def test_the_decoder_is_a_scaffold_stream_option(sample_dir, tmp_path, capsys):
 
 
 def test_the_priority_reaches_the_level_config_and_is_refused_where_it_cannot_apply(
-        tmp_path, sample_dir, monkeypatch, capsys):  # fmt: skip
-    import semcodec.codec.scaffold.codec as scaffold_codec
-    from semcodec.codec.scaffold.codec import EncoderStats
-
-    seen = []
-
-    def fake_encode(path, frames, config, fps, size, total, *args):
-        seen.append(config)
-        Path(path).write_bytes(b"x")
-        return EncoderStats(frames=sum(1 for _ in frames))
-
-    monkeypatch.setattr(scaffold_codec, "encode_to_file", fake_encode)
+        tmp_path, sample_dir, encoded_configs, capsys):  # fmt: skip
+    seen = encoded_configs
     out = tmp_path / "x.semc"
     for priority in ("scene", "balanced"):
         assert main(["encode", str(sample_dir), "-o", str(out), "--frames", "2", "-q",

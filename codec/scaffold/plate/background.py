@@ -17,6 +17,14 @@ frames until they are coded).
 A person standing still for most of the window stays in the plate (the decoder draws people
 over the plate anyway); people who walk through are gone (see the README's side-by-side
 pictures of PETS09-S2L1-full and TUD-Stadtmitte, whose plates show no walker).
+
+**Person-free pixels.** A person who stands for half the window stays in a plain median (a
+dark blob where they stood). With the boxes of the people the edge tracked on a frame
+(:meth:`BackgroundModel.update` / :meth:`BackgroundModel.prime` given boxes), the pixels
+inside them (grown by :data:`BOX_GROWTH`) are left out of that frame's vote: the plate is the
+median of each pixel's person-free samples among the frames whose people are known. A pixel
+no such frame shows free is filled from the free pixels around it (``cv2.inpaint``) rather
+than kept from a person. Without any frame of known people the plate is the plain median.
 """
 
 from __future__ import annotations
@@ -25,6 +33,12 @@ from collections import deque
 
 import cv2
 import numpy as np
+
+#: A person's box is grown by this factor about its centre before its pixels are left out
+#: of the plate's vote (boxes are tight: arms, shadows and the detector's jitter).
+BOX_GROWTH = 1.2
+#: Radius (plate pixels) of the inpainting that fills what no frame showed free.
+INPAINT_RADIUS = 5
 
 
 class BackgroundModel:
@@ -45,7 +59,10 @@ class BackgroundModel:
         self.plate_size = (width, height)
         self.window, self.stride = int(window), int(stride)
         self._frames: deque[np.ndarray] = deque(maxlen=self.window)
+        #: per frame held: the ``(h, w)`` bool pixels of its people (None: not known)
+        self._people: deque[np.ndarray | None] = deque(maxlen=self.window)
         self._seen = 0
+        self._plate: np.ndarray | None = None  # cached until a frame comes or goes
 
     def __len__(self) -> int:
         """Frames held now."""
@@ -54,21 +71,46 @@ class BackgroundModel:
     def reset(self) -> None:
         """Forgets every frame (a scene change: the old background is no longer valid)."""
         self._frames.clear()
+        self._people.clear()
         self._seen = 0
+        self._plate = None
 
-    def update(self, frame: np.ndarray) -> None:
-        """Feeds the next ``(H, W, 3)`` uint8 frame (kept when it falls on the stride)."""
+    def update(self, frame: np.ndarray, boxes: np.ndarray | None = None) -> None:
+        """Feeds the next ``(H, W, 3)`` uint8 frame (kept when it falls on the stride), with
+        the ``(N, 4)`` boxes (frame pixels) of its people when they are known."""
         if self._seen % self.stride == 0:
-            self._frames.append(self._shrink(frame))
+            self._keep(frame, boxes)
         self._seen += 1
 
-    def prime(self, frames) -> None:
+    def prime(self, frames, people: dict | None = None) -> None:
         """Feeds look-ahead frames (a sequence of ``(H, W, 3)`` uint8) before the stream
-        starts, spread over the window: at most ``window`` of them are kept, evenly spaced."""
-        frames = list(frames)
+        starts, spread over the window: at most ``window`` of them are kept, evenly spaced
+        (those of ``people``, ``{index: (N, 4) boxes}``, first: their people are known)."""
+        frames, people = list(frames), people or {}
         step = max(1, -(-len(frames) // self.window))  # ceil
-        for frame in frames[::step]:
-            self._frames.append(self._shrink(frame))
+        chosen = sorted(set(range(0, len(frames), step)) | set(people))
+        for index in chosen[-self.window:]:
+            self._keep(frames[index], people.get(index))
+
+    def _keep(self, frame: np.ndarray, boxes: np.ndarray | None) -> None:
+        shrunk = self._shrink(frame)
+        self._frames.append(shrunk)
+        self._people.append(None if boxes is None else self._mask(boxes, frame.shape))
+        self._plate = None
+
+    def _mask(self, boxes: np.ndarray, shape: tuple) -> np.ndarray:
+        """``(h, w)`` bool: the plate pixels inside ``boxes`` (frame pixels of a frame of
+        ``shape``) grown by :data:`BOX_GROWTH`."""
+        width, height = self.plate_size
+        sx, sy = width / shape[1], height / shape[0]
+        mask = np.zeros((height, width), bool)
+        for x1, y1, x2, y2 in np.asarray(boxes, np.float64).reshape(-1, 4):
+            cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+            hw, hh = (x2 - x1) * BOX_GROWTH / 2, (y2 - y1) * BOX_GROWTH / 2
+            c0, c1 = max(0, int((cx - hw) * sx)), min(width, int(np.ceil((cx + hw) * sx)))
+            r0, r1 = max(0, int((cy - hh) * sy)), min(height, int(np.ceil((cy + hh) * sy)))
+            mask[r0:r1, c0:c1] = True
+        return mask
 
     def plate(self) -> np.ndarray:
         """``(h, w, 3)`` uint8 per-pixel median of the frames held (at ``plate_size``).
@@ -78,11 +120,36 @@ class BackgroundModel:
         """
         if not self._frames:
             raise ValueError("the background model has seen no frame yet")
+        if self._plate is None:
+            known = [k for k, mask in enumerate(self._people) if mask is not None]
+            self._plate = self._free_median(known) if known else self._median()
+        return self._plate
+
+    def _median(self) -> np.ndarray:
         stack = np.stack(self._frames)
         # median of uint8 values: the middle along time (the lower one for even counts),
         # which stays an exact uint8 and is deterministic
         middle = (len(stack) - 1) // 2
         return np.ascontiguousarray(np.partition(stack, middle, axis=0)[middle])
+
+    def _free_median(self, known: list[int]) -> np.ndarray:
+        """Per pixel, the (lower) median of its person-free samples among the frames
+        ``known`` (indices of frames whose people are known); pixels without one are
+        inpainted from the rest."""
+        stack = np.stack([self._frames[k] for k in known]).astype(np.int16)
+        taken = np.stack([self._people[k] for k in known])
+        stack[taken] = 1024  # sorts after every pixel value
+        free = (~taken).sum(axis=0)
+        ordered = np.sort(stack, axis=0)
+        middle = np.maximum(free - 1, 0) // 2
+        plate = np.take_along_axis(ordered, middle[None, :, :, None].repeat(3, axis=3),
+                                   axis=0)[0]  # fmt: skip
+        holes = free == 0
+        plate = np.where(holes[..., None], self._median(), plate).astype(np.uint8)
+        if holes.any():
+            plate = cv2.inpaint(plate, holes.astype(np.uint8), INPAINT_RADIUS,
+                                cv2.INPAINT_TELEA)  # fmt: skip
+        return np.ascontiguousarray(plate)
 
     def _shrink(self, frame: np.ndarray) -> np.ndarray:
         if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:

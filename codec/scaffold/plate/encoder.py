@@ -115,10 +115,19 @@ class PlateEncoder:
         """Frames the background model's window spans (0 without one)."""
         return 0 if self.background is None else self.background.window * self.background.stride
 
-    def prime(self, frames: Sequence[np.ndarray]) -> None:
-        """Feeds look-ahead frames to the background model (the first plate is person-free)."""
-        if self.background is not None:
-            self.background.prime(frames)
+    def prime(self, frames: Sequence[np.ndarray], profile=None) -> None:
+        """Feeds look-ahead frames to the background model, with the people the camera's
+        ``profile`` saw on some of them (the first plate is built from person-free
+        pixels)."""
+        if self.background is None:
+            return
+        people: dict[int, list] = {}
+        if profile is not None:
+            people = {int(i): [] for i in profile.frames}
+            for index, box in profile.samples:
+                people.setdefault(int(index), []).append(box)
+        self.background.prime(frames, {i: np.array(b, np.float64).reshape(-1, 4)
+                                       for i, b in people.items()})  # fmt: skip
 
     def choose_split(self, frames: Sequence[np.ndarray], profile, priority: str,
                      references: bool):  # fmt: skip
@@ -216,10 +225,11 @@ class PlateEncoder:
 
     # ------------------------------------------------------------------ per frame
 
-    def feed(self, frame: np.ndarray) -> None:
-        """A frame that is not a keyframe: the background model sees it."""
+    def feed(self, frame: np.ndarray, boxes: np.ndarray | None = None) -> None:
+        """A frame that is not a keyframe: the background model sees it, with the
+        ``(N, 4)`` boxes (frame pixels) of its people."""
         if self.background is not None:
-            self.background.update(frame)
+            self.background.update(frame, boxes)
 
     def keyframe(self, frame: np.ndarray, cut: bool) -> bytes:
         """The intra-coded keyframe picture of a keyframe unit: the frame, or the background

@@ -1,0 +1,54 @@
+"""The plate is built from person-free pixels (issue 51): a person standing for most of the
+window leaves no blob when the edge's boxes are known, and what no frame shows free is
+filled from around it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from semcodec.codec.scaffold.plate.background import BackgroundModel
+
+BACKGROUND = 90
+PERSON = 20  # a dark coat
+
+
+def _scene(t: int, stands_until: int) -> tuple[np.ndarray, np.ndarray]:
+    """A 40x30 frame: a flat background, a dark person standing at x 10-16 for frames
+    before ``stands_until``, then walking off to the right; and their box."""
+    frame = np.full((30, 40, 3), BACKGROUND, np.uint8)
+    x = 10 if t < stands_until else 10 + 5 * (t - stands_until + 1)
+    frame[5:25, x : x + 6] = PERSON
+    return frame, np.array([[x, 5, x + 6, 25]], np.float64)
+
+
+def test_a_person_standing_most_of_the_window_stays_in_a_plain_median():
+    model = BackgroundModel((40, 30), window=9, stride=1)
+    for t in range(9):
+        model.update(_scene(t, stands_until=6)[0])
+    assert model.plate()[15, 12, 0] == PERSON  # the dark blob where they stood
+
+
+def test_the_boxes_leave_the_person_out_of_the_vote():
+    model = BackgroundModel((40, 30), window=9, stride=1)
+    for t in range(9):
+        model.update(*_scene(t, stands_until=6))
+    np.testing.assert_array_equal(model.plate(), np.full((30, 40, 3), BACKGROUND, np.uint8))
+
+
+def test_pixels_no_frame_shows_free_are_filled_from_around_them():
+    model = BackgroundModel((40, 30), window=4, stride=1)
+    for t in range(4):
+        model.update(*_scene(t, stands_until=10))  # never moves
+    plate = model.plate()
+    assert abs(int(plate[15, 12, 0]) - BACKGROUND) <= 3  # inpainted, not the coat
+    assert (plate[:, 30:] == BACKGROUND).all()
+
+
+def test_primed_frames_use_the_people_known_on_them():
+    frames, boxes = zip(*(_scene(t, stands_until=6) for t in range(9)), strict=True)
+    model = BackgroundModel((40, 30), window=9, stride=1)
+    model.prime(frames, {0: boxes[0], 3: boxes[3], 7: boxes[7]})
+    # three frames with known people: the person is left out of each, the plate is clean
+    np.testing.assert_array_equal(model.plate(), np.full((30, 40, 3), BACKGROUND, np.uint8))
+    model.update(*_scene(9, stands_until=6))  # a new frame: the plate is computed again
+    assert model.plate().shape == (30, 40, 3)
