@@ -147,8 +147,8 @@ def _add_encoder_arguments(enc: argparse.ArgumentParser) -> None:
                      help="level 1: how the rate target is split between the background "
                      "plate and the people's references, chosen per camera from its start-up "
                      "frames by each part's error per byte, weighed by a viewer's attention: "
-                     "people (half of it on the people, the default), balanced (every pixel "
-                     "alike), scene (a quarter of the people's pixels); the choice is in the "
+                     "people (half of it on the people), balanced (every pixel alike, the "
+                     "default), scene (a quarter of the people's pixels); the choice is in the "
                      "profile line")  # fmt: skip
     enc.add_argument("--threads", type=positive_int,
                      help="CPU threads per model (default: the CPUs this process may use; "

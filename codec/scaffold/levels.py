@@ -111,7 +111,9 @@ class LevelConfig:
         priority: how the edge splits a rate target between the plate and the people
             (:data:`PRIORITIES`): ``people`` gives them half of a viewer's attention,
             ``balanced`` their area's share, ``scene`` a quarter of that (the weights of
-            their error against the plate's); the split is chosen per camera from its
+            their error against the plate's; the default, ``balanced``, measured best on
+            the short-clip protocol: docs/journal.md, issue 51); the split is chosen per
+            camera from its
             start-up frames (``codec.scaffold.plate.share.choose_split``) and sets the first
             plate's share and the references' quality (``appearance_quality`` in the header).
             Only a level that splits a budget (:attr:`splits_budget`) takes another than the
@@ -151,7 +153,7 @@ class LevelConfig:
     pose_steps: int = 16
     pose_refresh: bool = True
     track_low_score: float = 0.0
-    priority: str = "people"
+    priority: str = "balanced"
 
     def __post_init__(self) -> None:
         if self.level not in LEVEL_NUMBERS:
@@ -296,7 +298,7 @@ LEVEL1_TRACK_LOW_SCORE = 0.2
 #: What the edge favours when it splits a rate target between the plate and the people
 #: (:attr:`LevelConfig.priority`; the weights: ``codec.scaffold.plate.share.PRIORITY_ATTENTION``).
 PRIORITIES = ("people", "balanced", "scene")
-DEFAULT_PRIORITY = "people"
+DEFAULT_PRIORITY = "balanced"
 #: What a keyframe picture can be (see :attr:`LevelConfig.plate`).
 PLATES = ("frame", "median")
 

@@ -67,8 +67,8 @@ def test_reference_points_grow_in_bytes_and_shrink_in_error_with_quality(sample_
 def test_a_priority_is_refused_where_no_budget_is_split(level):
     with pytest.raises(ValueError, match="priority=scene needs a budget"):
         level_config(level, priority="scene")
-    with pytest.raises(ValueError, match="priority=balanced needs a budget"):
-        level_config(1, target_bpp=0.0, priority="balanced")
+    with pytest.raises(ValueError, match="priority=people needs a budget"):
+        level_config(1, target_bpp=0.0, priority="people")
 
 
 def test_an_unknown_priority_is_refused_and_the_header_keeps_a_chosen_one():
@@ -76,7 +76,7 @@ def test_an_unknown_priority_is_refused_and_the_header_keeps_a_chosen_one():
 
     with pytest.raises(ValueError, match="priority must be one of people, balanced, scene"):
         level_config(1, priority="faces")
-    assert "priority" not in level_config(1).to_dict()  # the default: omitted
+    assert "priority" not in level_config(1).to_dict()  # the default (balanced): omitted
     kept = level_config(1, priority="scene").to_dict()
     assert kept["priority"] == "scene"
     assert LevelConfig.from_dict(kept).priority == "scene"

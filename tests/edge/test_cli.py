@@ -181,11 +181,11 @@ def test_the_priority_reaches_the_level_config_and_is_refused_where_it_cannot_ap
         tmp_path, sample_dir, encoded_configs, capsys):  # fmt: skip
     seen = encoded_configs
     out = tmp_path / "x.semc"
-    for priority in ("scene", "balanced"):
+    for priority in ("scene", "people"):
         assert main(["encode", str(sample_dir), "-o", str(out), "--frames", "2", "-q",
                      "--priority", priority]) == 0  # fmt: skip
     assert main(["encode", str(sample_dir), "-o", str(out), "--frames", "2", "-q"]) == 0
-    assert [c.priority for c in seen] == ["scene", "balanced", "people"]
+    assert [c.priority for c in seen] == ["scene", "people", "balanced"]
     out.unlink()
     assert main(["encode", str(sample_dir), "-o", str(out), "--level", "2",
                  "--priority", "scene"]) == 2  # fmt: skip
