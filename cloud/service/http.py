@@ -339,9 +339,9 @@ class FrontDoor:
 
     async def _listing(self, tenant: str) -> list:
         """The tenant's sessions: from the session manager's index, in memory (read from
-        disk in the pool only the first time a tenant asks)."""
-        if self.manager.indexed(tenant):
-            return self.manager.listing(tenant)
+        disk only the first time a tenant asks), in the pool all the same: the manager's
+        lock may be held by a session being created (its files written and fsynced), and
+        the event loop never waits for it."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, self.manager.listing, tenant)
 

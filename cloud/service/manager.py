@@ -467,11 +467,6 @@ class SessionManager:
             raise SessionNotFoundError(f"no live session {brief_id(session_id)}")
         return session
 
-    def indexed(self, tenant: str) -> bool:
-        """Whether ``tenant``'s sessions on disk are in the listing index (then
-        :meth:`listing` reads nothing from disk)."""
-        return tenant in self._index
-
     def _indexed(self, tenant: str, session_id: str, view: SessionView) -> None:
         """A session of ``tenant`` leaves memory: its view goes to the index, when the
         tenant's is made (call with ``_lock`` held)."""
