@@ -181,6 +181,7 @@ def _convolution(layer: NcnnLayer, arrays: dict[str, np.ndarray]) -> nn.Module:
     p = layer.get
     cout, kw = int(p(0, 0)), int(p(1, 0))
     kh = int(p(11, kw))
+    # (height, width): ncnn's 2 and 3 are the width's dilation and stride, 12 and 13 the height's
     dilation, stride = (int(p(12, p(2, 1))), int(p(2, 1))), (int(p(13, p(3, 1))), int(p(3, 1)))
     left = int(p(4, 0))
     pads = (left, int(p(15, left)), int(p(14, left)), int(p(16, p(14, left))))  # l, r, t, b
@@ -191,8 +192,7 @@ def _convolution(layer: NcnnLayer, arrays: dict[str, np.ndarray]) -> nn.Module:
     if cout <= 0 or weight.size % (cout * kh * kw):
         raise NcnnFormatError(f"layer {layer.name}: {weight.size} weights for {cout} outputs")
     cin = weight.size // (cout * kh * kw)
-    conv = nn.Conv2d(cin, cout, (kh, kw), stride=stride[::-1], dilation=dilation[::-1],
-                     bias="bias" in arrays)  # fmt: skip
+    conv = nn.Conv2d(cin, cout, (kh, kw), stride=stride, dilation=dilation, bias="bias" in arrays)
     conv.weight.data = torch.from_numpy(weight.reshape(cout, cin, kh, kw))
     if "bias" in arrays:
         conv.bias.data = torch.from_numpy(arrays["bias"])

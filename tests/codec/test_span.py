@@ -140,6 +140,21 @@ def test_a_hand_made_network_computes_its_known_answer(half):
         assert torch.allclose(graph(x), expected, atol=1e-5)
 
 
+def test_strides_dilations_and_pads_are_read_per_side():
+    """ncnn's 3 / 13 are the stride across / down, 2 / 12 the dilation, 4 / 15 / 14 / 16 the
+    padding left / right / top / bottom."""
+    text = ("7767517\n2 2\nInput in 0 1 data\n"
+            "Convolution c 1 1 data out 0=1 1=3 11=3 2=1 12=2 3=2 13=1 4=1 15=0 14=2 16=3 "
+            "5=0 6=9\n")  # fmt: skip
+    layers = read_param(text)
+    graph = NcnnGraph(layers, read_bin(layers, struct.pack("<I", 0) + np.ones(9, "<f4").tobytes()))
+    with torch.no_grad():
+        out = graph(torch.ones(1, 1, 10, 9))
+    # height: 10 + 2 + 3 padded, dilation 2 (5 rows seen), stride 1 -> 11; width: 9 + 1,
+    # dilation 1, stride 2 -> 4
+    assert out.shape == (1, 1, 11, 4)
+
+
 def test_files_it_cannot_read_are_refused():
     layers = read_param(_TINY_PARAM)
     weights = _tiny_bin(np.zeros((8, 2, 3, 3), np.float32), np.zeros(8, np.float32), False)
