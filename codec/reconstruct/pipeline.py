@@ -173,8 +173,9 @@ OPTIONS: dict[str, DecoderOption] = {o.key: o for o in (
                   "(edge setting pose_every)"),
     DecoderOption("sr", _choice(_upscalers), (), "NAME",
                   "the plate's super-resolution when the edge sent it smaller than the frame: "
-                  "bicubic (default), esrgan-slim, esrgan-medium, esrgan-slim-plates, "
-                  "esrgan-medium-plates (rising FLOPs and quality; fetched on first use)"),
+                  "bicubic (default), span-x2, span-x4 (SPAN, ncnn models from PyPI; the "
+                  "best measured on plates and people), esrgan-slim, esrgan-medium, "
+                  "esrgan-slim-plates, esrgan-medium-plates (fetched on first use)"),
     DecoderOption("device", _device, (), "DEVICE",
                   "where the decoder's networks run: cpu (default) or cuda (a GPU; the "
                   "person matte stays on the CPU)"),
