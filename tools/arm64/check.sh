@@ -73,15 +73,21 @@ PIP=("$HOST_PY" -m pip install --quiet --disable-pip-version-check --no-deps
      --only-binary=:all: "${PLATS[@]}" --python-version 3.11 --implementation cp
      --abi cp311 --abi abi3 --abi none)
 "$HOST_PY" "$REPO/tools/arm64/pins.py" > "$WORK/pins.txt"
-if ! cmp -s "$WORK/pins.txt" "$WORK/site.pins" 2>/dev/null; then
+# what site/ was built from: the pins and compressai's build (a change rebuilds it)
+{ cat "$WORK/pins.txt"; echo "# compressai extensions: -DNDEBUG -fwrapv -std=c++17 -O3"; } > "$WORK/site.want"
+if ! cmp -s "$WORK/site.want" "$WORK/site.pins" 2>/dev/null; then
   say "installing aarch64 wheels of $(wc -l < "$WORK/pins.txt") pinned packages (a few GB)"
   rm -rf "$WORK/site" "$WORK/site-cuda"
   grep -Ev '^(compressai|nvidia|cuda|triton)' "$WORK/pins.txt" > "$WORK/pins-site.txt"
   grep -E '^(nvidia|cuda|triton)' "$WORK/pins.txt" > "$WORK/pins-cuda.txt"
   $NICE "${PIP[@]}" --target "$WORK/site" -r "$WORK/pins-site.txt"
   $NICE "${PIP[@]}" --target "$WORK/site-cuda" -r "$WORK/pins-cuda.txt"
-  # compressai: its sdist's Python and its two extensions, cross-compiled as its setup.py
-  # builds them (-std=c++17 -O3, pybind11)
+  # compressai: its sdist's Python and its two extensions, cross-compiled as pip builds them
+  # from its setup.py: Python's own flags first (sysconfig's OPT: -DNDEBUG -fwrapv; -g left
+  # out), then setup.py's (-std=c++17 -O3, the ryg_rans headers) and pybind11's. -DNDEBUG
+  # matters: semcodec's tables carry an unreachable slot past 2**16 (codec/entropy/rans.py,
+  # CdfTable._native) that compressai's assert_cdfs would abort on; PyPI's x86_64 wheel is
+  # built without assertions, as pip builds it with CPython's flags (issue 52)
   version=$(sed -n 's/^compressai==//p' "$WORK/pins.txt")
   "$HOST_PY" -m pip download --quiet --no-deps --no-binary=:all: -d "$WORK/sdist" "compressai==$version"
   rm -rf "$WORK/src" && mkdir -p "$WORK/src"
@@ -89,14 +95,15 @@ if ! cmp -s "$WORK/pins.txt" "$WORK/site.pins" 2>/dev/null; then
   src=$WORK/src/compressai-$version
   export LD_LIBRARY_PATH=$TOOLS/usr/lib/x86_64-linux-gnu
   CXX=("$TOOLS/usr/bin/aarch64-linux-gnu-g++-12" --sysroot="$TOOLS" -shared -fPIC
-       -fvisibility=hidden -std=c++17 -O3 -I"$ROOT/usr/include/python3.11" -I"$ROOT/usr/include"
-       -I"$WORK/site/pybind11/include")
-  $NICE "${CXX[@]}" -I"$src/compressai/cpp_exts/rans" "$src/compressai/cpp_exts/rans/rans_interface.cpp" \
+       -fvisibility=hidden -DNDEBUG -fwrapv -Wall -std=c++17 -O3
+       -I"$ROOT/usr/include/python3.11" -I"$ROOT/usr/include" -I"$WORK/site/pybind11/include")
+  $NICE "${CXX[@]}" -I"$src/third_party/ryg_rans" -I"$src/compressai/cpp_exts/rans" \
+    "$src/compressai/cpp_exts/rans/rans_interface.cpp" \
     -o "$src/compressai/ans.cpython-311-aarch64-linux-gnu.so"
   $NICE "${CXX[@]}" "$src/compressai/cpp_exts/ops/ops.cpp" -o "$src/compressai/_CXX.cpython-311-aarch64-linux-gnu.so"
   unset LD_LIBRARY_PATH
   cp -r "$src/compressai" "$WORK/site/"
-  cp "$WORK/pins.txt" "$WORK/site.pins"
+  cp "$WORK/site.want" "$WORK/site.pins"
 fi
 
 # ------------------------------------------------------------------ this checkout's wheel
@@ -126,6 +133,16 @@ run_arm() {
     OMP_NUM_THREADS=1 $NICE "$QEMU" -L "$ROOT" "$ROOT/usr/bin/python3.11" "$@")
 }
 run_arm -c "import platform; assert platform.machine() == 'aarch64', platform.machine()"
+# the entropy coders' tables and rANS payloads first (seconds): a difference there is found
+# before the long runs
+say "the entropy tables and payloads on both"
+run_x86 "$REPO/tools/arm64/tables.py" > "$OUT/tables-x86_64.txt"
+run_arm "$REPO/tools/arm64/tables.py" > "$OUT/tables-arm64.txt"
+if ! diff <(tail -n +2 "$OUT/tables-x86_64.txt") <(tail -n +2 "$OUT/tables-arm64.txt") >&2; then
+  say "the entropy tables or payloads differ (above: x86_64 <, arm64 >)"
+  exit 1
+fi
+say "$(($(wc -l < "$OUT/tables-arm64.txt") - 1)) tables and payloads equal"
 for arch in x86_64 arm64; do
   runner=run_x86; [ "$arch" = arm64 ] && runner=run_arm
   for mode in level1 detect; do
