@@ -12,7 +12,8 @@ weights by an exact power-of-two scaling, or exact rational Laplacian weights), 
 largest-remainder quantiser in exact integer arithmetic. A table is therefore bit-identical on
 every machine; :meth:`CdfTable.sha256` names it.
 
-What compressai 1.2.8 does with bad input (measured; the C++ asserts are compiled out):
+What compressai 1.2.8 does with bad input (measured; the C++ asserts are compiled out, as in
+PyPI's wheels and pip's builds: a build with them is refused, see :func:`_check_release_build`):
 
 * ``RansEncoder.encode_with_indexes`` on 0 symbols segfaults and on 1 symbol corrupts the heap
   (its output buffer holds one 32-bit word per symbol but the flush alone writes two).
@@ -95,9 +96,29 @@ class EntropyCodingError(ValueError):
     """Invalid input to an entropy coder, or a payload that does not decode."""
 
 
+#: The text of compressai's ``assert_cdfs`` check that a build with assertions carries (one
+#: without -DNDEBUG: PyPI's wheels and pip's builds have none). Such a build aborts the process
+#: on :meth:`CdfTable._native`'s unreachable slot (``2**16 + 1``), so it is refused instead.
+_ASSERTING_BUILD = b"cdfs[i][cdfs_sizes[i] - 1] == (1 << precision)"
+
+
+def _check_release_build(path: str | Path | None) -> None:
+    """Raise :class:`RuntimeError` if the extension at ``path`` was built with assertions."""
+    try:
+        data = Path(path).read_bytes() if path is not None else b""
+    except OSError:
+        return
+    if _ASSERTING_BUILD in data:
+        raise RuntimeError(
+            f"{path}: compressai's rANS extension was built with C++ assertions (without "
+            "-DNDEBUG); its assert_cdfs aborts on semcodec's CDF tables. Rebuild it with "
+            "-DNDEBUG, as pip does (see tools/arm64/check.sh)"
+        )
+
+
 @cache
 def _ans():
-    """compressai's rANS extension module.
+    """compressai's rANS extension module, checked to be built without assertions.
 
     Loaded straight from its file when possible: ``import compressai`` also imports torch and
     its dataset modules (about 6 s on a loaded 2-core machine), none of which the coder needs.
@@ -105,6 +126,7 @@ def _ans():
     """
     loaded = sys.modules.get("compressai.ans")
     if loaded is not None:
+        _check_release_build(getattr(loaded, "__file__", None))
         return loaded
     spec = importlib.util.find_spec("compressai")
     for folder in (spec.submodule_search_locations or []) if spec else []:
@@ -113,11 +135,13 @@ def _ans():
             if path.is_file():
                 ext = importlib.util.spec_from_file_location("compressai.ans", path)
                 if ext is not None and ext.loader is not None:
+                    _check_release_build(path)
                     module = importlib.util.module_from_spec(ext)
                     ext.loader.exec_module(module)
                     return module
     from compressai import ans
 
+    _check_release_build(getattr(ans, "__file__", None))
     return ans
 
 
