@@ -145,11 +145,11 @@ def _add_encoder_arguments(enc: argparse.ArgumentParser) -> None:
                      "animate` (and --refiner). Default: none")  # fmt: skip
     enc.add_argument("--priority", choices=("people", "balanced", "scene"),
                      help="level 1: how the rate target is split between the background "
-                     "plate and the people's references, chosen per camera from its start-up "
-                     "frames by each part's error per byte, weighed by a viewer's attention: "
-                     "people (half of it on the people), balanced (every pixel alike, the "
-                     "default), scene (a quarter of the people's pixels); the choice is in the "
-                     "profile line")  # fmt: skip
+                     "plate and the people's references: balanced (the default: the plate "
+                     "takes the pixels' share, the references the level's quality); people "
+                     "or scene (chosen per camera from its start-up frames by each part's "
+                     "error per byte, the people weighed by half of a viewer's attention, or "
+                     "by a quarter of their area); the choice is in the profile line")  # fmt: skip
     enc.add_argument("--threads", type=positive_int,
                      help="CPU threads per model (default: the CPUs this process may use; "
                      "the bytes do not depend on it)")  # fmt: skip

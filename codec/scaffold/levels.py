@@ -109,15 +109,18 @@ class LevelConfig:
             their track; a weak false alarm cannot start one). 0: off, every detection
             below ``detector_threshold`` is dropped.
         priority: how the edge splits a rate target between the plate and the people
-            (:data:`PRIORITIES`): ``people`` gives them half of a viewer's attention,
-            ``balanced`` their area's share, ``scene`` a quarter of that (the weights of
-            their error against the plate's; the default, ``balanced``, measured best on
-            the short-clip protocol: docs/journal.md, issue 51); the split is chosen per
-            camera from its
-            start-up frames (``codec.scaffold.plate.share.choose_split``) and sets the first
-            plate's share and the references' quality (``appearance_quality`` in the header).
-            Only a level that splits a budget (:attr:`splits_budget`) takes another than the
-            default.
+            (:data:`PRIORITIES`). ``balanced`` (the default): the first plate takes the
+            pixels' share of the first window (each person's pixels counted at every
+            refresh) and the references the level's quality. ``people`` and ``scene``: the
+            split is chosen per camera from its start-up frames by each part's error per
+            byte (``codec.scaffold.plate.share.choose_split``), the people's error weighed
+            by half of a viewer's attention (``people``) or a quarter of their area
+            (``scene``); it sets the first plate's share and the references' quality
+            (``appearance_quality`` in the header). Measured on the short-clip protocol
+            (docs/journal.md, issue 51): ``people`` gives more MODA on most cameras and a
+            worse whole frame on all, and loses everything on the demo's small people, so it
+            is not the default. Only a level that splits a budget (:attr:`splits_budget`)
+            takes another than the default.
 
     ``pose_every``, ``pose_steps``, ``pose_refresh``, ``track_low_score`` and ``priority``
     are left out of

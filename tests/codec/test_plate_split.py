@@ -33,7 +33,6 @@ def test_the_attention_follows_the_priority():
 
     assert people_attention("people", 0.03) == 0.5  # a viewer watches the people
     assert people_attention("people", 0.8) == 0.8  # at least their area
-    assert people_attention("balanced", 0.03) == pytest.approx(0.03)
     assert people_attention("scene", 0.2) == pytest.approx(0.05)
 
 
@@ -103,3 +102,17 @@ def test_the_stream_carries_the_split_the_priority_chose(sample_dir):
         quality[priority] = chosen.appearance_quality
     assert plate["scene"] >= plate["people"]
     assert quality["scene"] <= quality["people"]
+
+
+def test_the_default_keeps_the_pixels_share_and_the_levels_reference_quality(sample_dir):
+    """balanced (the default) is the pixel rule: the first plate's share of the pixels each
+    part sends, the references at the level's quality (no error-per-byte choice)."""
+    from semcodec.codec.core.sources import open_source
+    from semcodec.codec.scaffold.codec import encode_frames
+    from semcodec.codec.scaffold.levels import LevelConfig
+
+    frames = open_source(sample_dir).read(start=1, count=20)
+    size = (frames.shape[2], frames.shape[1])
+    header, _, stats = encode_frames(frames, level_config(1), 7.0, size, num_frames=20)
+    assert "priority" not in stats.profile and "first plate 0.50 of the first" in stats.profile
+    assert LevelConfig.from_dict(dict(header.settings)).appearance_quality == 30

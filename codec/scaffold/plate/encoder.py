@@ -140,9 +140,10 @@ class PlateEncoder:
 
         Returns:
             The :class:`~codec.scaffold.plate.share.Split` (its ``quality`` is the
-            references'), or None: no rate-controlled median plate with ``references``, or
-            nobody seen (then the first plate takes the pixels' share,
-            :func:`~codec.scaffold.plate.share.cold_start_plate_share`).
+            references'), or None: no rate-controlled median plate with ``references``;
+            or ``priority`` ``balanced`` or nobody seen: then the first plate takes the
+            pixels' share (:func:`~codec.scaffold.plate.share.cold_start_plate_share`) and
+            the references keep the level's quality.
         """
         from semcodec.codec.scaffold.plate import share as split
         from semcodec.codec.scaffold.rate import WINDOW_S
@@ -154,11 +155,12 @@ class PlateEncoder:
         people = profile.people / max(1, len(profile.frames))
         self.person_area = split.person_area_fraction(profile.person_height, people,
                                                       self.frame_size)  # fmt: skip
-        if not profile.samples:
+        if priority == "balanced" or not profile.samples:
             share, sends = self._share_over(seconds)
             rate.first_plate_share = share
             self.stats.profile += (f"; first plate {share:.2f} of the first {seconds:.3g} s "
-                                   "(nobody seen: the pixels' share)")  # fmt: skip
+                                   f"(people cover {self.person_area:.1%} of the frame, each "
+                                   f"sent {sends:.2g} times)")  # fmt: skip
             return None
         picture = self._picture()
         window = rate.window_bytes

@@ -65,16 +65,18 @@ def person_area_fraction(person_height: float, people_per_frame: float,
 # ----------------------------------------------------------------------------- the split
 
 #: The share of a viewer's attention the people get, by the stream's priority
-#: (``LevelConfig.priority``): the weight of the people's squared error in the distortion the
-#: split minimises, the plate's being the rest. ``people``: half, whatever their area (a
-#: viewer of a camera that watches people watches them; at least their area);
-#: ``balanced``: their area (every pixel alike); ``scene``: a quarter of their area.
-PRIORITY_ATTENTION = {"people": 0.5, "balanced": 1.0, "scene": 0.25}
+#: (``LevelConfig.priority``), where the split is chosen by error per byte: the weight of the
+#: people's squared error in the distortion it minimises, the plate's being the rest.
+#: ``people``: half, whatever their area (a viewer of a camera that watches people watches
+#: them; at least their area); ``scene``: a quarter of their area. ``balanced`` (the default)
+#: is not an error-per-byte choice: the plate takes the pixels' share
+#: (:func:`cold_start_plate_share`) and the references the level's quality.
+PRIORITY_ATTENTION = {"people": 0.5, "scene": 0.25}
 
 
 def people_attention(priority: str, person_area: float) -> float:
-    """The people's share (0..1) of the split's distortion for ``priority``, people covering
-    ``person_area`` of the frame (:data:`PRIORITY_ATTENTION`)."""
+    """The people's share (0..1) of the split's distortion for ``priority`` (``people`` or
+    ``scene``), people covering ``person_area`` of the frame (:data:`PRIORITY_ATTENTION`)."""
     a = min(max(float(person_area), 0.0), 1.0)
     if priority == "people":
         return max(PRIORITY_ATTENTION["people"], a)
