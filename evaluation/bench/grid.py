@@ -71,6 +71,8 @@ BASE_COLUMNS = [
     "frozen_max_s",
     "person_recall",
     "scaffold_people",
+    "ref_share",
+    "ref_bytes_per_person_s",
     "flicker",
     "twe",
     "pose_pck",

@@ -212,6 +212,7 @@ class ScaffoldCodec(Codec):
         from semcodec.codec.bitstream import read_stream
 
         header, units = read_stream(encoded.payload)
+        units = list(units)  # decoded, then counted (reference_costs)
         pipeline = self.decoder_of(encoded.setting).open(header, self.models_dir)
         boxes: list[np.ndarray] = []  # the people the scaffolds carry, per frame
         ids: list[np.ndarray] = []  # their track ids
@@ -230,7 +231,9 @@ class ScaffoldCodec(Codec):
 
         frames = list(_counted(images(), progress))
         encoded.metadata["person_boxes"], encoded.metadata["person_ids"] = boxes, ids
-        encoded.metadata["counts"] = {**silhouettes.row(), "plate_refreshes": refreshes}
+        measured = int(encoded.metadata.get("measured_from", 0))
+        encoded.metadata["counts"] = {**silhouettes.row(), "plate_refreshes": refreshes,
+                                      **reference_costs(units, boxes, encoded.fps, measured)}
         if len(frames) != encoded.frames:
             raise RuntimeError(f"scaffold: decoded {len(frames)} frames, expected {encoded.frames}")
         flops = pipeline.flops_per_frame()
@@ -252,6 +255,32 @@ def _stream_key(frames: np.ndarray, config, fps: float, measured_from: int,
 def _reused(encoded: Encoded, setting: Setting) -> Encoded:
     """A copy of ``encoded`` under ``setting``, its metadata its own (decoding adds to it)."""
     return dataclasses.replace(encoded, setting=setting, metadata=copy.deepcopy(encoded.metadata))
+
+
+def reference_costs(units, boxes: list, fps: float, measured_from: int = 0) -> dict:
+    """What a stream's appearance references cost, over its units from ``measured_from``
+    (0-based frame) on.
+
+    Args:
+        units: the stream's units (an END unit is skipped).
+        boxes: per frame, the ``(N, 4)`` boxes of the people the decoded scaffolds carry.
+        fps: frames per second.
+        measured_from: the first frame counted.
+
+    Returns:
+        ``ref_share``: the references' share of the units' bytes (their framing included);
+        ``ref_bytes_per_person_s``: the references' bytes per second of a person carried
+        (people-frames over ``fps``; 0 when nobody is carried).
+    """
+    from semcodec.codec.bitstream import SubStreamType, UnitKind
+
+    counted = [u for u in units if u.kind != UnitKind.END and u.seq >= measured_from]
+    total = sum(len(u.to_bytes()) for u in counted)
+    refs = sum(len(sub.payload) for u in counted for sub in u.substreams
+               if sub.type == SubStreamType.APPEARANCE)  # fmt: skip
+    person_s = sum(len(b) for b in boxes[measured_from:]) / fps
+    return {"ref_share": refs / total if total else 0.0,
+            "ref_bytes_per_person_s": refs / person_s if person_s else 0.0}  # fmt: skip
 
 
 class SilhouetteCount:

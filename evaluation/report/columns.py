@@ -88,6 +88,10 @@ DEFINITIONS: tuple[ColumnDefinition, ...] = (
                      f"scaffolds carry (their boxes matched at IoU ≥ {_g(MATCH_IOU)}, as CLEAR "
                      "MOD matches), and the mean number of people per frame the scaffolds "
                      "carry"),
+    ColumnDefinition(("ref_share", "ref_bytes_per_person_s"), "for the scaffold codec: the "
+                     "appearance references' share of the stream's unit bytes, and their bytes "
+                     "per second of a person the decoded scaffolds carry (frames measured "
+                     "only)"),
     ColumnDefinition(("flicker", "twe"), "temporal consistency (metric `temporal`), in 8-bit "
                      "luma levels at half resolution, 0 for a copy of the original: `flicker` is "
                      "the mean over frame pairs of the difference between the decoded and the "

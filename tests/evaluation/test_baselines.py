@@ -208,6 +208,28 @@ def test_silhouette_count_keeps_references_over_a_plate_refresh_not_a_keyframe()
     assert row["silhouettes_after_1s"] == 1  # frame 4: seen since frame 1, 3 s before
 
 
+def test_reference_costs_known_answer():
+    from semcodec.codec.bitstream import SubStream, SubStreamType, Unit, UnitKind
+    from semcodec.evaluation.codecs.scaffold import reference_costs
+
+    def unit(seq, refs=0):
+        subs = [SubStream(SubStreamType.TRACKS, b"x" * 10)]
+        if refs:
+            subs.append(SubStream(SubStreamType.APPEARANCE, b"r" * refs))
+        return Unit(UnitKind.FRAME if seq else UnitKind.KEYFRAME, seq, tuple(subs))
+
+    units = [unit(0, 100), unit(1), unit(2, 50), Unit(UnitKind.END, 3)]
+    two = np.zeros((2, 4), np.float32)
+    costs = reference_costs(units, [two, two, two], fps=2.0)
+    total = sum(len(u.to_bytes()) for u in units[:3])
+    assert costs["ref_share"] == pytest.approx(150 / total)
+    assert costs["ref_bytes_per_person_s"] == pytest.approx(150 / (6 / 2.0))  # 6 person-frames
+    later = reference_costs(units, [two, two, two], fps=2.0, measured_from=2)  # steady state
+    assert later["ref_share"] == pytest.approx(50 / len(units[2].to_bytes()))
+    assert later["ref_bytes_per_person_s"] == pytest.approx(50 / 1.0)
+    assert reference_costs(units[1:2], [np.zeros((0, 4))], fps=1.0)["ref_bytes_per_person_s"] == 0
+
+
 def test_scaffold_memory_budget_setting_reaches_the_restore_decoder():
     assert _decoder("level=1,decoder=restore,memory_mb=2") == ("restore", {"memory_mb": 2.0})
     for bad in ("level=1,decoder=restore,memory_mb=-1", "level=1,decoder=warp,memory_mb=2",

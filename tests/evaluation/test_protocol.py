@@ -110,6 +110,10 @@ def test_scaffold_frame_bytes_add_up_and_silhouettes_count_the_range(sample_fram
     counts = encoded.metadata["counts"]
     people = sum(len(b) for b in encoded.metadata["person_boxes"][4:])
     assert counts["person_frames"] == people > 0
+    # the references' cost over the measured frames: their bytes per person-second
+    refs = bytes_of_frames(encoded, 4).get("appearance", 0)
+    assert counts["ref_bytes_per_person_s"] == pytest.approx(refs / (people / 7))
+    assert 0 <= counts["ref_share"] < 1
 
 
 def _row(codec, setting, bpp, moda, protocol):
