@@ -58,7 +58,7 @@ def test_the_plate_command_checks_a_streams_plates_and_writes_the_picture(
     assert main(["plate", "--data", str(sample_dir), "--frames", "12", "-o", str(out)]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("frame 1: luma error ") and "blobs" in printed
-    assert "first plate 0.50 of the first" in printed  # the default: the pixels' share  # the encoder's profile line
+    assert "first plate 0.50 of the first" in printed  # the profile line: the pixels' share
     assert out.stat().st_size > 1000
     assert main(["plate", "--data", str(sample_dir), "--frames", "12", "--setting",
                  "level=2,priority=scene"]) == 2  # fmt: skip

@@ -92,7 +92,8 @@ def test_steady_gives_every_codec_one_intra_period():
     assert cold.codec_options["x265"]["gop"] == 0 and "scaffold" not in cold.codec_options
     scaffold = create_codec("scaffold", keyframe_interval=75)
     assert scaffold.level_config(Setting.of(level=1)).keyframe_interval == 75
-    assert scaffold.level_config(Setting.parse("level=1,keyframe_interval=9")).keyframe_interval == 9
+    nine = scaffold.level_config(Setting.parse("level=1,keyframe_interval=9"))
+    assert nine.keyframe_interval == 9
 
 
 def test_scaffold_frame_bytes_add_up_and_silhouettes_count_the_range(sample_frames):
