@@ -126,7 +126,7 @@ def test_a_periodic_keyframe_of_level_1_renews_the_plate_and_keeps_the_reference
     from semcodec.codec.scaffold.plate import share
 
     # a first plate of a tenth of the clip, so that the period's plate beats the one held
-    monkeypatch.setattr(share, "PLATE_SHARES", (0.1,))
+    monkeypatch.setattr(share, "cold_start_plate_share", lambda *args, **kw: 0.1)
 
     from semcodec.codec.bitstream import write_stream
     from semcodec.codec.core.sources import open_source, sample_path
