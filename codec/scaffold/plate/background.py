@@ -141,20 +141,25 @@ class BackgroundModel:
         frame votes; a frame whose people are known, with the pixels outside them); pixels
         without one are inpainted from the rest."""
         stack = np.stack(self._frames).astype(np.int16)
-        free = np.zeros(stack.shape[1:3], bool)
-        taken = np.stack([free if mask is None else mask for mask in self._people])
-        stack[taken] = 1024  # sorts after every pixel value
-        free = (~taken).sum(axis=0)
-        ordered = np.sort(stack, axis=0)
-        middle = np.maximum(free - 1, 0) // 2
-        plate = np.take_along_axis(ordered, middle[None, :, :, None].repeat(3, axis=3),
-                                   axis=0)[0]  # fmt: skip
+        nobody = np.zeros(stack.shape[1:3], bool)
+        taken = np.stack([nobody if mask is None else mask for mask in self._people])
+        # of a pixel's taken samples, ``low`` go below every value and the rest above, so
+        # that the stack's middle falls on the free samples' lower median: one sort of the
+        # whole stack (64 frames of 768x576: about 1.1 s here, the plain median 0.8 s; a
+        # sort-and-gather per pixel took 1.9 s, and it was paid again at every tile's
+        # target, every 8 frames of a steady stream)
+        count, free = len(stack), (~taken).sum(axis=0)
+        low = (count - 1) // 2 - (free - 1) // 2
+        rank = np.cumsum(taken, axis=0, dtype=np.int16)  # 1, 2, ... along its taken samples
+        stack[taken & (rank <= low)] = -1
+        stack[taken & (rank > low)] = 256
+        plate = np.sort(stack, axis=0)[(count - 1) // 2]
         holes = free == 0
+        if not holes.any():
+            return np.ascontiguousarray(plate.astype(np.uint8))
         plate = np.where(holes[..., None], self._median(), plate).astype(np.uint8)
-        if holes.any():
-            plate = cv2.inpaint(plate, holes.astype(np.uint8), INPAINT_RADIUS,
-                                cv2.INPAINT_TELEA)  # fmt: skip
-        return np.ascontiguousarray(plate)
+        return np.ascontiguousarray(cv2.inpaint(plate, holes.astype(np.uint8), INPAINT_RADIUS,
+                                                cv2.INPAINT_TELEA))  # fmt: skip
 
     def _shrink(self, frame: np.ndarray) -> np.ndarray:
         if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
