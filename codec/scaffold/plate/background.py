@@ -140,24 +140,28 @@ class BackgroundModel:
         """Per pixel, the (lower) median of its samples that no known person covers (every
         frame votes; a frame whose people are known, with the pixels outside them); pixels
         without one are inpainted from the rest."""
-        stack = np.stack(self._frames).astype(np.int16)
+        stack = np.stack(self._frames)
         nobody = np.zeros(stack.shape[1:3], bool)
         taken = np.stack([nobody if mask is None else mask for mask in self._people])
-        # of a pixel's taken samples, ``low`` go below every value and the rest above, so
-        # that the stack's middle falls on the free samples' lower median: one sort of the
-        # whole stack (64 frames of 768x576: about 1.1 s here, the plain median 0.8 s; a
-        # sort-and-gather per pixel took 1.9 s, and it was paid again at every tile's
-        # target, every 8 frames of a steady stream)
-        count, free = len(stack), (~taken).sum(axis=0)
-        low = (count - 1) // 2 - (free - 1) // 2
+        middle = (len(stack) - 1) // 2
+        plate = np.partition(stack, middle, axis=0)[middle]  # where nobody was ever seen
+        touched = taken.any(axis=0)
+        # the pixels a person covered at least once: of a pixel's taken samples, ``low``
+        # become 0 and the rest 255 (no sample is below or above those), so that the
+        # middle is the free samples' lower median -- one partition, as the plain
+        # median's, instead of a sort-and-gather per pixel (1.9 s against 0.8 s for 64
+        # frames of 768x576, paid again at every tile's target, every 8 frames)
+        samples, taken = stack[:, touched], taken[:, touched]
+        free = (~taken).sum(axis=0)
+        low = middle - (free - 1) // 2
         rank = np.cumsum(taken, axis=0, dtype=np.int16)  # 1, 2, ... along its taken samples
-        stack[taken & (rank <= low)] = -1
-        stack[taken & (rank > low)] = 256
-        plate = np.sort(stack, axis=0)[(count - 1) // 2]
-        holes = free == 0
-        if not holes.any():
-            return np.ascontiguousarray(plate.astype(np.uint8))
-        plate = np.where(holes[..., None], self._median(), plate).astype(np.uint8)
+        samples[taken & (rank <= low)] = 0
+        samples[taken & (rank > low)] = 255
+        holes = np.zeros_like(touched)
+        holes[touched] = free == 0
+        plate[touched & ~holes] = np.partition(samples, middle, axis=0)[middle][free > 0]
+        if not holes.any():  # else the plain median there, then filled from around it
+            return np.ascontiguousarray(plate)
         return np.ascontiguousarray(cv2.inpaint(plate, holes.astype(np.uint8), INPAINT_RADIUS,
                                                 cv2.INPAINT_TELEA))  # fmt: skip
 
