@@ -274,12 +274,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         formatter_class=DefaultsHelpFormatter,
     )
     add_verbosity(side)
-    side.add_argument("--data", required=True, help="the sequence (as for `run --data`)")
-    side.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
-    side.add_argument("--start", type=positive_int, default=1, help="first frame read (1-based)")
-    side.add_argument("--frames", type=positive_int, metavar="N", help="frames read")
-    side.add_argument("--camera-transform", type=camera_transform, default="none",
-                      metavar="SPEC", help=CAMERA_TRANSFORM_HELP)  # fmt: skip
+    _add_clip_arguments(side, "the sequence (as for `run --data`)")
     side.add_argument("--show", action="append", required=True, metavar="CODEC:SETTING",
                       help="a codec and setting to show, e.g. 'x265:qp=51,ipratio=16,scale=0.5' "
                       "(repeat the option for more)")  # fmt: skip
@@ -306,15 +301,35 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         formatter_class=DefaultsHelpFormatter,
     )
     add_verbosity(plate)
-    plate.add_argument("--data", required=True, help="the sequence (with ground truth)")
-    plate.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
-    plate.add_argument("--start", type=positive_int, default=1, help="first frame read (1-based)")
-    plate.add_argument("--frames", type=positive_int, metavar="N", help="frames read")
-    plate.add_argument("--camera-transform", type=camera_transform, default="none",
-                       metavar="SPEC", help=CAMERA_TRANSFORM_HELP)  # fmt: skip
+    _add_clip_arguments(plate, "the sequence (with ground truth)")
     plate.add_argument("--setting", default="level=1", help="the scaffold setting to check")
     plate.add_argument("-o", "--output", type=Path, help="the PNG of the last plate")
     plate.set_defaults(handler=cmd_plate)
+
+
+def _add_clip_arguments(parser: argparse.ArgumentParser, data_help: str) -> None:
+    """The clip a picture command reads: --data, --data-dir, --start, --frames and
+    --camera-transform (read by :func:`_load_clip`)."""
+    parser.add_argument("--data", required=True, help=data_help)
+    parser.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
+    parser.add_argument("--start", type=positive_int, default=1,
+                        help="first frame read (1-based)")  # fmt: skip
+    parser.add_argument("--frames", type=positive_int, metavar="N", help="frames read")
+    parser.add_argument("--camera-transform", type=camera_transform, default="none",
+                        metavar="SPEC", help=CAMERA_TRANSFORM_HELP)  # fmt: skip
+
+
+def _load_clip(args: argparse.Namespace, warmup: int = 0):
+    """``(frames, info, ground truth)`` of :func:`_add_clip_arguments`' clip, with
+    ``warmup`` frames before ``--start`` (read, not shown)."""
+    from semcodec.codec.core.sources import resolve_data_path
+    from semcodec.evaluation.data.sequences import load_sequence
+
+    path = str(resolve_data_path(args.data, args.data_dir))
+    options = () if args.camera_transform == "none" else (("camera_transform",
+                                                             args.camera_transform),)
+    frames = None if args.frames is None else args.frames + warmup
+    return load_sequence(path, frames, options, start=args.start - warmup)
 
 
 def _explicit_settings(args: argparse.Namespace) -> dict[str, list[str]]:
@@ -438,10 +453,8 @@ def _frame_list(text: str) -> list[int]:
 
 
 def cmd_sidebyside(args: argparse.Namespace) -> int:
-    from semcodec.codec.core.sources import resolve_data_path
     from semcodec.evaluation.bench.options import codec_options_for
     from semcodec.evaluation.bench.sidebyside import side_by_side, write_png
-    from semcodec.evaluation.data.sequences import load_sequence
 
     shows = []
     for item in args.show:
@@ -451,12 +464,8 @@ def cmd_sidebyside(args: argparse.Namespace) -> int:
         shows.append((name, setting))
     if not args.output.parent.is_dir():
         raise UsageError(f"-o {args.output}: the folder {args.output.parent} does not exist")
-    path = str(resolve_data_path(args.data, args.data_dir))
-    options = () if args.camera_transform == "none" else (("camera_transform",
-                                                             args.camera_transform),)
     warmup = args.start - 1 if args.protocol == "steady" else 0
-    frames = None if args.frames is None else args.frames + warmup
-    pixels, info, _ = load_sequence(path, frames, options, start=args.start - warmup)
+    pixels, info, _ = _load_clip(args, warmup)
     try:
         picture = side_by_side(pixels, info.fps, shows, args.at, args.width, warmup,
                                codec_options_for(args.protocol, args.gop))  # fmt: skip
@@ -467,17 +476,12 @@ def cmd_sidebyside(args: argparse.Namespace) -> int:
 
 
 def cmd_plate(args: argparse.Namespace) -> int:
-    from semcodec.codec.core.sources import resolve_data_path
     from semcodec.evaluation.bench.plate import check_plates
     from semcodec.evaluation.bench.sidebyside import write_png
-    from semcodec.evaluation.data.sequences import load_sequence
 
     if args.output is not None and not args.output.parent.is_dir():
         raise UsageError(f"-o {args.output}: the folder {args.output.parent} does not exist")
-    path = str(resolve_data_path(args.data, args.data_dir))
-    options = () if args.camera_transform == "none" else (("camera_transform",
-                                                             args.camera_transform),)
-    pixels, info, gt = load_sequence(path, args.frames, options, start=args.start)
+    pixels, info, gt = _load_clip(args)
     if gt is None:
         raise UsageError(f"--data {args.data}: has no ground truth to find its people by")
     try:

@@ -272,12 +272,13 @@ def reference_costs(units, boxes: list, fps: float, measured_from: int = 0) -> d
         ``ref_bytes_per_person_s``: the references' bytes per second of a person carried
         (people-frames over ``fps``; 0 when nobody is carried).
     """
-    from semcodec.codec.bitstream import SubStreamType, UnitKind
+    from semcodec.codec.bitstream import UnitKind
+    from semcodec.codec.scaffold.codec import unit_stream_bytes
 
-    counted = [u for u in units if u.kind != UnitKind.END and u.seq >= measured_from]
-    total = sum(len(u.to_bytes()) for u in counted)
-    refs = sum(len(sub.payload) for u in counted for sub in u.substreams
-               if sub.type == SubStreamType.APPEARANCE)  # fmt: skip
+    sizes = [unit_stream_bytes(u) for u in units
+             if u.kind != UnitKind.END and u.seq >= measured_from]  # fmt: skip
+    total = sum(sum(unit.values()) for unit in sizes)
+    refs = sum(unit.get("appearance", 0) for unit in sizes)
     person_s = sum(len(b) for b in boxes[measured_from:]) / fps
     return {"ref_share": refs / total if total else 0.0,
             "ref_bytes_per_person_s": refs / person_s if person_s else 0.0}  # fmt: skip

@@ -11,6 +11,7 @@ that threshold. :func:`plate_check` gives the mean luma difference and the blobs
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import cv2
@@ -60,37 +61,18 @@ def person_free_median(frames: np.ndarray, boxes: list[np.ndarray],
         frames where no box covers it; ``shown`` False where every frame is covered (the
         median there is of all frames and is not judged).
     """
-    count, height, width = frames.shape[:3]
-    covered = np.zeros((count, height, width), bool)
-    for t, frame_boxes in enumerate(boxes):
-        for x1, y1, x2, y2 in np.asarray(frame_boxes, np.float64).reshape(-1, 4):
-            cx, cy, hw, hh = (x1 + x2) / 2, (y1 + y2) / 2, (x2 - x1) * growth / 2, \
-                (y2 - y1) * growth / 2  # fmt: skip
-            r0, r1 = max(0, int(cy - hh)), min(height, int(np.ceil(cy + hh)))
-            c0, c1 = max(0, int(cx - hw)), min(width, int(np.ceil(cx + hw)))
-            covered[t, r0:r1, c0:c1] = True
+    from semcodec.codec.scaffold.plate.background import people_mask
+
+    shape = frames.shape[1:3]
+    covered = np.stack([people_mask(b, shape, (shape[1], shape[0]), growth) for b in boxes])
     values = frames.astype(np.float32)
     values[covered] = np.nan
     shown = ~covered.all(axis=0)
-    with np.errstate(all="ignore"), _quiet():
-        median = np.nanmedian(values, axis=0)
-    fallback = np.median(frames, axis=0)
-    median = np.where(shown[..., None], median, fallback)
-    return np.clip(np.rint(median), 0, 255).astype(np.uint8), shown
-
-
-class _quiet:
-    """Silences numpy's all-NaN slice warning (those pixels are replaced)."""
-
-    def __enter__(self):
-        import warnings
-
-        self._catch = warnings.catch_warnings()
-        self._catch.__enter__()
+    with warnings.catch_warnings():  # all-NaN pixels: replaced below
         warnings.simplefilter("ignore", RuntimeWarning)
-
-    def __exit__(self, *exc):
-        self._catch.__exit__(*exc)
+        median = np.nanmedian(values, axis=0)
+    median = np.where(shown[..., None], median, np.median(frames, axis=0))
+    return np.clip(np.rint(median), 0, 255).astype(np.uint8), shown
 
 
 def plate_check(plate: np.ndarray, reference: np.ndarray, shown: np.ndarray) -> PlateCheck:

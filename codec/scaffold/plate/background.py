@@ -45,6 +45,23 @@ BOX_GROWTH = 1.2
 INPAINT_RADIUS = 5
 
 
+def people_mask(boxes: np.ndarray, frame_shape: tuple[int, int], size: tuple[int, int],
+                growth: float = BOX_GROWTH) -> np.ndarray:  # fmt: skip
+    """``(h, w)`` bool: the pixels of a ``size = (w, h)`` picture inside ``boxes`` (``(N, 4)``
+    ``x1, y1, x2, y2`` pixels of a frame of ``frame_shape = (H, W)``) grown by ``growth``
+    about their centres."""
+    width, height = size
+    sx, sy = width / frame_shape[1], height / frame_shape[0]
+    mask = np.zeros((height, width), bool)
+    for x1, y1, x2, y2 in np.asarray(boxes, np.float64).reshape(-1, 4):
+        cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+        hw, hh = (x2 - x1) * growth / 2, (y2 - y1) * growth / 2
+        c0, c1 = max(0, int((cx - hw) * sx)), min(width, int(np.ceil((cx + hw) * sx)))
+        r0, r1 = max(0, int((cy - hh) * sy)), min(height, int(np.ceil((cy + hh) * sy)))
+        mask[r0:r1, c0:c1] = True
+    return mask
+
+
 class BackgroundModel:
     """Temporal median of recent frames at a fixed plate size.
 
@@ -103,18 +120,7 @@ class BackgroundModel:
         self._plate = None
 
     def _mask(self, boxes: np.ndarray, shape: tuple) -> np.ndarray:
-        """``(h, w)`` bool: the plate pixels inside ``boxes`` (frame pixels of a frame of
-        ``shape``) grown by :data:`BOX_GROWTH`."""
-        width, height = self.plate_size
-        sx, sy = width / shape[1], height / shape[0]
-        mask = np.zeros((height, width), bool)
-        for x1, y1, x2, y2 in np.asarray(boxes, np.float64).reshape(-1, 4):
-            cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
-            hw, hh = (x2 - x1) * BOX_GROWTH / 2, (y2 - y1) * BOX_GROWTH / 2
-            c0, c1 = max(0, int((cx - hw) * sx)), min(width, int(np.ceil((cx + hw) * sx)))
-            r0, r1 = max(0, int((cy - hh) * sy)), min(height, int(np.ceil((cy + hh) * sy)))
-            mask[r0:r1, c0:c1] = True
-        return mask
+        return people_mask(boxes, shape[:2], self.plate_size)
 
     def plate(self) -> np.ndarray:
         """``(h, w, 3)`` uint8 per-pixel median of the frames held (at ``plate_size``).
