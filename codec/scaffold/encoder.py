@@ -133,7 +133,8 @@ class ScaffoldEncoder:
             check = WholePersonCheck(detector) if config.check_refs else None
             self._appearance = AppearanceSelector(config.appearance_quality, refresh,
                                                   overdue_frames=overdue, check=check,
-                                                  scale=config.appearance_scale)  # fmt: skip
+                                                  scale=config.appearance_scale,
+                                                  inter=config.appearance_inter)  # fmt: skip
         self._previous_frame: np.ndarray | None = None
         self._primed = False
         if config.detector_tiles:  # the layout is the level's: so is the refinement share
@@ -330,10 +331,19 @@ class ScaffoldEncoder:
             self.config = dataclasses.replace(self.config, detector_tiles=self.profile.tiles)
             self._people.detector = detector.with_config(
                 dataclasses.replace(detector.config, tiles=self.profile.tiles))
-        self.plate.prime(frames, self.profile)
+        self.plate.prime(frames, self._lookahead_people)
         if self.profile is not None:
             self._split_budget(frames)
         self._resolve_plate_refine()
+
+    def _lookahead_people(self, index: int, frame: np.ndarray) -> np.ndarray:
+        """``(N, 4)`` float32 boxes (frame pixels) of the people the detector finds (score
+        >= the tracker's) on look-ahead frame ``index`` (0-based), for the first plate; the
+        detections are kept for the tracker, which would run the same detector on that
+        frame when it is coded."""
+        detections = self._people.detector.detect(frame)
+        self._people.prefetch(index + 1, detections)
+        return detections.above(self.config.detector_threshold).boxes
 
     def _split_budget(self, frames: Sequence[np.ndarray]) -> None:
         """The first window's budget split between the plate and the people by the stream's

@@ -484,11 +484,28 @@ class ScaffoldDetector:
         self.tracker = PersonTracker(config)
         self.detect_every = detect_every
         self._last_number: int | None = None
+        #: frame number -> (the detector that ran, its detections), see :meth:`prefetch`
+        self._prefetched: dict[int, tuple[PersonDetector, Detections]] = {}
 
     def reset(self) -> None:
         """Forgets the tracks (a new sequence or a scene cut)."""
         self.tracker.reset()
         self._last_number = None
+
+    def prefetch(self, frame_number: int, detections: Detections) -> None:
+        """Holds ``detections``, which :attr:`detector` found on the frame that will be
+        given as ``frame_number``, so that frame is not detected twice (the edge detects
+        its look-ahead frames before coding them). Used only while the detector is the
+        same object; dropped once that frame has passed."""
+        self._prefetched[_frame_index(frame_number)] = (self.detector, detections)
+
+    def _detect(self, frame: np.ndarray, number: int) -> Detections:
+        held = self._prefetched.pop(number, None)
+        for passed in [n for n in self._prefetched if n < number]:
+            del self._prefetched[passed]
+        if held is not None and held[0] is self.detector:
+            return held[1]
+        return self.detector.detect(frame)
 
     def __call__(self, frame: np.ndarray, frame_number: int) -> Tracks:
         """The tracked people of one frame.
@@ -506,7 +523,7 @@ class ScaffoldDetector:
             raise ValueError(f"frame numbers must increase: got {number} after {self._last_number}")
         last_detected = self.tracker.last_frame
         if last_detected is None or number - last_detected >= self.detect_every:
-            tracks = self.tracker.update(self.detector.detect(frame), number)
+            tracks = self.tracker.update(self._detect(frame, number), number)
         else:
             tracks = self.tracker.predict(number)
         self._last_number = number

@@ -294,6 +294,23 @@ def test_scaffold_detector_detects_every_kth_frame() -> None:
         scaffold(np.zeros((100, 120, 3), np.float32), 2)
 
 
+def test_prefetched_detections_are_used_once_and_only_from_the_same_detector() -> None:
+    fake = _FakeDetector()
+    scaffold = ScaffoldDetector(fake)  # type: ignore[arg-type]
+    frames = {n: np.full((100, 120, 3), n, np.uint8) for n in range(1, 6)}
+    for n in (1, 2, 3):  # the look-ahead: detected before they are coded
+        scaffold.prefetch(n, fake.detect(frames[n]))
+    scaffold.prefetch(5, _dets([_box(99, 50)]))  # held until frame 5, or dropped
+    reference = ScaffoldDetector(_FakeDetector())  # type: ignore[arg-type]
+    for n in (1, 2, 3, 4):
+        out, want = scaffold(frames[n], n), reference(frames[n], n)
+        np.testing.assert_array_equal(out.boxes, want.boxes)
+    assert fake.calls == [1, 2, 3, 4]  # frames 1-3 were not detected again
+    scaffold.detector = _FakeDetector()  # another detector: frame 5's prefetch is stale
+    assert box_iou(scaffold(frames[5], 5).boxes, [_box(40, 50)])[0, 0] > 0.5
+    assert scaffold.detector.calls == [5]
+
+
 def test_clip_tracks() -> None:
     boxes = np.array([[-5, 10, 20, 120], [130, 0, 150, 10], [0, 0, 10, 10]], np.float32)
     tracks = Tracks(boxes, np.ones(3, np.float32), np.array([1, 2, 3], np.int32))

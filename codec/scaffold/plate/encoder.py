@@ -115,19 +115,18 @@ class PlateEncoder:
         """Frames the background model's window spans (0 without one)."""
         return 0 if self.background is None else self.background.window * self.background.stride
 
-    def prime(self, frames: Sequence[np.ndarray], profile=None) -> None:
-        """Feeds look-ahead frames to the background model, with the people the camera's
-        ``profile`` saw on some of them (the first plate is built from person-free
-        pixels)."""
+    def prime(self, frames: Sequence[np.ndarray], find_people=None) -> None:
+        """Feeds look-ahead ``frames`` to the background model. With ``find_people``,
+        ``(index, frame) -> (N, 4) boxes`` (frame pixels), the people of every frame the
+        model keeps (:meth:`~codec.scaffold.plate.background.BackgroundModel.prime_indices`)
+        are left out of its vote, so the first plate is built from person-free pixels."""
         if self.background is None:
             return
-        people: dict[int, list] = {}
-        if profile is not None:
-            people = {int(i): [] for i in profile.frames}
-            for index, box in profile.samples:
-                people.setdefault(int(index), []).append(box)
-        self.background.prime(frames, {i: np.array(b, np.float64).reshape(-1, 4)
-                                       for i, b in people.items()})  # fmt: skip
+        people = {}
+        if find_people is not None:
+            people = {i: find_people(i, frames[i])
+                      for i in self.background.prime_indices(len(frames))}  # fmt: skip
+        self.background.prime(frames, people)
 
     def choose_split(self, frames: Sequence[np.ndarray], profile, priority: str,
                      references: bool):  # fmt: skip
