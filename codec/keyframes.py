@@ -22,8 +22,10 @@ size from the frame size and ``downscale``, so neither is stored in the bytes; t
 (the bitstream) carries the frame size.
 
 The 4:2:0 coders pad odd or tiny frames by edge replication to even sides of at least 16
-pixels and crop after decoding. Colour conversion is FFmpeg's default (BT.601, limited
-range) both ways.
+pixels and crop after decoding. Colour conversion is BT.601, limited range (FFmpeg's
+default), both ways in integer arithmetic (:mod:`codec.core.yuv`), so that a picture codes
+to the same bytes and decodes to the same pixels on every machine (swscale's SIMD did not:
+issue 52).
 
 Bytes the decoder rejects raise :class:`KeyframeError` (HEVC is decoded with
 ``err_detect=explode``, so it fails rather than conceals where FFmpeg notices the damage).
@@ -45,6 +47,7 @@ import numpy as np
 
 from semcodec.codec.core.frames import even_size, resize_to
 from semcodec.codec.core.registry import Registry
+from semcodec.codec.core.yuv import i420_to_rgb, rgb_to_i420
 
 
 class KeyframeError(ValueError):
@@ -260,7 +263,8 @@ class _PyAVIntraCoder(IntraCoder):
         ctx.pix_fmt = "yuv420p"
         ctx.time_base = Fraction(1, 25)
         ctx.options = self._codec_options(quality)
-        frame = av.VideoFrame.from_ndarray(picture, format="rgb24").reformat(format="yuv420p")
+        # converted here, not by swscale, whose SIMD gave other bytes on aarch64 (issue 52)
+        frame = av.VideoFrame.from_ndarray(rgb_to_i420(picture), format="yuv420p")
         frame.pts = 0
         packets = list(ctx.encode(frame)) + list(ctx.encode(None))
         return b"".join(bytes(p) for p in packets)
@@ -296,7 +300,9 @@ class _PyAVIntraCoder(IntraCoder):
     def _picture(self, frame: av.VideoFrame) -> np.ndarray:
         if frame.is_corrupt:
             raise KeyframeError(f"{self.name}: the decoder reports a corrupt picture")
-        return frame.to_ndarray(format="rgb24")
+        if frame.format.name == "yuv420p" and frame.width % 2 == 0 and frame.height % 2 == 0:
+            return i420_to_rgb(frame.to_ndarray(), frame.width, frame.height)
+        return frame.to_ndarray(format="rgb24")  # not what these coders write: swscale
 
 
 @register_intra_coder("hevc")

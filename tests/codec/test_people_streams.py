@@ -479,7 +479,10 @@ def test_a_live_stream_does_not_starve_references_after_its_periodic_plate():
     units, balances, debts = [], [], []
     for k, frame in enumerate(with_lookahead(encoder, iter(frames))):
         if k == 10:  # the link got faster: the periodic plate now buys a better one
-            encoder.set_target_bps(0.012 * 384 * 288 * 7.0)
+            # (at 0.012 BPP it bought 1,968 B against the first plate's 1,681 B and error
+            # 102.8 against 113.6 by the luck of a quality step; with the integer colour
+            # conversion 1,672 B and no better; at 0.014: 2,227 B, error 90.7 against 112.1)
+            encoder.set_target_bps(0.014 * 384 * 288 * 7.0)
         units.append(encoder.encode_frame(frame)[0])
         balances.append(rate.balance)
         debts.append(rate.plate_debt)
@@ -697,10 +700,12 @@ def test_plate_refinement_converges_tile_by_tile_on_a_static_scene():
     tiles = [u for u in units if SubStreamType.PLATE_TILE in {s.type for s in u.substreams}]
     assert stats.plate_tiles == len(tiles) >= 3
     # each tile waits for its part of a plate period's refinement: 0.5 of the 95 bytes a
-    # frame earns (0.99 of 0.01 BPP at 320x240) over the 300-frame period, on 16 tiles
-    tile_bytes = 0.5 * (0.99 * 0.01 * 320 * 240 / 8) * 300 / 16
+    # frame earns (0.99 of 0.01 BPP at 320x240) over the 300-frame period, on 16 tiles; it is
+    # coded within the credit of the frame that reaches that, below one frame's share more
+    share = 0.5 * (0.99 * 0.01 * 320 * 240 / 8)
+    tile_bytes = share * 300 / 16
     for unit in tiles:
-        assert 0.9 * tile_bytes < unit.payload_bytes < tile_bytes + 16  # index, framing
+        assert 0.9 * tile_bytes < unit.payload_bytes < tile_bytes + share + 16  # index, framing
     assert all(b.seq - a.seq >= 15 for a, b in zip(tiles, tiles[1:], strict=False))
     decoder = ScaffoldDecoder(header)
     quality = []
