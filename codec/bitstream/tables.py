@@ -43,6 +43,8 @@ SETTING_KEYS: tuple[str, ...] = (
     "track_low_score",
     # the plate/people split's priority (codec.scaffold.levels: priority)
     "priority",
+    # inter-coded appearance references (codec.scaffold.levels: appearance_inter)
+    "appearance_inter",
 )  # fmt: skip
 
 MODEL_NAMES: tuple[str, ...] = (

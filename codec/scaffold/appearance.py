@@ -41,6 +41,16 @@ the number of references, then per reference the track id, the WebP's length and
 A decoder refuses a payload with more than :data:`MAX_REFS` references, a reference for a
 track without a box in the frame, a WebP declaring more than ``2 * MAX_REF_HEIGHT`` x
 :data:`MAX_REF_HEIGHT` pixels (checked before decoding), or trailing bytes.
+
+With inter-coded references (the header's ``appearance_inter``, level 1's default since
+issue 51) each reference's bytes are an **entry**: a code, 0 for a whole WebP
+(:func:`intra_entry`) or ``1 + qp`` for a refresh coded against the track's previous
+reference (:func:`inter_entry`: the width and height, then the bytes of an HEVC P-picture at
+``qp``, :mod:`codec.scaffold.interref`). The decoder holds each track's latest reference
+(forgotten at a keyframe, as the edge's :class:`AppearanceSelector` does) and refuses an
+unknown code, an inter entry for a track it holds none of, and a declared size over the
+limit (before decoding). The edge's copy of each reference is the decoder's picture, bit
+for bit, so a chain of inter refreshes does not drift.
 """
 
 from __future__ import annotations
@@ -118,6 +128,12 @@ def encode_ref(picture: np.ndarray, quality: int) -> bytes:
     return buf.tobytes()
 
 
+def _check_ref_size(width: int, height: int) -> None:
+    if not (1 <= height <= MAX_REF_HEIGHT and 1 <= width <= 2 * MAX_REF_HEIGHT):
+        raise AppearanceError(f"appearance reference of {width}x{height} is over the limit "
+                              f"{2 * MAX_REF_HEIGHT}x{MAX_REF_HEIGHT}")  # fmt: skip
+
+
 def decode_ref(data: bytes) -> np.ndarray:
     """WebP bytes -> ``(h, w, 3)`` uint8 RGB, its size checked before decoding.
 
@@ -128,9 +144,7 @@ def decode_ref(data: bytes) -> np.ndarray:
         width, height = webp_size(data)
     except KeyframeError as exc:
         raise AppearanceError(f"appearance reference: {exc}") from exc
-    if not (1 <= height <= MAX_REF_HEIGHT and 1 <= width <= 2 * MAX_REF_HEIGHT):
-        raise AppearanceError(f"appearance reference of {width}x{height} is over the limit "
-                              f"{2 * MAX_REF_HEIGHT}x{MAX_REF_HEIGHT}")  # fmt: skip
+    _check_ref_size(width, height)
     bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     if bgr is None or bgr.shape[:2] != (height, width):
         raise AppearanceError("appearance reference does not decode")
@@ -141,16 +155,79 @@ def decode_ref(data: bytes) -> np.ndarray:
 
 
 def pack_refs(refs: dict[int, bytes]) -> bytes:
-    """The APPEARANCE payload of ``{track id: WebP bytes}`` (ascending ids)."""
+    """The APPEARANCE payload of ``{track id: WebP bytes}`` (ascending ids); with inter-coded
+    references (``appearance_inter``), ``{track id: entry}`` (:func:`intra_entry`,
+    :func:`inter_entry`)."""
     out = bytearray(encode_uvarint(len(refs)))
     for tid in sorted(refs):
         out += encode_uvarint(tid) + encode_uvarint(len(refs[tid])) + refs[tid]
     return bytes(out)
 
 
-def unpack_refs(payload: bytes, track_ids) -> dict[int, np.ndarray]:
+#: An entry's code for a whole WebP; ``INTER_CODE + qp``: a P-picture at ``qp`` (0..51).
+INTRA_CODE, INTER_CODE = 0, 1
+#: The largest QP of an inter entry (:data:`codec.scaffold.interref.MAX_QP`).
+MAX_INTER_QP = 51
+#: An inter refresh is not tried when it would have to fit in this many bytes or fewer (a
+#: P-picture's slice header and a few blocks) ...
+MIN_INTER_BYTES = 16
+#: ... or in this fraction of the whole WebP's or less: at the WebP's PSNR the P-picture's
+#: entry took 0.50 of it or more on 95 % of 73 refreshes of PETS09-S2L1-full 501-795 and
+#: TUD-Stadtmitte 1-179 at quality 30 (median 0.67; the least 0.13, a person standing
+#: still), so a refresh the budget cannot fit whole is tried inter only where it might fit.
+INTER_FLOOR = 0.45
+
+
+def intra_entry(webp: bytes) -> bytes:
+    """The entry of a reference coded whole: its code 0, then the WebP."""
+    return encode_uvarint(INTRA_CODE) + webp
+
+
+def inter_entry(qp: int, size: tuple[int, int], data: bytes) -> bytes:
+    """The entry of a reference of ``size`` ``(width, height)`` coded against the track's
+    previous one (:func:`codec.scaffold.interref.encode_inter`) at ``qp``: its code
+    ``1 + qp``, the width and height, then the P-picture's bytes."""
+    return (encode_uvarint(INTER_CODE + int(qp)) + encode_uvarint(size[0])
+            + encode_uvarint(size[1]) + data)  # fmt: skip
+
+
+def decode_entry(entry: bytes, held: np.ndarray | None) -> np.ndarray:
+    """An entry as ``(h, w, 3)`` uint8 RGB; ``held`` is the track's reference the decoder
+    holds (None: none). The size of either kind is checked before decoding.
+
+    Raises:
+        AppearanceError: an unknown code, an inter entry without a held reference, a size
+            over the limit, or bytes that do not decode.
+    """
+    from semcodec.codec.scaffold.interref import InterRefError, decode_inter
+
+    try:
+        code, pos = decode_uvarint(entry, 0)
+        if code == INTRA_CODE:
+            return decode_ref(entry[pos:])
+        if code > INTER_CODE + MAX_INTER_QP:
+            raise AppearanceError(f"appearance reference of unknown code {code} (0: intra, "
+                                  f"1..{INTER_CODE + MAX_INTER_QP}: inter)")  # fmt: skip
+        if held is None:
+            raise AppearanceError("an inter-coded appearance reference for a track the "
+                                  "decoder holds no reference of")  # fmt: skip
+        width, pos = decode_uvarint(entry, pos)
+        height, pos = decode_uvarint(entry, pos)
+    except BitstreamError as exc:
+        raise AppearanceError(f"appearance reference: {exc}") from exc
+    _check_ref_size(width, height)
+    try:
+        return decode_inter(held, (width, height), code - INTER_CODE, entry[pos:])
+    except InterRefError as exc:
+        raise AppearanceError(f"appearance reference: {exc}") from exc
+
+
+def unpack_refs(payload: bytes, track_ids, held: dict[int, np.ndarray] | None = None,
+                ) -> dict[int, np.ndarray]:  # fmt: skip
     """Inverse of :func:`pack_refs`, decoded to ``(h, w, 3)`` uint8 RGB; ``track_ids`` are the
-    ids of the frame's boxes.
+    ids of the frame's boxes. ``held``: the stream codes entries (``appearance_inter``), and
+    these are the references the decoder holds by track id (not changed here); None: every
+    reference is a bare WebP.
 
     Raises:
         AppearanceError: a malformed payload.
@@ -170,7 +247,8 @@ def unpack_refs(payload: bytes, track_ids) -> dict[int, np.ndarray]:
                                       "box in this frame or comes twice")  # fmt: skip
             if pos + length > len(payload):
                 raise AppearanceError("appearance payload is truncated")
-            refs[tid] = decode_ref(payload[pos : pos + length])
+            data = payload[pos : pos + length]
+            refs[tid] = decode_ref(data) if held is None else decode_entry(data, held.get(tid))
             pos += length
     except BitstreamError as exc:
         raise AppearanceError(f"appearance payload: {exc}") from exc
@@ -401,6 +479,10 @@ class AppearanceSelector:
             overdue thumbnail. ``None``: every box does.
         scale: a refresh (not a first reference, nor a thumbnail's refinement) is this
             fraction (0..1] of the person's full reference size (:func:`ref_size`).
+        inter: the payload holds entries (:func:`intra_entry`, :func:`inter_entry`), and a
+            refresh is coded against the person's previous reference where that costs fewer
+            bytes at the WebP's PSNR (a first reference, one after a keyframe and one
+            replacing a reference of another shape are coded whole).
 
     With poses (``select(..., poses=...)``: each person's pose as the cloud has it this
     frame) the selector mirrors a cloud that remembers every reference with the pose it was
@@ -414,9 +496,13 @@ class AppearanceSelector:
 
     def __init__(self, quality: int, refresh_frames: int, size_change: float = 0.3,
                  max_difference: float = 28.0, overdue_frames: int | None = None,
-                 check=None, scale: float = 1.0) -> None:  # fmt: skip
+                 check=None, scale: float = 1.0, inter: bool = False) -> None:  # fmt: skip
         if not 0 < scale <= 1:
             raise ValueError(f"scale must be in (0, 1], got {scale}")
+        self.inter = bool(inter)
+        self._qp = 34  # where the next inter refresh's QP search starts: the last one chosen
+        #: refreshes coded against the held reference, and those coded whole (``inter``)
+        self.inter_refreshes = self.intra_refreshes = 0
         self.quality = int(quality)
         self.scale = float(scale)
         self.check = check
@@ -507,17 +593,23 @@ class AppearanceSelector:
                 cap = spent + (bound - spent) // max(1, new_left)
                 new_left -= 1
             for size in thumbnail_sizes(full) if new else [refresh]:
-                data = encode_ref(crop_box(frame, region, size), self.quality)
+                held = None if new else self._refs[tid].picture
+                limit = None if cap is None else cap - spent - 6
+                data, picture = self._code(crop_box(frame, region, size), self.quality, held,
+                                           limit)  # fmt: skip
                 if cap is None or spent + len(data) + 6 <= cap:
                     break
             else:
                 if not overdue:
                     continue
                 # over budget but overdue: the smallest thumbnail at the lowest quality
-                data = encode_ref(crop_box(frame, region, size), 1)
+                data, picture = self._code(crop_box(frame, region, size), 1, None)
             chosen[tid] = data
             spent += len(data) + 6
-            self._refs[tid] = _Ref(number, float(box[3] - box[1]), decode_ref(data),
+            if self.inter and not new:
+                self.inter_refreshes += data[0] != INTRA_CODE
+                self.intra_refreshes += data[0] == INTRA_CODE
+            self._refs[tid] = _Ref(number, float(box[3] - box[1]), picture,
                                    thumbnail=new and size != full,
                                    aspect=_aspect(box))  # fmt: skip
             if poses is not None:
@@ -528,6 +620,32 @@ class AppearanceSelector:
                     self._poses.setdefault(tid, []).append(
                         (np.asarray(uv, np.float64), np.asarray(visible, bool)))  # fmt: skip
         return chosen
+
+    def _code(self, crop: np.ndarray, quality: int, held: np.ndarray | None,
+              limit: int | None = None) -> tuple[bytes, np.ndarray]:  # fmt: skip
+        """``(payload bytes, the picture the decoder will hold)`` of the ``(h, w, 3)`` uint8
+        RGB ``crop`` at WebP ``quality``; with :attr:`inter` and the track's ``held``
+        reference, coded against it instead where that is fewer bytes (and at most
+        ``limit``) at a PSNR at least the WebP's (:func:`codec.scaffold.interref.code_inter`)."""
+        webp = encode_ref(crop, quality)
+        picture = decode_ref(webp)
+        if not self.inter:
+            return webp, picture
+        entry = intra_entry(webp)
+        if held is None:
+            return entry, picture
+        from semcodec.codec.scaffold.interref import code_inter, psnr
+
+        size = (crop.shape[1], crop.shape[0])
+        most = len(entry) if limit is None else min(len(entry), limit + 1)
+        most -= len(inter_entry(MAX_INTER_QP, size, b""))
+        if most <= max(MIN_INTER_BYTES, INTER_FLOOR * len(entry)):
+            return entry, picture
+        found = code_inter(held, crop, psnr(crop, picture), most, self._qp)
+        if found is None:
+            return entry, picture
+        self._qp, data, recon = found
+        return inter_entry(self._qp, size, data), recon
 
     def _urgency(self, frame: np.ndarray, number: int, box: np.ndarray, tid: int,
                  min_age: int | None) -> float:  # fmt: skip

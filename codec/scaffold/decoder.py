@@ -90,6 +90,9 @@ class ScaffoldDecoder:
                 f"the stream's entropy coders cannot be set up: {exc}"
             ) from exc
         self.plate = PlateDecoder(self.config, self.frame_size, upscale)
+        #: track id -> its latest appearance reference, ``(h, w, 3)`` uint8 RGB: what an
+        #: inter-coded refresh is predicted from (``appearance_inter``; forgotten at a keyframe)
+        self._held_refs: dict[int, np.ndarray] = {}
         self._started = False
         self._next_seq = 0
         self._end_seq: int | None = None
@@ -129,6 +132,7 @@ class ScaffoldDecoder:
         is_key = unit.kind == UnitKind.KEYFRAME
         if is_key:
             self._coders.reset()
+            self._held_refs.clear()
             self._started = True
         scaffold = FrameScaffold(number=unit.seq + 1)
         image = None
@@ -147,14 +151,20 @@ class ScaffoldDecoder:
 
 
     def _decode_appearance(self, payload: bytes | None, scaffold: FrameScaffold) -> dict:
+        """The frame's references ``{track id: (h, w, 3) uint8 RGB}``, each also held as the
+        track's latest (what the next inter-coded one is predicted from)."""
         if payload is None:
             return {}
         from semcodec.codec.scaffold.appearance import AppearanceError, unpack_refs
 
+        held = self._held_refs if self.config.appearance_inter else None
         try:
-            return unpack_refs(payload, scaffold.tracks.ids)
+            refs = unpack_refs(payload, scaffold.tracks.ids, held)
         except AppearanceError as exc:
             raise PayloadError(f"frame {scaffold.number}: {exc}") from exc
+        # a copy: a reconstructor may change the pictures it is given
+        self._held_refs.update((tid, ref.copy()) for tid, ref in refs.items())
+        return refs
 
     def finish(self) -> None:
         """Checks that the stream was complete: an END unit came, and as many frames as the

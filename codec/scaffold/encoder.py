@@ -133,7 +133,8 @@ class ScaffoldEncoder:
             check = WholePersonCheck(detector) if config.check_refs else None
             self._appearance = AppearanceSelector(config.appearance_quality, refresh,
                                                   overdue_frames=overdue, check=check,
-                                                  scale=config.appearance_scale)  # fmt: skip
+                                                  scale=config.appearance_scale,
+                                                  inter=config.appearance_inter)  # fmt: skip
         self._previous_frame: np.ndarray | None = None
         self._primed = False
         if config.detector_tiles:  # the layout is the level's: so is the refinement share

@@ -122,8 +122,14 @@ class LevelConfig:
             is not the default. Only a level that splits a budget (:attr:`splits_budget`)
             takes another than the default.
 
-    ``pose_every``, ``pose_steps``, ``pose_refresh``, ``track_low_score`` and ``priority``
-    are left out of
+        appearance_inter: a refresh of a person's reference may be coded against their
+            previous one (an HEVC P-picture, :mod:`codec.scaffold.interref`) where that is
+            fewer bytes than a whole WebP at its PSNR; the APPEARANCE payload then holds a
+            code per reference (:mod:`codec.scaffold.appearance`). False: whole WebPs, the
+            payload as streams before issue 51 have it.
+
+    ``pose_every``, ``pose_steps``, ``pose_refresh``, ``track_low_score``, ``priority`` and
+    ``appearance_inter`` are left out of
     :meth:`to_dict` (and so of a stream header) at their defaults: streams written before
     they existed read as without them, so their defaults never change.
     """
@@ -157,6 +163,7 @@ class LevelConfig:
     pose_refresh: bool = True
     track_low_score: float = 0.0
     priority: str = "balanced"
+    appearance_inter: bool = False
 
     def __post_init__(self) -> None:
         if self.level not in LEVEL_NUMBERS:
@@ -283,7 +290,7 @@ LEVEL_NUMBERS = (0, 1, 2, 3)
 #: Fields added after streams were written without them: a header holds them only when they
 #: differ from their default (which therefore never changes).
 OMITTED_AT_DEFAULT = ("pose_every", "pose_steps", "pose_refresh", "track_low_score",
-                      "priority")
+                      "priority", "appearance_inter")
 #: Most frames between two sparse poses of a person.
 MAX_POSE_EVERY = 64
 #: ``plate_refine`` value that leaves the share to the camera's layout (resolved by the edge).
@@ -314,7 +321,7 @@ LEVELS: dict[int, LevelConfig] = {
                    keyframe_scale=0.5, plate_scales="0.75,1", detector_threshold=0.4,
                    detector_full_frame=False, box_step_px=2.0, appearance_quality=30,
                    plate="median", target_bpp=0.004, plate_refine=PLATE_REFINE_PER_CAMERA,
-                   track_low_score=LEVEL1_TRACK_LOW_SCORE),
+                   track_low_score=LEVEL1_TRACK_LOW_SCORE, appearance_inter=True),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
                    flow_scale=1 / 8, flow_step_px=0.5, keyframe_interval=75,
                    keyframe_quality=40),
