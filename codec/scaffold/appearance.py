@@ -222,6 +222,23 @@ def decode_entry(entry: bytes, held: np.ndarray | None) -> np.ndarray:
         raise AppearanceError(f"appearance reference: {exc}") from exc
 
 
+#: A decoder holds the latest references of this many tracks at most (the most recently
+#: sent; 256 of at most 192 x 96 pixels: 14 MB), and the edge codes a refresh against a
+#: held one only.
+MAX_HELD_REFS = 256
+
+
+def hold_refs(held: dict, refs: dict) -> None:
+    """Updates ``held`` (track id -> reference, oldest sent first) with a payload's ``refs``
+    in ascending track id order, then forgets the oldest beyond :data:`MAX_HELD_REFS`: the
+    same rule on the edge (which holds no pictures here) and the cloud."""
+    for tid in sorted(refs):
+        held.pop(tid, None)
+        held[tid] = refs[tid]
+    while len(held) > MAX_HELD_REFS:
+        del held[next(iter(held))]
+
+
 def unpack_refs(payload: bytes, track_ids, held: dict[int, np.ndarray] | None = None,
                 ) -> dict[int, np.ndarray]:  # fmt: skip
     """Inverse of :func:`pack_refs`, decoded to ``(h, w, 3)`` uint8 RGB; ``track_ids`` are the
@@ -501,6 +518,8 @@ class AppearanceSelector:
             raise ValueError(f"scale must be in (0, 1], got {scale}")
         self.inter = bool(inter)
         self._qp = 34  # where the next inter refresh's QP search starts: the last one chosen
+        #: the tracks whose reference the decoder holds (:func:`hold_refs`), oldest first
+        self._held: dict[int, None] = {}
         #: refreshes coded against the held reference, and those coded whole (``inter``)
         self.inter_refreshes = self.intra_refreshes = 0
         self.quality = int(quality)
@@ -520,6 +539,7 @@ class AppearanceSelector:
     def reset(self) -> None:
         """Forgets every reference (a keyframe: the decoder starts over too)."""
         self._refs.clear()
+        self._held.clear()
         self._first_seen.clear()
         self._poses.clear()
 
@@ -593,7 +613,7 @@ class AppearanceSelector:
                 cap = spent + (bound - spent) // max(1, new_left)
                 new_left -= 1
             for size in thumbnail_sizes(full) if new else [refresh]:
-                held = None if new else self._refs[tid].picture
+                held = None if new or tid not in self._held else self._refs[tid].picture
                 limit = None if cap is None else cap - spent - 6
                 data, picture = self._code(crop_box(frame, region, size), self.quality, held,
                                            limit)  # fmt: skip
@@ -619,6 +639,7 @@ class AppearanceSelector:
                     uv, visible = poses[tid]
                     self._poses.setdefault(tid, []).append(
                         (np.asarray(uv, np.float64), np.asarray(visible, bool)))  # fmt: skip
+        hold_refs(self._held, {tid: None for tid in chosen})
         return chosen
 
     def _code(self, crop: np.ndarray, quality: int, held: np.ndarray | None,

@@ -91,7 +91,8 @@ class ScaffoldDecoder:
             ) from exc
         self.plate = PlateDecoder(self.config, self.frame_size, upscale)
         #: track id -> its latest appearance reference, ``(h, w, 3)`` uint8 RGB: what an
-        #: inter-coded refresh is predicted from (``appearance_inter``; forgotten at a keyframe)
+        #: inter-coded refresh is predicted from (``appearance_inter``; forgotten at a keyframe,
+        #: at most ``MAX_HELD_REFS``: :func:`codec.scaffold.appearance.hold_refs`)
         self._held_refs: dict[int, np.ndarray] = {}
         self._started = False
         self._next_seq = 0
@@ -155,15 +156,15 @@ class ScaffoldDecoder:
         track's latest (what the next inter-coded one is predicted from)."""
         if payload is None:
             return {}
-        from semcodec.codec.scaffold.appearance import AppearanceError, unpack_refs
+        from semcodec.codec.scaffold.appearance import AppearanceError, hold_refs, unpack_refs
 
         held = self._held_refs if self.config.appearance_inter else None
         try:
             refs = unpack_refs(payload, scaffold.tracks.ids, held)
         except AppearanceError as exc:
             raise PayloadError(f"frame {scaffold.number}: {exc}") from exc
-        # a copy: a reconstructor may change the pictures it is given
-        self._held_refs.update((tid, ref.copy()) for tid, ref in refs.items())
+        if held is not None:  # copies: a reconstructor may change the pictures it is given
+            hold_refs(held, {tid: ref.copy() for tid, ref in refs.items()})
         return refs
 
     def finish(self) -> None:

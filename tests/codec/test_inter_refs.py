@@ -91,6 +91,29 @@ def test_a_first_reference_and_one_of_another_shape_are_coded_whole():
     assert selector.inter_refreshes == 0
 
 
+def test_edge_and_cloud_forget_the_same_oldest_references(monkeypatch):
+    """Past MAX_HELD_REFS tracks the oldest sent is forgotten on both sides: its refresh is
+    coded whole, and an inter entry for it is refused."""
+    from semcodec.codec.scaffold import appearance
+
+    monkeypatch.setattr(appearance, "MAX_HELD_REFS", 2)
+    frame = np.full((120, 200, 3), 128, np.uint8)
+    for k, x in enumerate((10, 70, 130)):
+        frame[10:106, x : x + 40] = _person(k)
+    people = Tracks(np.asarray([[10, 10, 50, 106], [70, 10, 110, 106], [130, 10, 170, 106]],
+                               np.float32), np.ones(3, np.float32), np.asarray([1, 2, 3]))
+    selector = AppearanceSelector(quality=30, refresh_frames=100, inter=True)
+    held: dict[int, np.ndarray] = {}
+    for number in (1, 2):
+        sent = selector.select(frame, number, people, budget_bytes=None, min_age=1)
+        refs = unpack_refs(pack_refs(sent), [1, 2, 3], held)
+        appearance.hold_refs(held, refs)
+        assert list(held) == [2, 3] and list(selector._held) == [2, 3]
+    assert sent[1][0] == 0 and sent[2][0] > 0 and sent[3][0] > 0  # 1 was forgotten
+    with pytest.raises(AppearanceError, match="holds no reference"):
+        unpack_refs(pack_refs({1: sent[2]}), [1], held)
+
+
 def test_inter_entry_known_answer():
     """libx265's bytes for a fixed picture and prediction, and the picture they decode to.
     The decoder codes the prediction itself with libx265: if another libx265 (or other
