@@ -44,8 +44,11 @@ from semcodec.codec.scaffold.streams import (
 #: The pose model the edge runs for level 1's sparse pose (``LevelConfig.pose_every``).
 SPARSE_POSE_MODEL = "pose_landmark_lite"
 #: Seconds a tracked person may wait for a reference in the rate's budget before the
-#: smallest thumbnail is sent whatever it costs (a person seen for 1 s is never a silhouette).
-OVERDUE_S = 0.75
+#: smallest thumbnail is sent whatever it costs: none, so a person is drawn from a picture of
+#: them from their second frame on, never as a grey silhouette (0.75 s left TUD-Stadtmitte
+#: 91-179 at 0.002 with 108 silhouette person-frames, at half size with 141-160, the demo's
+#: clip with 29 of 272; docs/journal.md, issue 51).
+OVERDUE_S = 0.0
 #: Bytes of an END unit (framing only) of a stream of up to 2**21 frames, paid up front by
 #: the rate controller.
 END_UNIT_BYTES = len(Unit(UnitKind.END, 2**21 - 1).to_bytes())

@@ -126,6 +126,7 @@ def _camera() -> dict[str, object]:
         "smallest_thumbnail_px": appearance.MIN_THUMB_HEIGHT,
         "largest_reference_px": appearance.MAX_REF_HEIGHT,
         "reference_overdue_s": OVERDUE_S, "shape_change": appearance.MAX_ASPECT_CHANGE,
+        "refresh_crowd_cover": appearance.CROWD_COVER,
     }  # fmt: skip
 
 

@@ -1,0 +1,55 @@
+"""Where a scaffold setting's MODA goes: misses and false positives of the benchmark's
+detector on the decoded frames, per stretch of the clip (issue 51: PETS 501-795 cold gives
+more MODA at 0.002 than at 0.004).
+
+    python docs/diagnostics/moda_split.py SEQ START FRAMES SETTING [SETTING ...]
+
+e.g. ``python docs/diagnostics/moda_split.py PETS09-S2L1-full 501 295 level=1,target_bpp=0.002
+level=1``. Run with ``PYTHONPATH`` at a snapshot to measure another commit. The detector is
+the benchmark's, calibrated on the clip's uncompressed frames (every 2nd) as the benchmark
+does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import numpy as np
+
+from semcodec.evaluation.bench.grid import _detector, evaluated_frames
+from semcodec.evaluation.codecs.base import Setting
+from semcodec.evaluation.codecs.scaffold import ScaffoldCodec
+from semcodec.evaluation.data.sequences import load_sequence
+from semcodec.evaluation.metrics.detector import calibrate_detector
+from semcodec.evaluation.metrics.moda import clear_mod
+
+EVERY = 2
+STRETCHES = 6
+
+
+def main(sequence: str, start: int, count: int, settings: list[str]) -> None:
+    pixels, info, gt = load_sequence(sequence, count, (), start)
+    numbers = evaluated_frames(len(pixels), EVERY)
+    config = dataclasses.asdict(calibrate_detector(pixels[::EVERY], gt, numbers)[0])
+    detector = _detector(tuple(sorted(config.items())), None)
+    edges = np.linspace(0, len(pixels), STRETCHES + 1).astype(int)
+    print(f"{sequence} {start}-{start + count - 1}: detector {config}")
+    for text in settings:
+        codec = ScaffoldCodec()
+        encoded = codec.encode(pixels, Setting.parse(text), info.fps)
+        decoded = codec.decode(encoded)
+        boxes = {n: detector.detect(decoded[n - 1]).boxes for n in numbers}
+        whole = clear_mod(boxes, gt, numbers)
+        print(f"{text}: {8 * len(encoded.payload) / pixels[0].size * 3 / len(pixels):.4f} bpp, "
+              f"MODA {whole.moda:.3f} (misses {whole.misses}, false positives "
+              f"{whole.false_positives} of {whole.gt_objects})")
+        for a, b in zip(edges[:-1], edges[1:], strict=True):
+            part = [n for n in numbers if a < n <= b]
+            r = clear_mod(boxes, gt, part)
+            print(f"  frames {a + 1}-{b}: MODA {r.moda:.3f} misses {r.misses} "
+                  f"FP {r.false_positives} of {r.gt_objects}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
