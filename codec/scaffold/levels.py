@@ -126,7 +126,12 @@ class LevelConfig:
             previous one (an HEVC P-picture, :mod:`codec.scaffold.interref`) where that is
             fewer bytes than a whole WebP at its PSNR; the APPEARANCE payload then holds a
             code per reference (:mod:`codec.scaffold.appearance`). False: whole WebPs, the
-            payload as streams before issue 51 have it.
+            payload as streams before issue 51 have it. Off at every level: with it, two
+            encodes of the same frames gave different references (the sample, 6 frames at
+            0.5 BPP, from the fourth frame on), so a streamed session's log differed from
+            the file `edge-agent encode` wrote (tests/test_service_link.py); and on the short
+            clips it cost 1.5-4.7 MODA points and 57 % of the edge's encode time
+            (docs/journal.md, issue 51). The cause of the difference is not found yet.
 
     ``pose_every``, ``pose_steps``, ``pose_refresh``, ``track_low_score``, ``priority`` and
     ``appearance_inter`` are left out of
@@ -321,7 +326,7 @@ LEVELS: dict[int, LevelConfig] = {
                    keyframe_scale=0.5, plate_scales="0.75,1", detector_threshold=0.4,
                    detector_full_frame=False, box_step_px=2.0, appearance_quality=30,
                    plate="median", target_bpp=0.004, plate_refine=PLATE_REFINE_PER_CAMERA,
-                   track_low_score=LEVEL1_TRACK_LOW_SCORE, appearance_inter=True),
+                   track_low_score=LEVEL1_TRACK_LOW_SCORE),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
                    flow_scale=1 / 8, flow_step_px=0.5, keyframe_interval=75,
                    keyframe_quality=40),
