@@ -69,6 +69,7 @@ import numpy as np
 from semcodec.codec.bitstream import BitstreamError, decode_uvarint, encode_uvarint
 from semcodec.codec.core.types import Tracks
 from semcodec.codec.keyframes import KeyframeError, webp_size
+from semcodec.codec.scaffold.detector import box_area, intersection_area
 
 #: Tallest reference in pixels (people are downscaled to it, never upscaled).
 MAX_REF_HEIGHT = 96
@@ -437,8 +438,6 @@ CROWD_COVER = 0.1
 def _crowded(boxes: np.ndarray) -> np.ndarray:
     """``(N,)`` bool: the boxes (``(N, 4)`` ``x1, y1, x2, y2``) of which another box covers
     more than :data:`CROWD_COVER` of the area."""
-    from semcodec.codec.scaffold.detector import box_area, intersection_area
-
     boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
     cover = intersection_area(boxes, boxes)
     np.fill_diagonal(cover, 0.0)
