@@ -220,7 +220,9 @@ def test_listing_clients_of_one_tenant_leave_anothers_stream_and_health_alone(se
     assert statuses.get(200, 0) <= 20 * elapsed + 40 * PHASES / 2, (statuses, elapsed)
     # within 20 %, or within what a shared 2-core machine moves between two quiet phases
     assert stream[1] <= 1.2 * stream[0] + 0.05, stream
-    assert p99[1] <= 1.2 * p99[0] + 10.0, p99
+    # p99 of 240 checks is their third slowest: one scheduling hiccup on 2 cores moves it
+    # (9 -> 23 ms in 2 of 4 runs here, 4.5 -> 30 ms in CI); unpaced listings took it to 280 ms
+    assert p99[1] <= 2.0 * p99[0] + 30.0, p99
     listing = json.loads(_http_body(port, "/api/sessions", TOKEN_A))["sessions"]
     assert len(listing) == SESSIONS and {v["state"] for v in listing} == {"closed"}
 
