@@ -45,6 +45,8 @@ SETTING_KEYS: tuple[str, ...] = (
     "priority",
     # inter-coded appearance references (codec.scaffold.levels: appearance_inter)
     "appearance_inter",
+    # the edge's dead zone on tracked boxes (codec.scaffold.levels: box_tolerance)
+    "box_tolerance",
 )  # fmt: skip
 
 MODEL_NAMES: tuple[str, ...] = (

@@ -447,8 +447,9 @@ class ScaffoldEncoder:
 
     def _code_boxes(self, scaffold: FrameScaffold) -> SubStream:
         coder = self._coders.boxes
+        scaffold.tracks = coder.snap(scaffold.tracks, self._coders.previous_boxes,
+                                     self.config.box_tolerance)  # fmt: skip
         data = coder.encode(scaffold.tracks, self._coders.previous_boxes)
-        scaffold.tracks = coder.quantize(scaffold.tracks)
         self._coders.previous_boxes = coder.update_state(self._coders.previous_boxes,
                                                          scaffold.tracks)  # fmt: skip
         return SubStream(SubStreamType.TRACKS, data)

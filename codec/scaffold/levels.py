@@ -132,9 +132,17 @@ class LevelConfig:
             the file `edge-agent encode` wrote (tests/test_service_link.py); and on the short
             clips it cost 1.5-4.7 MODA points and 57 % of the edge's encode time
             (docs/journal.md, issue 51). The cause of the difference is not found yet.
+        box_tolerance: the edge may send a tracked box up to this fraction of its height
+            away from the detected one, toward the decoder's constant-velocity prediction
+            (a dead zone on the box residuals, :meth:`codec.entropy.boxes.BoxCoder.snap`):
+            the detector's jitter costs no bytes. The edge's choice; the cloud does not
+            depend on it. 0 (every box as detected, to the step) at every level: 0.03 cut
+            TUD-Stadtmitte 91-179 at half size's boxes by a quarter at equal MODA, but cost
+            zoomed PETS 501-560 14.5 MODA points for 1 % of its stream (docs/journal.md,
+            issue 51, fourth session).
 
-    ``pose_every``, ``pose_steps``, ``pose_refresh``, ``track_low_score``, ``priority`` and
-    ``appearance_inter`` are left out of
+    ``pose_every``, ``pose_steps``, ``pose_refresh``, ``track_low_score``, ``priority``,
+    ``appearance_inter`` and ``box_tolerance`` are left out of
     :meth:`to_dict` (and so of a stream header) at their defaults: streams written before
     they existed read as without them, so their defaults never change.
     """
@@ -169,6 +177,7 @@ class LevelConfig:
     track_low_score: float = 0.0
     priority: str = "balanced"
     appearance_inter: bool = False
+    box_tolerance: float = 0.0
 
     def __post_init__(self) -> None:
         if self.level not in LEVEL_NUMBERS:
@@ -197,6 +206,8 @@ class LevelConfig:
             raise ValueError("keyframe_interval must be >= 0 and detect_every >= 1")
         if self.pose_model and self.pose_step_px <= 0 or self.flow_scale and self.flow_step_px <= 0:
             raise ValueError("quantization steps must be > 0")
+        if not 0 <= self.box_tolerance < 0.5:
+            raise ValueError(f"box_tolerance must be in [0, 0.5), got {self.box_tolerance}")
         if not (self.box_step_px >= 0 and 0 <= self.appearance_quality <= 100):
             raise ValueError("box_step_px must be >= 0 and appearance_quality 0..100")
         if self.appearance_quality and not self.box_step_px:
@@ -295,7 +306,7 @@ LEVEL_NUMBERS = (0, 1, 2, 3)
 #: Fields added after streams were written without them: a header holds them only when they
 #: differ from their default (which therefore never changes).
 OMITTED_AT_DEFAULT = ("pose_every", "pose_steps", "pose_refresh", "track_low_score",
-                      "priority", "appearance_inter")
+                      "priority", "appearance_inter", "box_tolerance")
 #: Most frames between two sparse poses of a person.
 MAX_POSE_EVERY = 64
 #: ``plate_refine`` value that leaves the share to the camera's layout (resolved by the edge).

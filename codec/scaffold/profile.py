@@ -107,6 +107,16 @@ class CameraProfile:
     found: tuple[tuple[int, int], ...] = ()
     samples: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
+    @property
+    def people_per_frame(self) -> float:
+        """People a start-up frame holds: the distinct people of :attr:`samples`, else half
+        of :attr:`people` (each person is a box of both views)."""
+        if not self.frames:
+            return 0.0
+        if self.samples:
+            return len(self.samples) / len(self.frames)
+        return self.people / 2 / len(self.frames)
+
     def window_height(self) -> float:
         """The median person's height in one window, fraction of the window (NaN: none)."""
         return self.person_height / window_fraction(self.tiles, self.tile_overlap)

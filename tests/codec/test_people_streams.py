@@ -58,6 +58,35 @@ def test_boxes_round_trip_through_appearing_and_leaving_people():
             assert len(payload) < 6 * len(ids)
 
 
+def test_snapped_boxes_stay_within_the_tolerance_cost_less_and_round_trip():
+    coder = BoxCoder(2.0, (768, 576))
+    rng = np.random.default_rng(3)
+    sizes = {}
+    for tolerance in (0.0, 0.05):
+        enc_state, dec_state, total = {}, {}, 0
+        for t in range(40):  # two people walking at 3 px a frame, the detector jittering
+            truth = np.array([[100 + 3 * t, 50, 140 + 3 * t, 150],
+                              [400 - 3 * t, 80, 440 - 3 * t, 180]])  # fmt: skip
+            frame = tracks(truth + rng.normal(0, 1.5, (2, 4)), [4, 9])
+            sent = coder.snap(frame, enc_state, tolerance)
+            payload = coder.encode(sent, enc_state)
+            decoded = coder.decode(payload, dec_state)
+            np.testing.assert_array_equal(decoded.boxes, sent.boxes)  # what the decoder gets
+            error = np.abs(sent.boxes - coder.quantize(frame).boxes)
+            assert error.max() <= tolerance * 100 + 1e-6  # corners: within 5 px of 100 tall
+            enc_state = coder.update_state(enc_state, sent)
+            dec_state = coder.update_state(dec_state, decoded)
+            total += len(payload)
+        sizes[tolerance] = total
+    assert sizes[0.05] < 0.75 * sizes[0.0], sizes
+    # no state: nothing to snap to; a prediction that would leave a box empty is not taken
+    frame = tracks([[10, 10, 30, 60]], [1])
+    assert coder.snap(frame, {}, 0.4).boxes.tolist() == coder.quantize(frame).boxes.tolist()
+    shrinking = {1: np.array([[0, 0, 20, 40], [5, 5, 10, 20]], np.int64)}  # predicts x2 < x1
+    np.testing.assert_array_equal(coder.snap(frame, shrinking, 0.4).boxes,
+                                  coder.quantize(frame).boxes)  # fmt: skip
+
+
 def test_box_quantisation_known_answer_and_far_boxes_escape():
     coder = BoxCoder(2.0, (64, 64))
     frame = tracks([[3.2, 4.9, 3.4, 9000.0]], [5])  # thinner than a step, far outside

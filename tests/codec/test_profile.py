@@ -287,3 +287,12 @@ def test_the_profile_by_agreement_says_what_it_chose(sample_frames, person_detec
     assert "profile_found" not in height.to_settings() and "agreement" not in height.describe()
     flipped = dataclasses.replace(agreed, tiles=1, height_tiles=2)
     assert "over the height rule's 2x2 tiles, by a sign test" in flipped.describe()
+
+
+def test_people_per_frame_counts_each_person_once():
+    box = np.array([0.0, 0.0, 10.0, 30.0])
+    samples = ((0, box), (0, box + 20), (3, box))  # 2 people on frame 0, 1 on frame 3
+    profile = CameraProfile(tiles=1, people=6, frames=(0, 3), samples=samples)
+    assert profile.people_per_frame == 1.5  # not 6 boxes (each a box of both views) / 2
+    assert dataclasses.replace(profile, samples=()).people_per_frame == 1.5  # half the boxes
+    assert CameraProfile(tiles=1).people_per_frame == 0.0
