@@ -124,8 +124,10 @@ class BoxCoder:
         snapping would leave empty keeps its own corners. ``tolerance`` 0: :meth:`quantize`.
         """
         ids, steps = self._quantize(tracks)
+        if tolerance <= 0:
+            return self._tracks(ids, steps)
         tracked = np.array([int(i) in previous for i in ids], bool)
-        if tolerance > 0 and tracked.any():
+        if tracked.any():
             predicted = self._predict(ids[tracked], previous)
             residuals = steps[tracked] - predicted
             heights = (steps[tracked, 3] - steps[tracked, 1]).astype(np.float64)

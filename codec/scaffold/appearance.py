@@ -48,15 +48,15 @@ A decoder refuses a payload with more than :data:`MAX_REFS` references, a refere
 track without a box in the frame, a WebP declaring more than ``2 * MAX_REF_HEIGHT`` x
 :data:`MAX_REF_HEIGHT` pixels (checked before decoding), or trailing bytes.
 
-With inter-coded references (the header's ``appearance_inter``, level 1's default since
-issue 51) each reference's bytes are an **entry**: a code, 0 for a whole WebP
-(:func:`intra_entry`) or ``1 + qp`` for a refresh coded against the track's previous
-reference (:func:`inter_entry`: the width and height, then the bytes of an HEVC P-picture at
-``qp``, :mod:`codec.scaffold.interref`). The decoder holds each track's latest reference
-(forgotten at a keyframe, as the edge's :class:`AppearanceSelector` does) and refuses an
-unknown code, an inter entry for a track it holds none of, and a declared size over the
-limit (before decoding). The edge's copy of each reference is the decoder's picture, bit
-for bit, so a chain of inter refreshes does not drift.
+With inter-coded references (the header's ``appearance_inter``; off at every level, see
+:class:`~codec.scaffold.levels.LevelConfig`) each reference's bytes are an **entry**: a
+code, 0 for a whole WebP (:func:`intra_entry`) or ``1 + qp`` for a refresh coded against
+the track's previous reference (:func:`inter_entry`: the width and height, then the bytes of
+an HEVC P-picture at ``qp``, :mod:`codec.scaffold.interref`). The decoder holds each
+track's latest reference (forgotten at a keyframe, as the edge's :class:`AppearanceSelector`
+does) and refuses an unknown code, an inter entry for a track it holds none of, and a
+declared size over the limit (before decoding). The edge's copy of each reference is the
+decoder's picture, bit for bit, so a chain of inter refreshes does not drift.
 """
 
 from __future__ import annotations
