@@ -136,10 +136,12 @@ class LevelConfig:
             away from the detected one, toward the decoder's constant-velocity prediction
             (a dead zone on the box residuals, :meth:`codec.entropy.boxes.BoxCoder.snap`):
             the detector's jitter costs no bytes. The edge's choice; the cloud does not
-            depend on it. 0 (every box as detected, to the step) at every level: 0.03 cut
-            TUD-Stadtmitte 91-179 at half size's boxes by a quarter at equal MODA, but cost
-            zoomed PETS 501-560 14.5 MODA points for 1 % of its stream (docs/journal.md,
-            issue 51, fourth session).
+            depend on it. A corner moves at most
+            :data:`codec.entropy.boxes.MAX_ZONE_STEPS` steps. 0 (every box as detected, to
+            the step) at every level: a one-step zone cut the boxes by 10-26 % and lifted MODA
+            on PETS 501-560, zoomed PETS and TUD at half size, but cost TUD-Stadtmitte 91-179
+            3.4 and 8.7 points and the demo's small people 0.044 of person-region ST-LPIPS
+            (docs/journal.md, issue 51, fourth session).
 
     ``pose_every``, ``pose_steps``, ``pose_refresh``, ``track_low_score``, ``priority``,
     ``appearance_inter`` and ``box_tolerance`` are left out of

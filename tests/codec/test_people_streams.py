@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from semcodec.codec.core.types import Tracks
-from semcodec.codec.entropy.boxes import BoxCoder
+from semcodec.codec.entropy.boxes import MAX_ZONE_STEPS, BoxCoder
 from semcodec.codec.entropy.rans import EntropyCodingError
 from semcodec.codec.scaffold.appearance import (
     MAX_REF_HEIGHT,
@@ -73,18 +73,20 @@ def test_snapped_boxes_stay_within_the_tolerance_cost_less_and_round_trip():
             decoded = coder.decode(payload, dec_state)
             np.testing.assert_array_equal(decoded.boxes, sent.boxes)  # what the decoder gets
             error = np.abs(sent.boxes - coder.quantize(frame).boxes)
-            assert error.max() <= tolerance * 100 + 1e-6  # corners: within 5 px of 100 tall
+            # corners: within 5 % of 100 px tall and one step (2 px)
+            assert error.max() <= min(tolerance * 100, MAX_ZONE_STEPS * 2.0) + 1e-6
             enc_state = coder.update_state(enc_state, sent)
             dec_state = coder.update_state(dec_state, decoded)
             total += len(payload)
         sizes[tolerance] = total
-    assert sizes[0.05] < 0.75 * sizes[0.0], sizes
+    assert sizes[0.05] < 0.8 * sizes[0.0], sizes
     # no state: nothing to snap to; a prediction that would leave a box empty is not taken
     frame = tracks([[10, 10, 30, 60]], [1])
     assert coder.snap(frame, {}, 0.4).boxes.tolist() == coder.quantize(frame).boxes.tolist()
     shrinking = {1: np.array([[0, 0, 20, 40], [5, 5, 10, 20]], np.int64)}  # predicts x2 < x1
-    np.testing.assert_array_equal(coder.snap(frame, shrinking, 0.4).boxes,
-                                  coder.quantize(frame).boxes)  # fmt: skip
+    thin = tracks([[10, 10, 14, 60]], [1])  # two steps wide: one step in from each side
+    np.testing.assert_array_equal(coder.snap(thin, shrinking, 0.4).boxes,
+                                  coder.quantize(thin).boxes)  # fmt: skip
 
 
 def test_box_quantisation_known_answer_and_far_boxes_escape():
