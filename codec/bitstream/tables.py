@@ -47,6 +47,8 @@ SETTING_KEYS: tuple[str, ...] = (
     "appearance_inter",
     # the edge's dead zone on tracked boxes (codec.scaffold.levels: box_tolerance)
     "box_tolerance",
+    # references without their WebP container (codec.scaffold.levels: appearance_vp8)
+    "appearance_vp8",
 )  # fmt: skip
 
 MODEL_NAMES: tuple[str, ...] = (

@@ -78,6 +78,10 @@ MAX_REFS = 64
 #: Fewest bytes a reference can take in a payload: a RIFF/WebP file has at least 30 (RIFF and
 #: VP8 chunk headers, frame header), plus its id and length varints.
 _MIN_REF_COST = 36
+#: Bytes of a simple lossy WebP file's container: ``RIFF``, its size, ``WEBP``, ``VP8 `` and
+#: the chunk's size. A stream with ``appearance_vp8`` sends each reference without them (the
+#: VP8 frame alone); the decoder puts them back.
+WEBP_CONTAINER_BYTES = 20
 #: Smallest box side (frame pixels) that gets a reference.
 MIN_BOX_PX = 6
 #: A reference covers the person's box grown by this factor about its centre. More context
@@ -135,18 +139,37 @@ def encode_ref(picture: np.ndarray, quality: int) -> bytes:
     return buf.tobytes()
 
 
+def strip_container(webp: bytes) -> bytes:
+    """The VP8 frame of a simple lossy WebP file (:func:`encode_ref`'s), without its
+    :data:`WEBP_CONTAINER_BYTES` of container (nor the chunk's pad byte)."""
+    if len(webp) < WEBP_CONTAINER_BYTES or webp[12:16] != b"VP8 ":
+        raise AppearanceError("appearance reference: not a simple lossy WebP file")
+    size = int.from_bytes(webp[16:20], "little")
+    return webp[WEBP_CONTAINER_BYTES : WEBP_CONTAINER_BYTES + size]
+
+
+def wrap_container(vp8: bytes) -> bytes:
+    """The WebP file of a VP8 frame (inverse of :func:`strip_container`)."""
+    pad = b"\0" * (len(vp8) % 2)
+    riff = (4 + 8 + len(vp8) + len(pad)).to_bytes(4, "little")
+    return b"RIFF" + riff + b"WEBPVP8 " + len(vp8).to_bytes(4, "little") + vp8 + pad
+
+
 def _check_ref_size(width: int, height: int) -> None:
     if not (1 <= height <= MAX_REF_HEIGHT and 1 <= width <= 2 * MAX_REF_HEIGHT):
         raise AppearanceError(f"appearance reference of {width}x{height} is over the limit "
                               f"{2 * MAX_REF_HEIGHT}x{MAX_REF_HEIGHT}")  # fmt: skip
 
 
-def decode_ref(data: bytes) -> np.ndarray:
-    """WebP bytes -> ``(h, w, 3)`` uint8 RGB, its size checked before decoding.
+def decode_ref(data: bytes, bare: bool = False) -> np.ndarray:
+    """WebP bytes (``bare``: a VP8 frame without its container, :func:`strip_container`) ->
+    ``(h, w, 3)`` uint8 RGB, its size checked before decoding.
 
     Raises:
         AppearanceError: not a WebP, too large, or undecodable.
     """
+    if bare:
+        data = wrap_container(data)
     try:
         width, height = webp_size(data)
     except KeyframeError as exc:
@@ -198,9 +221,10 @@ def inter_entry(qp: int, size: tuple[int, int], data: bytes) -> bytes:
             + encode_uvarint(size[1]) + data)  # fmt: skip
 
 
-def decode_entry(entry: bytes, held: np.ndarray | None) -> np.ndarray:
+def decode_entry(entry: bytes, held: np.ndarray | None, bare: bool = False) -> np.ndarray:
     """An entry as ``(h, w, 3)`` uint8 RGB; ``held`` is the track's reference the decoder
-    holds (None: none). The size of either kind is checked before decoding.
+    holds (None: none); ``bare``: an intra entry's WebP is without its container. The size
+    of either kind is checked before decoding.
 
     Raises:
         AppearanceError: an unknown code, an inter entry without a held reference, a size
@@ -211,7 +235,7 @@ def decode_entry(entry: bytes, held: np.ndarray | None) -> np.ndarray:
     try:
         code, pos = decode_uvarint(entry, 0)
         if code == INTRA_CODE:
-            return decode_ref(entry[pos:])
+            return decode_ref(entry[pos:], bare)
         if code > INTER_CODE + MAX_INTER_QP:
             raise AppearanceError(f"appearance reference of unknown code {code} (0: intra, "
                                   f"1..{INTER_CODE + MAX_INTER_QP}: inter)")  # fmt: skip
@@ -247,11 +271,12 @@ def hold_refs(held: dict, refs: dict) -> None:
 
 
 def unpack_refs(payload: bytes, track_ids, held: dict[int, np.ndarray] | None = None,
-                ) -> dict[int, np.ndarray]:  # fmt: skip
+                bare: bool = False) -> dict[int, np.ndarray]:  # fmt: skip
     """Inverse of :func:`pack_refs`, decoded to ``(h, w, 3)`` uint8 RGB; ``track_ids`` are the
     ids of the frame's boxes. ``held``: the stream codes entries (``appearance_inter``), and
     these are the references the decoder holds by track id (not changed here); None: every
-    reference is a bare WebP.
+    reference is a WebP. ``bare`` (``appearance_vp8``): the WebPs come without their
+    container (:func:`strip_container`).
 
     Raises:
         AppearanceError: a malformed payload.
@@ -272,7 +297,8 @@ def unpack_refs(payload: bytes, track_ids, held: dict[int, np.ndarray] | None = 
             if pos + length > len(payload):
                 raise AppearanceError("appearance payload is truncated")
             data = payload[pos : pos + length]
-            refs[tid] = decode_ref(data) if held is None else decode_entry(data, held.get(tid))
+            refs[tid] = (decode_ref(data, bare) if held is None
+                         else decode_entry(data, held.get(tid), bare))  # fmt: skip
             pos += length
     except BitstreamError as exc:
         raise AppearanceError(f"appearance payload: {exc}") from exc
@@ -520,6 +546,8 @@ class AppearanceSelector:
             refresh is coded against the person's previous reference where that costs fewer
             bytes at the WebP's PSNR (a first reference, one after a keyframe and one
             replacing a reference of another shape are coded whole).
+        bare: each WebP is sent without its container (:func:`strip_container`,
+            ``appearance_vp8``).
 
     With poses (``select(..., poses=...)``: each person's pose as the cloud has it this
     frame) the selector mirrors a cloud that remembers every reference with the pose it was
@@ -533,10 +561,12 @@ class AppearanceSelector:
 
     def __init__(self, quality: int, refresh_frames: int, size_change: float = 0.3,
                  max_difference: float = 28.0, overdue_frames: int | None = None,
-                 check=None, scale: float = 1.0, inter: bool = False) -> None:  # fmt: skip
+                 check=None, scale: float = 1.0, inter: bool = False,
+                 bare: bool = False) -> None:  # fmt: skip
         if not 0 < scale <= 1:
             raise ValueError(f"scale must be in (0, 1], got {scale}")
-        self.inter = bool(inter)
+        self.inter, self.bare = bool(inter), bool(bare)
+        self._min_cost = _MIN_REF_COST - WEBP_CONTAINER_BYTES * self.bare
         self._qp = 34  # where the next inter refresh's QP search starts: the last one chosen
         #: the tracks whose reference the decoder holds (:func:`hold_refs`), oldest first
         self._held: dict[int, None] = {}
@@ -618,7 +648,7 @@ class AppearanceSelector:
             # a person with no reference for overdue_frames gets a thumbnail whatever it costs
             waited = number - self._first_seen[tid]
             overdue = tid not in self._refs and waited >= self.overdue_frames
-            if bound is not None and spent + _MIN_REF_COST > bound and not overdue:
+            if bound is not None and spent + self._min_cost > bound and not overdue:
                 new_left -= new
                 continue  # cannot fit whatever it costs: do not encode it
             if self.check is not None and not overdue and not self.check(frame, box):
@@ -673,6 +703,8 @@ class AppearanceSelector:
         ``limit``) at a PSNR at least the WebP's (:func:`codec.scaffold.interref.code_inter`)."""
         webp = encode_ref(crop, quality)
         picture = decode_ref(webp)
+        if self.bare:
+            webp = strip_container(webp)
         if not self.inter:
             return webp, picture
         entry = intra_entry(webp)

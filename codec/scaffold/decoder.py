@@ -160,7 +160,7 @@ class ScaffoldDecoder:
 
         held = self._held_refs if self.config.appearance_inter else None
         try:
-            refs = unpack_refs(payload, scaffold.tracks.ids, held)
+            refs = unpack_refs(payload, scaffold.tracks.ids, held, self.config.appearance_vp8)
         except AppearanceError as exc:
             raise PayloadError(f"frame {scaffold.number}: {exc}") from exc
         if held is not None:  # copies: a reconstructor may change the pictures it is given

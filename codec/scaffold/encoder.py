@@ -137,7 +137,8 @@ class ScaffoldEncoder:
             self._appearance = AppearanceSelector(config.appearance_quality, refresh,
                                                   overdue_frames=overdue, check=check,
                                                   scale=config.appearance_scale,
-                                                  inter=config.appearance_inter)  # fmt: skip
+                                                  inter=config.appearance_inter,
+                                                  bare=config.appearance_vp8)  # fmt: skip
         self._previous_frame: np.ndarray | None = None
         self._primed = False
         if config.detector_tiles:  # the layout is the level's: so is the refinement share

@@ -132,6 +132,9 @@ class LevelConfig:
             the file `edge-agent encode` wrote (tests/test_service_link.py); and on the short
             clips it cost 1.5-4.7 MODA points and 57 % of the edge's encode time
             (docs/journal.md, issue 51). The cause of the difference is not found yet.
+        appearance_vp8: each appearance reference's WebP is sent without its container (the
+            VP8 frame alone, 20 bytes fewer; :func:`codec.scaffold.appearance.strip_container`),
+            which the decoder puts back: the same pictures for fewer bytes. On at level 1.
         box_tolerance: the edge may send a tracked box up to this fraction of its height
             away from the detected one, toward the decoder's constant-velocity prediction
             (a dead zone on the box residuals, :meth:`codec.entropy.boxes.BoxCoder.snap`):
@@ -144,7 +147,7 @@ class LevelConfig:
             (docs/journal.md, issue 51, fourth session).
 
     ``pose_every``, ``pose_steps``, ``pose_refresh``, ``track_low_score``, ``priority``,
-    ``appearance_inter`` and ``box_tolerance`` are left out of
+    ``appearance_inter``, ``box_tolerance`` and ``appearance_vp8`` are left out of
     :meth:`to_dict` (and so of a stream header) at their defaults: streams written before
     they existed read as without them, so their defaults never change.
     """
@@ -180,6 +183,7 @@ class LevelConfig:
     priority: str = "balanced"
     appearance_inter: bool = False
     box_tolerance: float = 0.0
+    appearance_vp8: bool = False
 
     def __post_init__(self) -> None:
         if self.level not in LEVEL_NUMBERS:
@@ -308,7 +312,7 @@ LEVEL_NUMBERS = (0, 1, 2, 3)
 #: Fields added after streams were written without them: a header holds them only when they
 #: differ from their default (which therefore never changes).
 OMITTED_AT_DEFAULT = ("pose_every", "pose_steps", "pose_refresh", "track_low_score",
-                      "priority", "appearance_inter", "box_tolerance")
+                      "priority", "appearance_inter", "box_tolerance", "appearance_vp8")
 #: Most frames between two sparse poses of a person.
 MAX_POSE_EVERY = 64
 #: ``plate_refine`` value that leaves the share to the camera's layout (resolved by the edge).
@@ -339,7 +343,7 @@ LEVELS: dict[int, LevelConfig] = {
                    keyframe_scale=0.5, plate_scales="0.75,1", detector_threshold=0.4,
                    detector_full_frame=False, box_step_px=2.0, appearance_quality=30,
                    plate="median", target_bpp=0.004, plate_refine=PLATE_REFINE_PER_CAMERA,
-                   track_low_score=LEVEL1_TRACK_LOW_SCORE),
+                   track_low_score=LEVEL1_TRACK_LOW_SCORE, appearance_vp8=True),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
                    flow_scale=1 / 8, flow_step_px=0.5, keyframe_interval=75,
                    keyframe_quality=40),

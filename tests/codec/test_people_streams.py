@@ -15,6 +15,7 @@ from semcodec.codec.entropy.rans import EntropyCodingError
 from semcodec.codec.scaffold.appearance import (
     MAX_REF_HEIGHT,
     MIN_THUMB_HEIGHT,
+    WEBP_CONTAINER_BYTES,
     AppearanceError,
     AppearanceSelector,
     _crowded,
@@ -25,7 +26,9 @@ from semcodec.codec.scaffold.appearance import (
     pack_refs,
     ref_region,
     ref_size,
+    strip_container,
     unpack_refs,
+    wrap_container,
 )
 from semcodec.codec.scaffold.plate.background import BackgroundModel
 from semcodec.codec.scaffold.rate import RateController, fit_quality
@@ -139,6 +142,39 @@ def test_references_round_trip_and_hostile_payloads_are_refused():
     big = encode_ref(np.zeros((MAX_REF_HEIGHT + 1, 8, 3), np.uint8), 50)
     with pytest.raises(AppearanceError, match="over the limit"):
         decode_ref(big)
+
+
+def test_references_without_their_container_decode_to_the_same_pictures():
+    rng = np.random.default_rng(4)
+    pictures = {k: rng.integers(0, 255, (12 * k, 5 * k, 3), np.uint8) for k in (1, 2, 3, 5)}
+    files = {k: encode_ref(v, 30) for k, v in pictures.items()}
+    bare = {k: strip_container(f) for k, f in files.items()}
+    assert {len(files[k]) - len(bare[k]) for k in files} <= {20, 21}  # 21: the pad byte
+    assert all(wrap_container(bare[k]) == files[k] for k in files)  # byte for byte
+    whole, stripped = unpack_refs(pack_refs(files), list(files)), unpack_refs(
+        pack_refs(bare), list(files), bare=True)
+    for k in files:
+        np.testing.assert_array_equal(stripped[k], whole[k])
+    assert len(pack_refs(files)) - len(pack_refs(bare)) >= WEBP_CONTAINER_BYTES * len(files)
+    with pytest.raises(AppearanceError):  # a frame too short to hold a picture header
+        decode_ref(b"\x00" * 5, bare=True)
+    with pytest.raises(AppearanceError, match="over the limit"):  # checked before decoding
+        decode_ref(strip_container(encode_ref(np.zeros((MAX_REF_HEIGHT + 1, 8, 3), np.uint8),
+                                              50)), bare=True)  # fmt: skip
+    with pytest.raises(AppearanceError, match="simple lossy"):
+        strip_container(b"RIFF\x00\x00\x00\x00WEBPVP8L" + bytes(20))
+
+
+def test_a_selector_with_bare_references_spends_the_container_less():
+    rng = np.random.default_rng(5)
+    frame = rng.integers(0, 255, (240, 320, 3), np.uint8)
+    people = tracks([[20, 20, 60, 120], [200, 40, 240, 140]], [1, 2])
+    sent = {}
+    for bare in (False, True):
+        selector = AppearanceSelector(30, refresh_frames=100, bare=bare)
+        sent[bare] = selector.select(frame, 1, people, budget_bytes=None)
+    assert sent[False].keys() == sent[True].keys() == {1, 2}
+    assert all(strip_container(sent[False][k]) == sent[True][k] for k in (1, 2))
 
 
 def test_references_are_capped_in_height_and_drawn_into_their_box():

@@ -90,7 +90,12 @@ def synthetic_stream(level: int = 2, count: int = 4, size: tuple[int, int] = (48
     from semcodec.codec.entropy.pose import PoseCoder
     from semcodec.codec.entropy.segmentation import SegmentationCoder
     from semcodec.codec.keyframes import create_intra_coder
-    from semcodec.codec.scaffold.appearance import encode_ref, intra_entry, pack_refs
+    from semcodec.codec.scaffold.appearance import (
+        encode_ref,
+        intra_entry,
+        pack_refs,
+        strip_container,
+    )
     from semcodec.codec.scaffold.codec import flow_shape, segmentation_shape
 
     cfg = config or synthetic_config(level)
@@ -120,6 +125,8 @@ def synthetic_stream(level: int = 2, count: int = 4, size: tuple[int, int] = (48
             refs = {}
             for tid, (x1, y1, x2, y2) in zip((1, 2), tracks.boxes.astype(int), strict=True):
                 refs[tid] = encode_ref(np.ascontiguousarray(frames[t, y1:y2, x1:x2]), 30)
+                if cfg.appearance_vp8:  # the VP8 frame without its container
+                    refs[tid] = strip_container(refs[tid])
                 if cfg.appearance_inter:  # a payload of entries: each coded whole
                     refs[tid] = intra_entry(refs[tid])
             subs.append(SubStream(SubStreamType.APPEARANCE, pack_refs(refs)))
