@@ -46,8 +46,10 @@ from semcodec.codec.core.yuv import i420_to_rgb, rgb_to_i420
 
 #: Sides of a coded picture are padded to a multiple of this (x265's smallest CU) ...
 ALIGN = 8
-#: ... and to at least this (one 16-pixel CTU).
-MIN_SIDE = 16
+#: ... and to at least this. One 16-pixel CTU wide, libx265's sub-pixel motion search reads
+#: memory it has not written: the same pair coded to other P-picture bytes in another process
+#: (``MALLOC_PERTURB_`` 1, 85, 170 gave three), 24 pixels wide never did (docs/journal.md).
+MIN_SIDE = 24
 #: QP of the prediction picture (not sent, so any QP costs nothing; below 12 it is slower to
 #: code and no better a prediction: 4 gave 4,258 bytes at 30.21 dB on 20 PETS refreshes at
 #: QP 34, 12 gave 4,244 at 30.18).
