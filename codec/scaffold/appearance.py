@@ -534,9 +534,9 @@ class AppearanceSelector:
         max_difference: refresh when the reference differs from the frame's box by more
             than this mean absolute RGB difference (0..255).
         overdue_frames: a person tracked this many frames without any reference gets the
-            smallest thumbnail whatever the budget (at the lowest quality when over it;
-            default: an eighth of ``refresh_frames``, half a second at the default 4-second
-            refresh).
+            smallest thumbnail whatever the budget (at ``quality``: at WebP quality 1 a
+            12-px thumbnail was a smear, docs/journal.md, issue 51; default: an eighth of
+            ``refresh_frames``, half a second at the default 4-second refresh).
         check: ``(frame, box) -> bool``, whether a box holds a whole person
             (:class:`WholePersonCheck`); a picture is sent only where it says so, except an
             overdue thumbnail. ``None``: every box does.

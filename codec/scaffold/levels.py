@@ -126,12 +126,11 @@ class LevelConfig:
             previous one (an HEVC P-picture, :mod:`codec.scaffold.interref`) where that is
             fewer bytes than a whole WebP at its PSNR; the APPEARANCE payload then holds a
             code per reference (:mod:`codec.scaffold.appearance`). False: whole WebPs, the
-            payload as streams before issue 51 have it. Off at every level: with it, two
-            encodes of the same frames gave different references (the sample, 6 frames at
-            0.5 BPP, from the fourth frame on), so a streamed session's log differed from
-            the file `edge-agent encode` wrote (tests/test_service_link.py); and on the short
+            payload as streams before issue 51 have it. Off at every level: on the short
             clips it cost 1.5-4.7 MODA points and 57 % of the edge's encode time
-            (docs/journal.md, issue 51). The cause of the difference is not found yet.
+            (docs/journal.md, issue 51). (Two encodes of the same frames once gave different
+            references: libx265 read memory it had not written in pictures one CTU wide,
+            which :data:`codec.scaffold.interref.MIN_SIDE` now avoids.)
         appearance_vp8: each appearance reference's WebP is sent without its container (the
             VP8 frame alone, 20 bytes fewer; :func:`codec.scaffold.appearance.strip_container`),
             which the decoder puts back: the same pictures for fewer bytes. On at level 1.
