@@ -48,7 +48,7 @@ A decoder refuses a payload with more than :data:`MAX_REFS` references, a refere
 track without a box in the frame, a WebP declaring more than ``2 * MAX_REF_HEIGHT`` x
 :data:`MAX_REF_HEIGHT` pixels (checked before decoding), or trailing bytes.
 
-With inter-coded references (the header's ``appearance_inter``; off at every level, see
+With inter-coded references (the header's ``appearance_inter``; on at level 1, see
 :class:`~codec.scaffold.levels.LevelConfig`) each reference's bytes are an **entry**: a
 code, 0 for a whole WebP (:func:`intra_entry`) or ``1 + qp`` for a refresh coded against
 the track's previous reference (:func:`inter_entry`: the width and height, then the bytes of

@@ -126,11 +126,15 @@ class LevelConfig:
             previous one (an HEVC P-picture, :mod:`codec.scaffold.interref`) where that is
             fewer bytes than a whole WebP at its PSNR; the APPEARANCE payload then holds a
             code per reference (:mod:`codec.scaffold.appearance`). False: whole WebPs, the
-            payload as streams before issue 51 have it. Off at every level: on the short
-            clips it cost 1.5-4.7 MODA points and 57 % of the edge's encode time
-            (docs/journal.md, issue 51). (Two encodes of the same frames once gave different
-            references: libx265 read memory it had not written in pictures one CTU wide,
-            which :data:`codec.scaffold.interref.MIN_SIDE` now avoids.)
+            payload as streams before issue 51 have it. On at level 1: on the short clips
+            (four cameras at 0.002 and 0.004 BPP) MODA +23.6 points summed over the eight
+            (zoomed PETS +15.9 and +10.1, others within 2), person-region ST-LPIPS better by
+            0.013 summed; PETS09-S2L1-full 501-795 MODA 0.382 -> 0.385 and 0.464 -> 0.433,
+            person region 0.272 -> 0.271 and 0.230 -> 0.224; the edge's live encode of
+            PETS 501-700 1.22x the time (median of three pairs, 0.97-1.43)
+            (docs/journal.md, issue 51, fifth session). Two encodes of the same frames once
+            gave different references (libx265 read memory it had not written in pictures
+            one CTU wide, which :data:`codec.scaffold.interref.MIN_SIDE` now avoids).
         appearance_vp8: each appearance reference's WebP is sent without its container (the
             VP8 frame alone, 20 bytes fewer; :func:`codec.scaffold.appearance.strip_container`),
             which the decoder puts back: the same pictures for fewer bytes. On at level 1.
@@ -342,7 +346,8 @@ LEVELS: dict[int, LevelConfig] = {
                    keyframe_scale=0.5, plate_scales="0.75,1", detector_threshold=0.4,
                    detector_full_frame=False, box_step_px=2.0, appearance_quality=30,
                    plate="median", target_bpp=0.004, plate_refine=PLATE_REFINE_PER_CAMERA,
-                   track_low_score=LEVEL1_TRACK_LOW_SCORE, appearance_vp8=True),
+                   track_low_score=LEVEL1_TRACK_LOW_SCORE, appearance_vp8=True,
+                   appearance_inter=True),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
                    flow_scale=1 / 8, flow_step_px=0.5, keyframe_interval=75,
                    keyframe_quality=40),
