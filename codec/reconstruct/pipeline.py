@@ -12,7 +12,8 @@ with it (the exact scaffold decoder, the reconstructor, the upscaler) and yields
 :meth:`DecodePipeline.record` is what ``stream.json`` and a benchmark row say of it.
 
 :data:`DEFAULT_DECODER` is what a user gets without options: the decoder measured best for
-a viewer (``docs/journal.md``, issues 50 and 51). ``warp`` stays, by name, the bit-exact reference.
+a viewer (``docs/journal.md``, issues 50 and 51). ``warp`` stays, by name, the bit-exact
+reference.
 """
 
 from __future__ import annotations

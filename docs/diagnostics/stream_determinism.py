@@ -1,8 +1,10 @@
 """Is the level-1 encoder deterministic? Codes the embedded sample's first 6 frames at level 1,
 0.5 BPP, in memory, and prints the units' sha256 (run it twice: the two lines must agree).
 
-    python docs/diagnostics/stream_determinism.py 1   # with appearance_inter
-    python docs/diagnostics/stream_determinism.py 0   # without (the default)
+    python docs/diagnostics/stream_determinism.py 1   # with appearance_inter (level 1's default)
+    python docs/diagnostics/stream_determinism.py 0   # without
+
+``tests/codec/test_inter_refs.py`` runs it under three ``MALLOC_PERTURB_`` values.
 """
 
 import hashlib

@@ -5,6 +5,7 @@ refreshes; malformed entries are refused; streams with and without it decode."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -216,16 +217,8 @@ def test_a_level1_stream_decodes_with_the_edges_references(sample_frames, inter)
         assert any(code > 0 for code in codes)
 
 
-_STREAM_SHA = """
-import hashlib
-from semcodec.codec.core.sources import open_source, sample_path
-from semcodec.codec.scaffold.codec import encode_frames
-from semcodec.codec.scaffold.levels import level_config
-frames = open_source(sample_path()).read(start=1, count=6)
-config = level_config(1, target_bpp=0.5, appearance_inter=True)
-_, units, _ = encode_frames(frames, config, 7.0, (384, 288), num_frames=6)
-print(hashlib.sha256(b"".join(u.to_bytes() for u in units)).hexdigest())
-"""
+#: Codes the sample's first 6 frames at level 1 with inter refreshes and prints the sha256.
+_STREAM_SHA = Path(__file__).parents[2] / "docs" / "diagnostics" / "stream_determinism.py"
 
 
 def test_inter_refreshes_do_not_depend_on_the_heap():
@@ -240,7 +233,7 @@ def test_inter_refreshes_do_not_depend_on_the_heap():
     hashes = set()
     for perturb in ("1", "85", "170"):
         env = {**os.environ, "MALLOC_PERTURB_": perturb}
-        run = subprocess.run([sys.executable, "-c", _STREAM_SHA], env=env, check=True,
+        run = subprocess.run([sys.executable, str(_STREAM_SHA), "1"], env=env, check=True,
                              capture_output=True, text=True, timeout=300)  # fmt: skip
         hashes.add(run.stdout.strip().splitlines()[-1])
     assert len(hashes) == 1, hashes
