@@ -57,6 +57,14 @@ track's latest reference (forgotten at a keyframe, as the edge's :class:`Appeara
 does) and refuses an unknown code, an inter entry for a track it holds none of, and a
 declared size over the limit (before decoding). The edge's copy of each reference is the
 decoder's picture, bit for bit, so a chain of inter refreshes does not drift.
+
+With references coded against the plate as well (the header's ``appearance_plate``), a
+reference that would be coded whole may instead be an entry of code ``PLATE_CODE + qp``: a
+P-picture predicted from the plate under the person's box
+(:func:`codec.scaffold.interref.plate_region`), the plate as the edge holds it when the
+cloud decodes the frame's references (after the unit's keyframe, before its plate refresh
+or tile). The box's surroundings come from the plate and cost next to nothing. A decoder
+refuses such an entry in a stream without the setting.
 """
 
 from __future__ import annotations
@@ -194,10 +202,13 @@ def pack_refs(refs: dict[int, bytes]) -> bytes:
     return bytes(out)
 
 
-#: An entry's code for a whole WebP; ``INTER_CODE + qp``: a P-picture at ``qp`` (0..51).
+#: An entry's code for a whole WebP; ``INTER_CODE + qp``: a P-picture at ``qp`` (0..51)
+#: predicted from the track's held reference; ``PLATE_CODE + qp``: one predicted from the
+#: plate under the person's box (``appearance_plate``).
 INTRA_CODE, INTER_CODE = 0, 1
 #: The largest QP of an inter entry (:data:`codec.scaffold.interref.MAX_QP`).
 MAX_INTER_QP = 51
+PLATE_CODE = INTER_CODE + MAX_INTER_QP + 1
 #: An inter refresh is not tried when it would have to fit in this many bytes or fewer (a
 #: P-picture's slice header and a few blocks) ...
 MIN_INTER_BYTES = 16
@@ -213,22 +224,28 @@ def intra_entry(webp: bytes) -> bytes:
     return encode_uvarint(INTRA_CODE) + webp
 
 
-def inter_entry(qp: int, size: tuple[int, int], data: bytes) -> bytes:
+def inter_entry(qp: int, size: tuple[int, int], data: bytes, from_plate: bool = False) -> bytes:
     """The entry of a reference of ``size`` ``(width, height)`` coded against the track's
-    previous one (:func:`codec.scaffold.interref.encode_inter`) at ``qp``: its code
-    ``1 + qp``, the width and height, then the P-picture's bytes."""
-    return (encode_uvarint(INTER_CODE + int(qp)) + encode_uvarint(size[0])
-            + encode_uvarint(size[1]) + data)  # fmt: skip
+    previous one (:func:`codec.scaffold.interref.encode_inter`) at ``qp`` -- or, with
+    ``from_plate``, against the plate under the person's box
+    (:func:`codec.scaffold.interref.plate_region`): its code ``INTER_CODE + qp`` (or
+    ``PLATE_CODE + qp``), the width and height, then the P-picture's bytes."""
+    code = (PLATE_CODE if from_plate else INTER_CODE) + int(qp)
+    return encode_uvarint(code) + encode_uvarint(size[0]) + encode_uvarint(size[1]) + data
 
 
-def decode_entry(entry: bytes, held: np.ndarray | None, bare: bool = False) -> np.ndarray:
+def decode_entry(entry: bytes, held: np.ndarray | None, bare: bool = False,
+                 under=None) -> np.ndarray:  # fmt: skip
     """An entry as ``(h, w, 3)`` uint8 RGB; ``held`` is the track's reference the decoder
-    holds (None: none); ``bare``: an intra entry's WebP is without its container. The size
-    of either kind is checked before decoding.
+    holds (None: none); ``bare``: an intra entry's WebP is without its container;
+    ``under``: ``() -> (h, w, 3)`` uint8, the plate under the person's box
+    (:func:`codec.scaffold.interref.plate_region`) for a plate-coded entry (None: the stream
+    has none). The size of each kind is checked before decoding.
 
     Raises:
-        AppearanceError: an unknown code, an inter entry without a held reference, a size
-            over the limit, or bytes that do not decode.
+        AppearanceError: an unknown code, an inter entry without a held reference, a
+            plate-coded entry in a stream without them, a size over the limit, or bytes that
+            do not decode.
     """
     from semcodec.codec.scaffold.interref import InterRefError, decode_inter
 
@@ -236,10 +253,14 @@ def decode_entry(entry: bytes, held: np.ndarray | None, bare: bool = False) -> n
         code, pos = decode_uvarint(entry, 0)
         if code == INTRA_CODE:
             return decode_ref(entry[pos:], bare)
-        if code > INTER_CODE + MAX_INTER_QP:
+        if code > PLATE_CODE + MAX_INTER_QP:
             raise AppearanceError(f"appearance reference of unknown code {code} (0: intra, "
-                                  f"1..{INTER_CODE + MAX_INTER_QP}: inter)")  # fmt: skip
-        if held is None:
+                                  f"{INTER_CODE}..{PLATE_CODE - 1}: inter, {PLATE_CODE}.."
+                                  f"{PLATE_CODE + MAX_INTER_QP}: from the plate)")  # fmt: skip
+        if code >= PLATE_CODE and under is None:
+            raise AppearanceError("a plate-coded appearance reference in a stream without "
+                                  "them (appearance_plate)")  # fmt: skip
+        if code < PLATE_CODE and held is None:
             raise AppearanceError("an inter-coded appearance reference for a track the "
                                   "decoder holds no reference of")  # fmt: skip
         width, pos = decode_uvarint(entry, pos)
@@ -247,8 +268,9 @@ def decode_entry(entry: bytes, held: np.ndarray | None, bare: bool = False) -> n
     except BitstreamError as exc:
         raise AppearanceError(f"appearance reference: {exc}") from exc
     _check_ref_size(width, height)
+    previous, qp = (under(), code - PLATE_CODE) if code >= PLATE_CODE else (held, code - INTER_CODE)
     try:
-        return decode_inter(held, (width, height), code - INTER_CODE, entry[pos:])
+        return decode_inter(previous, (width, height), qp, entry[pos:])
     except InterRefError as exc:
         raise AppearanceError(f"appearance reference: {exc}") from exc
 
@@ -271,12 +293,14 @@ def hold_refs(held: dict, refs: dict) -> None:
 
 
 def unpack_refs(payload: bytes, track_ids, held: dict[int, np.ndarray] | None = None,
-                bare: bool = False) -> dict[int, np.ndarray]:  # fmt: skip
+                bare: bool = False, under=None) -> dict[int, np.ndarray]:  # fmt: skip
     """Inverse of :func:`pack_refs`, decoded to ``(h, w, 3)`` uint8 RGB; ``track_ids`` are the
     ids of the frame's boxes. ``held``: the stream codes entries (``appearance_inter``), and
     these are the references the decoder holds by track id (not changed here); None: every
     reference is a WebP. ``bare`` (``appearance_vp8``): the WebPs come without their
-    container (:func:`strip_container`).
+    container (:func:`strip_container`). ``under``: ``track id -> (h, w, 3)`` uint8, the
+    plate under the person's box, for plate-coded entries (``appearance_plate``; None: the
+    stream has none).
 
     Raises:
         AppearanceError: a malformed payload.
@@ -297,8 +321,11 @@ def unpack_refs(payload: bytes, track_ids, held: dict[int, np.ndarray] | None = 
             if pos + length > len(payload):
                 raise AppearanceError("appearance payload is truncated")
             data = payload[pos : pos + length]
-            refs[tid] = (decode_ref(data, bare) if held is None
-                         else decode_entry(data, held.get(tid), bare))  # fmt: skip
+            if held is None:
+                refs[tid] = decode_ref(data, bare)
+            else:
+                below = None if under is None else (lambda t=tid: under(t))
+                refs[tid] = decode_entry(data, held.get(tid), bare, below)
             pos += length
     except BitstreamError as exc:
         raise AppearanceError(f"appearance payload: {exc}") from exc
@@ -548,6 +575,10 @@ class AppearanceSelector:
             replacing a reference of another shape are coded whole).
         bare: each WebP is sent without its container (:func:`strip_container`,
             ``appearance_vp8``).
+        from_plate: with ``inter``, a reference coded whole (a new person's, one replacing
+            a reference of another shape, the first after a keyframe) is coded instead
+            against the plate under the person's box (``select(..., plate=...)``) where that
+            costs fewer bytes at the WebP's PSNR (``appearance_plate``).
 
     With poses (``select(..., poses=...)``: each person's pose as the cloud has it this
     frame) the selector mirrors a cloud that remembers every reference with the pose it was
@@ -562,12 +593,19 @@ class AppearanceSelector:
     def __init__(self, quality: int, refresh_frames: int, size_change: float = 0.3,
                  max_difference: float = 28.0, overdue_frames: int | None = None,
                  check=None, scale: float = 1.0, inter: bool = False,
-                 bare: bool = False) -> None:  # fmt: skip
+                 bare: bool = False, from_plate: bool = False) -> None:  # fmt: skip
         if not 0 < scale <= 1:
             raise ValueError(f"scale must be in (0, 1], got {scale}")
-        self.inter, self.bare = bool(inter), bool(bare)
+        if from_plate and not inter:
+            raise ValueError("references coded against the plate are inter-coded: "
+                             "from_plate needs inter")  # fmt: skip
+        self.inter, self.bare, self.from_plate = bool(inter), bool(bare), bool(from_plate)
         self._min_cost = _MIN_REF_COST - WEBP_CONTAINER_BYTES * self.bare
-        self._qp = 34  # where the next inter refresh's QP search starts: the last one chosen
+        # where the next inter QP search starts: the last one chosen (against a held
+        # reference, against the plate)
+        self._qp = {False: 34, True: 34}
+        #: references coded against the plate (``from_plate``)
+        self.plate_refs = 0
         #: the tracks whose reference the decoder holds (:func:`hold_refs`), oldest first
         self._held: dict[int, None] = {}
         #: refreshes coded against the held reference, and those coded whole (``inter``)
@@ -606,7 +644,8 @@ class AppearanceSelector:
 
     def select(self, frame: np.ndarray, number: int, tracks: Tracks, budget_bytes: int | None,
                new_budget_bytes: int | None = None, min_age: int | None = None,
-               poses: dict | None = None) -> dict[int, bytes]:  # fmt: skip
+               poses: dict | None = None, plate: np.ndarray | None = None,
+               ) -> dict[int, bytes]:  # fmt: skip
         """The references to send with frame ``number``: ``{track id: WebP bytes}``.
 
         Args:
@@ -621,6 +660,8 @@ class AppearanceSelector:
                 controller with bytes to spare).
             poses: track id -> ``(uv (13, 2), visible (13,))`` the person's box-relative
                 pose as the cloud has it this frame (class text); None: no pose mirror.
+            plate: ``(H, W, 3)`` uint8, the plate the decoder holds when it decodes this
+                frame's references (``from_plate``; None: none is coded against it).
         """
         self._pose_now = poses
         candidates = []
@@ -665,23 +706,31 @@ class AppearanceSelector:
             if new and bound is not None:
                 cap = spent + (bound - spent) // max(1, new_left)
                 new_left -= 1
+            under = None
+            if new and self.from_plate and plate is not None:
+                from semcodec.codec.scaffold.interref import plate_region
+
+                under = plate_region(plate, region)
             for size in thumbnail_sizes(full) if new else [refresh]:
                 held = None if new or tid not in self._held else self._refs[tid].picture
                 limit = None if cap is None else cap - spent - 6
-                data, picture = self._code(crop_box(frame, region, size), self.quality, held,
-                                           limit)  # fmt: skip
+                data, picture = self._code(crop_box(frame, region, size), self.quality,
+                                           held if under is None else under, limit,
+                                           under is not None)  # fmt: skip
                 if cap is None or spent + len(data) + 6 <= cap:
                     break
             else:
                 if not overdue:
                     continue
                 # over budget but overdue: the smallest thumbnail
-                data, picture = self._code(crop_box(frame, region, size), self.quality, None)
+                data, picture = self._code(crop_box(frame, region, size), self.quality, under,
+                                           None, under is not None)  # fmt: skip
             chosen[tid] = data
             spent += len(data) + 6
             if self.inter and not new:
                 self.inter_refreshes += data[0] != INTRA_CODE
                 self.intra_refreshes += data[0] == INTRA_CODE
+            self.plate_refs += under is not None and data[0] != INTRA_CODE
             self._refs[tid] = _Ref(number, float(box[3] - box[1]), picture,
                                    thumbnail=new and size != full,
                                    aspect=_aspect(box))  # fmt: skip
@@ -696,11 +745,13 @@ class AppearanceSelector:
         return chosen
 
     def _code(self, crop: np.ndarray, quality: int, held: np.ndarray | None,
-              limit: int | None = None) -> tuple[bytes, np.ndarray]:  # fmt: skip
+              limit: int | None = None, from_plate: bool = False,
+              ) -> tuple[bytes, np.ndarray]:  # fmt: skip
         """``(payload bytes, the picture the decoder will hold)`` of the ``(h, w, 3)`` uint8
         RGB ``crop`` at WebP ``quality``; with :attr:`inter` and the track's ``held``
-        reference, coded against it instead where that is fewer bytes (and at most
-        ``limit``) at a PSNR at least the WebP's (:func:`codec.scaffold.interref.code_inter`)."""
+        reference (``from_plate``: the plate under the person's box), coded against it
+        instead where that is fewer bytes (and at most ``limit``) at a PSNR at least the
+        WebP's (:func:`codec.scaffold.interref.code_inter`)."""
         webp = encode_ref(crop, quality)
         picture = decode_ref(webp)
         if self.bare:
@@ -717,11 +768,12 @@ class AppearanceSelector:
         most -= len(inter_entry(MAX_INTER_QP, size, b""))
         if most <= max(MIN_INTER_BYTES, INTER_FLOOR * len(entry)):
             return entry, picture
-        found = code_inter(held, crop, psnr(crop, picture), most, self._qp)
+        found = code_inter(held, crop, psnr(crop, picture), most, self._qp[from_plate])
         if found is None:
             return entry, picture
-        self._qp, data, recon = found
-        return inter_entry(self._qp, size, data), recon
+        qp, data, recon = found
+        self._qp[from_plate] = qp
+        return inter_entry(qp, size, data, from_plate), recon
 
     def _urgency(self, frame: np.ndarray, number: int, box: np.ndarray, tid: int,
                  min_age: int | None) -> float:  # fmt: skip

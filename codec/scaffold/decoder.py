@@ -137,13 +137,17 @@ class ScaffoldDecoder:
             self._started = True
         scaffold = FrameScaffold(number=unit.seq + 1)
         image = None
+        # a reference coded against the plate is predicted from the plate held at the end
+        # of the last frame, or this keyframe's (the edge codes a refresh or tile after them)
+        plate = self.plate.exact
         if SubStreamType.KEYFRAME_IMAGE in parts:
             scaffold.keyframe = parts[SubStreamType.KEYFRAME_IMAGE]
             image = self.plate.keyframe(scaffold.keyframe)
         elif SubStreamType.PLATE_TILE in parts:
             image = self.plate.tile(parts[SubStreamType.PLATE_TILE], scaffold.number)
         self._decode_scaffolds(parts, scaffold)
-        refs = self._decode_appearance(parts.get(SubStreamType.APPEARANCE), scaffold)
+        plate = self.plate.exact if is_key else plate
+        refs = self._decode_appearance(parts.get(SubStreamType.APPEARANCE), scaffold, plate)
         self._next_seq += 1
         return DecodedFrame(scaffold, self.frame_size, image, refs,
                             plate=self.config.plate != "frame",
@@ -151,16 +155,32 @@ class ScaffoldDecoder:
                             fps=float(self.header.frame_rate))  # fmt: skip
 
 
-    def _decode_appearance(self, payload: bytes | None, scaffold: FrameScaffold) -> dict:
+    def _decode_appearance(self, payload: bytes | None, scaffold: FrameScaffold,
+                           plate: np.ndarray | None) -> dict:  # fmt: skip
         """The frame's references ``{track id: (h, w, 3) uint8 RGB}``, each also held as the
-        track's latest (what the next inter-coded one is predicted from)."""
+        track's latest (what the next inter-coded one is predicted from); ``plate``: what a
+        reference coded against the plate is predicted from (``appearance_plate``)."""
         if payload is None:
             return {}
-        from semcodec.codec.scaffold.appearance import AppearanceError, hold_refs, unpack_refs
+        from semcodec.codec.scaffold.appearance import (
+            AppearanceError,
+            hold_refs,
+            ref_region,
+            unpack_refs,
+        )
+        from semcodec.codec.scaffold.interref import plate_region
 
         held = self._held_refs if self.config.appearance_inter else None
+        under = None
+        if self.config.appearance_plate and plate is not None:
+            boxes = dict(zip(scaffold.tracks.ids.tolist(), scaffold.tracks.boxes, strict=True))
+
+            def under(track_id: int) -> np.ndarray:
+                return plate_region(plate, ref_region(boxes[track_id]))
+
         try:
-            refs = unpack_refs(payload, scaffold.tracks.ids, held, self.config.appearance_vp8)
+            refs = unpack_refs(payload, scaffold.tracks.ids, held, self.config.appearance_vp8,
+                               under)  # fmt: skip
         except AppearanceError as exc:
             raise PayloadError(f"frame {scaffold.number}: {exc}") from exc
         if held is not None:  # copies: a reconstructor may change the pictures it is given

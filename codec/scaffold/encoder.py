@@ -138,7 +138,8 @@ class ScaffoldEncoder:
                                                   overdue_frames=overdue, check=check,
                                                   scale=config.appearance_scale,
                                                   inter=config.appearance_inter,
-                                                  bare=config.appearance_vp8)  # fmt: skip
+                                                  bare=config.appearance_vp8,
+                                                  from_plate=config.appearance_plate)  # fmt: skip
         self._previous_frame: np.ndarray | None = None
         self._primed = False
         if config.detector_tiles:  # the layout is the level's: so is the refinement share
@@ -526,8 +527,9 @@ class ScaffoldEncoder:
             new_budget = self._rate.new_reference_budget()
             if self._rate.spare():  # bytes saved up: refresh anyone, stalest first
                 min_age = 1
+        plate = self.plate.held_picture() if self.config.appearance_plate else None
         refs = self._appearance.select(frame, number, scaffold.tracks, budget, new_budget,
-                                       min_age, poses)  # fmt: skip
+                                       min_age, poses, plate)  # fmt: skip
         scaffold.appearances = refs
         return pack_refs(refs) if refs else b""
 

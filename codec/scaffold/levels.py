@@ -138,6 +138,19 @@ class LevelConfig:
         appearance_vp8: each appearance reference's WebP is sent without its container (the
             VP8 frame alone, 20 bytes fewer; :func:`codec.scaffold.appearance.strip_container`),
             which the decoder puts back: the same pictures for fewer bytes. On at level 1.
+        appearance_plate: with ``appearance_inter``, a reference that would be coded whole
+            (a new person's first, one replacing a reference of another shape) may be coded
+            instead as a P-picture predicted from the plate under the person's box
+            (:func:`codec.scaffold.interref.plate_region`), where that costs fewer bytes at
+            the WebP's PSNR: the background around the person comes from the plate the
+            decoder holds. On at level 1: the pictures a level-1 encode codes whole take
+            1.35x (the demo's sample) to 1.63x (TUD-Stadtmitte 91-179) fewer bytes at the
+            WebP's PSNR or better; on the short clips person-region ST-LPIPS better on seven
+            of eight cells (0.137 summed), MODA +19.6 points summed (TUD +5.7 to +12.1, PETS
+            -1.5 to -6.4), TUD at half size's rate 2.07 -> 1.87 and 1.37 -> 1.26 of the
+            target; PETS09-S2L1-full 501-795 MODA 0.336 -> 0.312 and 0.400 -> 0.371, person
+            region equal; the demo's stream 1.13 -> 1.07 of its target (docs/journal.md,
+            issue 51, sixth session).
         box_tolerance: the edge may send a tracked box up to this fraction of its height
             away from the detected one, toward the decoder's constant-velocity prediction
             (a dead zone on the box residuals, :meth:`codec.entropy.boxes.BoxCoder.snap`):
@@ -150,9 +163,9 @@ class LevelConfig:
             (docs/journal.md, issue 51, fourth session).
 
     ``pose_every``, ``pose_steps``, ``pose_refresh``, ``track_low_score``, ``priority``,
-    ``appearance_inter``, ``box_tolerance`` and ``appearance_vp8`` are left out of
-    :meth:`to_dict` (and so of a stream header) at their defaults: streams written before
-    they existed read as without them, so their defaults never change.
+    ``appearance_inter``, ``box_tolerance``, ``appearance_vp8`` and ``appearance_plate`` are
+    left out of :meth:`to_dict` (and so of a stream header) at their defaults: streams
+    written before they existed read as without them, so their defaults never change.
     """
 
     level: int
@@ -187,6 +200,7 @@ class LevelConfig:
     appearance_inter: bool = False
     box_tolerance: float = 0.0
     appearance_vp8: bool = False
+    appearance_plate: bool = False
 
     def __post_init__(self) -> None:
         if self.level not in LEVEL_NUMBERS:
@@ -215,6 +229,9 @@ class LevelConfig:
             raise ValueError("keyframe_interval must be >= 0 and detect_every >= 1")
         if self.pose_model and self.pose_step_px <= 0 or self.flow_scale and self.flow_step_px <= 0:
             raise ValueError("quantization steps must be > 0")
+        if self.appearance_plate and not self.appearance_inter:
+            raise ValueError("appearance_plate codes references as HEVC P-pictures: it needs "
+                             "appearance_inter")  # fmt: skip
         if not 0 <= self.box_tolerance < 0.5:
             raise ValueError(f"box_tolerance must be in [0, 0.5), got {self.box_tolerance}")
         if not (self.box_step_px >= 0 and 0 <= self.appearance_quality <= 100):
@@ -315,7 +332,8 @@ LEVEL_NUMBERS = (0, 1, 2, 3)
 #: Fields added after streams were written without them: a header holds them only when they
 #: differ from their default (which therefore never changes).
 OMITTED_AT_DEFAULT = ("pose_every", "pose_steps", "pose_refresh", "track_low_score",
-                      "priority", "appearance_inter", "box_tolerance", "appearance_vp8")
+                      "priority", "appearance_inter", "box_tolerance", "appearance_vp8",
+                      "appearance_plate")
 #: Most frames between two sparse poses of a person.
 MAX_POSE_EVERY = 64
 #: ``plate_refine`` value that leaves the share to the camera's layout (resolved by the edge).
@@ -347,7 +365,7 @@ LEVELS: dict[int, LevelConfig] = {
                    detector_full_frame=False, box_step_px=2.0, appearance_quality=30,
                    plate="median", target_bpp=0.004, plate_refine=PLATE_REFINE_PER_CAMERA,
                    track_low_score=LEVEL1_TRACK_LOW_SCORE, appearance_vp8=True,
-                   appearance_inter=True),
+                   appearance_inter=True, appearance_plate=True),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
                    flow_scale=1 / 8, flow_step_px=0.5, keyframe_interval=75,
                    keyframe_quality=40),

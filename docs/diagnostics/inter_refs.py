@@ -86,7 +86,7 @@ def record_refreshes(frames: np.ndarray, fps: float, inter: bool) -> tuple[list,
     try:
         start = time.time()
         size = (frames.shape[2], frames.shape[1])
-        config = level_config(1, appearance_inter=inter)
+        config = level_config(1, appearance_inter=inter, appearance_plate=inter)
         header, units, _ = encode_frames(list(frames), config, fps, size, len(frames))
         seconds = time.time() - start
     finally:

@@ -5,14 +5,16 @@ more MODA at 0.002 than at 0.004).
     python docs/diagnostics/moda_split.py SEQ START FRAMES SETTING [SETTING ...]
 
 e.g. ``python docs/diagnostics/moda_split.py PETS09-S2L1-full 501 295 level=1,target_bpp=0.002
-level=1``. Run with ``PYTHONPATH`` at a snapshot to measure another commit. The detector is
-the benchmark's, calibrated on the clip's uncompressed frames (every 2nd) as the benchmark
-does.
+level=1``; ``CAMERA=zoom=2,x=0.5,y=0.55`` in the environment makes a new camera of the clip
+(the benchmark's ``--camera-transform``). Run with ``PYTHONPATH`` at a snapshot to measure
+another commit. The detector is the benchmark's, calibrated on the clip's uncompressed frames
+(every 2nd) as the benchmark does.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 
 import numpy as np
@@ -29,7 +31,9 @@ STRETCHES = 6
 
 
 def main(sequence: str, start: int, count: int, settings: list[str]) -> None:
-    pixels, info, gt = load_sequence(sequence, count, (), start)
+    camera = os.environ.get("CAMERA")
+    options = (("camera_transform", camera),) if camera else ()
+    pixels, info, gt = load_sequence(sequence, count, options, start)
     numbers = evaluated_frames(len(pixels), EVERY)
     config = dataclasses.asdict(calibrate_detector(pixels[::EVERY], gt, numbers)[0])
     detector = _detector(tuple(sorted(config.items())), None)

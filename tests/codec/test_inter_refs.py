@@ -7,13 +7,16 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
 from semcodec.codec.core.types import Tracks
 from semcodec.codec.scaffold.appearance import (
+    INTRA_CODE,
     MAX_INTER_QP,
     MAX_REF_HEIGHT,
+    PLATE_CODE,
     AppearanceError,
     AppearanceSelector,
     decode_entry,
@@ -141,6 +144,8 @@ def test_malformed_entries_are_refused():
     with pytest.raises(AppearanceError, match="holds no reference"):
         decode_entry(entry, None)
     with pytest.raises(AppearanceError, match="unknown code"):
+        decode_entry(bytes([PLATE_CODE + MAX_INTER_QP + 1]) + entry[1:], held)
+    with pytest.raises(AppearanceError, match="without them"):  # a plate-coded code
         decode_entry(bytes([MAX_INTER_QP + 2]) + entry[1:], held)
     with pytest.raises(AppearanceError, match="over the limit"):
         decode_entry(inter_entry(36, (2 * MAX_REF_HEIGHT + 1, 96), data), held)
@@ -173,17 +178,29 @@ def test_the_search_finds_the_largest_qp_at_the_psnr_asked():
     assert predict(held, (20, 48)).shape == (48, 20, 3)
 
 
-@pytest.mark.parametrize("inter", [True, False])
-def test_a_level1_stream_decodes_with_the_edges_references(sample_frames, inter):
-    """A level-1 stream with inter refreshes (the default) and one without decode, and every
-    reference the decoder shows, and ``animate`` remembers, is the edge's copy."""
+def _nearest(picture: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    return cv2.resize(picture, size, interpolation=cv2.INTER_NEAREST)
+
+
+@pytest.mark.parametrize(("inter", "plate", "upscale"), [(True, True, None),
+                                                         (True, True, _nearest),
+                                                         (True, False, None),
+                                                         (False, False, None)])  # fmt: skip
+def test_a_level1_stream_decodes_with_the_edges_references(sample_frames, inter, plate,
+                                                           upscale):  # fmt: skip
+    """A level-1 stream with inter refreshes and first references coded against the plate
+    (the default), one with inter refreshes only and one without either decode, and every
+    reference the decoder shows, and ``animate`` remembers, is the edge's copy -- also when
+    the cloud brings its plate to the frame size by another upscaler (a plate-coded reference
+    is predicted from the plate as the edge holds it)."""
     from semcodec.codec.scaffold import appearance
     from semcodec.codec.scaffold.codec import ScaffoldDecoder, encode_frames
     from semcodec.codec.scaffold.levels import level_config
 
     # a budget that refreshes the sample's three people (at 0.004 BPP its 12 frames send
     # their first references only)
-    config = level_config(1, appearance_inter=inter, appearance_refresh_s=0.3, target_bpp=0.02)
+    config = level_config(1, appearance_inter=inter, appearance_plate=plate,
+                          appearance_refresh_s=0.3, target_bpp=0.02)  # fmt: skip
     mirrors, codes, original = [], [], appearance.AppearanceSelector.select
 
     def select(self, *args, **kwargs):
@@ -201,7 +218,8 @@ def test_a_level1_stream_decodes_with_the_edges_references(sample_frames, inter)
     assert dict(header.settings).get("appearance_inter", "False") == str(inter)
     from semcodec.codec.reconstruct.animate import AnimateReconstructor
 
-    decoder, animator = ScaffoldDecoder(header), AnimateReconstructor(memory_mb=1.0)
+    decoder = ScaffoldDecoder(header, upscale=upscale)
+    animator = AnimateReconstructor(memory_mb=1.0)
     shown = 0
     for unit, mirror in zip(units, mirrors, strict=False):
         decoded = decoder.decode_unit(unit)
@@ -213,8 +231,10 @@ def test_a_level1_stream_decodes_with_the_edges_references(sample_frames, inter)
             assert np.array_equal(animator.memory.newest(tid).ref, picture)
             shown += 1
     assert shown > 0
-    if inter:  # some refreshes were coded against the previous reference
-        assert any(code > 0 for code in codes)
+    if inter:  # some refreshes were coded against the previous reference; first references
+        # against the plate where that was cheaper, only with the setting
+        assert any(INTRA_CODE < code < PLATE_CODE for code in codes)
+        assert any(code >= PLATE_CODE for code in codes) == plate
 
 
 #: Codes the sample's first 6 frames at level 1 with inter refreshes and prints the sha256.

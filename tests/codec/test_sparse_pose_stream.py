@@ -66,7 +66,7 @@ def test_sparse_poses_round_trip_exactly_and_are_held_between(every, sample_fram
     # at this target each person is then refreshed, and sent a pose with it, every other
     # frame, and no pose is held two frames)
     config = level_config(1, pose_every=every, target_bpp=0.05, appearance_inter=False,
-                          appearance_vp8=False)  # fmt: skip
+                          appearance_plate=False, appearance_vp8=False)  # fmt: skip
     encoder, units, sent = _encode(frames, config)
     header = StreamHeader.from_bytes(encoder.header(len(frames)).to_bytes())
     decoder = ScaffoldDecoder(header)

@@ -24,6 +24,10 @@ class PlateDecoder:
         self._coders = plate_coders(config)
         self._tile_coder = tile_coder(config)
         self._plate: np.ndarray | None = None  # the plate held, refined tile by tile
+        #: the plate as the edge holds it (the default upscaling), refined alike: what a
+        #: reference coded against the plate is predicted from (``_plate`` itself without
+        #: an ``upscale``)
+        self.exact: np.ndarray | None = None
 
     def keyframe(self, data: bytes) -> np.ndarray:
         """The keyframe picture (a plate, or the frame itself) at the frame size,
@@ -38,9 +42,11 @@ class PlateDecoder:
         for coder in self._coders:
             try:
                 self._plate = coder.decode(data, self.frame_size, self.upscale)
-                return self._plate
             except KeyframeSizeError:
                 continue
+            self.exact = (self._plate if self.upscale is None
+                          else coder.decode(data, self.frame_size))  # fmt: skip
+            return self._plate
         sizes = ", ".join("x".join(map(str, c.coded_size(self.frame_size)))
                           for c in self._coders)  # fmt: skip
         raise KeyframeError(f"the keyframe picture is none of the stream's sizes ({sizes})")
@@ -67,5 +73,10 @@ class PlateDecoder:
             raise PayloadError(f"frame {number}: plate tile {payload[0]}: {exc}") from exc
         plate = self._plate.copy()
         plate[y0:y1, x0:x1] = picture
+        if self.exact is not self._plate:
+            self.exact = self.exact.copy()
+            self.exact[y0:y1, x0:x1] = picture
+        else:
+            self.exact = plate
         self._plate = plate
         return plate

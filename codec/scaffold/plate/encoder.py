@@ -102,6 +102,7 @@ class PlateEncoder:
             self.background = BackgroundModel(size, window=PLATE_MODEL_FRAMES, stride=stride)
         self._error, self._retry = math.inf, math.inf  # the decoder's plate
         self._held: np.ndarray | None = None  # (H, W, 3) float32: what the decoder holds
+        self._held_uint8: np.ndarray | None = None  # the same as uint8, made when asked
         self._tile_credit = 0.0  # bytes set aside for plate tiles
         # tiles: (frame index, background plate, each tile's squared error against the plate
         # held) and the errors no tile coding beat
@@ -328,12 +329,19 @@ class PlateEncoder:
         best = choose_coding([len(o[1]) for o in options], [o[0] for o in options], cap)
         return options[best]
 
+    def held_picture(self) -> np.ndarray | None:
+        """The plate the decoder holds now, ``(H, W, 3)`` uint8 (None before the first
+        keyframe): what a new person's reference may be predicted from."""
+        if self._held_uint8 is None and self._held is not None:
+            self._held_uint8 = np.clip(self._held + 0.5, 0, 255).astype(np.uint8)
+        return self._held_uint8
+
     def _hold(self, error: float, data: bytes, decoded: np.ndarray) -> bytes:
         """Records ``data`` as the plate the decoder holds (a refresh must beat its mean
         squared ``error``; ``decoded``, float32, is the picture it decodes to) and returns
         it."""
         self._error, self._retry = error, PLATE_REFRESH_GAIN * len(data)
-        self._held = decoded
+        self._held, self._held_uint8 = decoded, None
         self._tile_floor[:] = 0.0
         self._tile_target = None  # the errors are against another plate now
         return data
@@ -391,6 +399,7 @@ class PlateEncoder:
             self._tile_floor[best] = errors[best]  # try elsewhere until the model moves
             return b""
         held[y0:y1, x0:x1] = decoded
+        self._held_uint8 = None
         errors[best] = error
         self._tile_credit -= len(data) + 1
         return bytes([best]) + data
