@@ -10,6 +10,7 @@ import pytest
 from semcodec.codec.bitstream import SubStreamType, Unit, UnitKind
 from semcodec.codec.core.models import ModelNotFoundError, resolve_model
 from semcodec.codec.reconstruct import ReconstructionError, create_reconstructor
+from semcodec.codec.scaffold.appearance import PLATE_CODE
 from semcodec.codec.scaffold.codec import ScaffoldCodecError, ScaffoldDecoder, ScaffoldEncoder
 from semcodec.codec.scaffold.levels import LEVELS, LevelConfig, level_config
 
@@ -140,12 +141,27 @@ def test_a_periodic_keyframe_of_level_1_renews_the_plate_and_keeps_the_reference
     assert [u.kind for u in units[:-1]] == [UnitKind.KEYFRAME] + [UnitKind.FRAME] * 15
     assert SubStreamType.KEYFRAME_IMAGE in {s.type for s in units[10].substreams}
 
-    def appearance(unit) -> int:
-        return sum(len(s.payload) for s in unit.substreams if s.type == SubStreamType.APPEARANCE)
+    def codes(unit) -> list[int]:
+        """The codes of the unit's reference entries (0 whole, 1..52 against the held
+        reference, 53.. against the plate)."""
+        from semcodec.codec.bitstream import decode_uvarint
 
-    # no burst: a reset would send everyone's first reference again with the plate (the
-    # later frames refresh references as the budget allows; the plate was saved up for)
-    assert appearance(units[0]) > 0 and appearance(units[10]) < 0.75 * appearance(units[0])
+        payload = b"".join(s.payload for s in unit.substreams
+                           if s.type == SubStreamType.APPEARANCE)  # fmt: skip
+        count, pos, out = *decode_uvarint(payload, 0), []
+        for _ in range(count if payload else 0):
+            _, pos = decode_uvarint(payload, pos)
+            length, pos = decode_uvarint(payload, pos)
+            out.append(payload[pos])
+            pos += length
+        return out
+
+    # no burst: a reset would send everyone's first reference again with the plate, coded
+    # whole or against the plate (the later frames refresh references against the ones held,
+    # as the budget allows; the plate was saved up for)
+    first, renewed = codes(units[0]), codes(units[10])
+    assert first and all(code == 0 or code >= PLATE_CODE for code in first)
+    assert renewed and all(0 < code < PLATE_CODE for code in renewed)
     buffer = io.BytesIO()
     write_stream(buffer, header, units)
     decoded = [d for d, _ in decode_stream(buffer.getvalue(), create_reconstructor("warp"))]
