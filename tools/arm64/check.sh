@@ -17,7 +17,8 @@
 # read instead (qemu looks a guest's absolute path up in its -L prefix first).
 #
 # Then, for the sample's first ARM64_FRAMES frames (default 8), x86_64 (this .venv's python)
-# and aarch64 each run `edge-agent encode` at level 1 and in detect mode and
+# and aarch64 each run `edge-agent encode` at level 1 and in detect mode (ARM64_MODES: one of
+# them, e.g. ARM64_MODES=level1) and
 # `cloud-decoder decode` of each stream; it prints the streams' sha256 and the decoded
 # scaffolds' digests side by side and exits 1 when one differs. Results: ARM64_OUT
 # (default runs/arm64). CPU-heavy (emulation is slow): it runs under nice.
@@ -27,6 +28,7 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${ARM64_DIR:-$HOME/.cache/semcodec/arm64}
 OUT=${ARM64_OUT:-$REPO/runs/arm64}
 FRAMES=${ARM64_FRAMES:-8}
+MODES=${ARM64_MODES:-level1 detect}
 HOST_PY=${HOST_PYTHON:-$REPO/.venv/bin/python}
 MIRROR=${ARM64_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
@@ -145,7 +147,7 @@ fi
 say "$(($(wc -l < "$OUT/tables-arm64.txt") - 1)) tables and payloads equal"
 for arch in x86_64 arm64; do
   runner=run_x86; [ "$arch" = arm64 ] && runner=run_arm
-  for mode in level1 detect; do
+  for mode in $MODES; do
     flags=(--level 1); [ "$mode" = detect ] && flags=(--mode detect)
     say "$arch: encode ($mode, $FRAMES frames) and decode"
     start=$(date +%s)
@@ -156,4 +158,5 @@ for arch in x86_64 arm64; do
     echo "$arch $mode $(( $(date +%s) - start ))" >> "$OUT/seconds.txt"
   done
 done
-"$HOST_PY" "$REPO/tools/arm64/compare.py" "$OUT"
+# shellcheck disable=SC2086
+"$HOST_PY" "$REPO/tools/arm64/compare.py" "$OUT" $MODES

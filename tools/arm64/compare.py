@@ -1,12 +1,12 @@
 """Compares the x86_64 and arm64 runs of ``make arm64-check`` (``tools/arm64/check.sh``).
 
-For each mode (``level1``, ``detect``): the streams' sha256, and the decoded scaffolds'
-digests: every array of ``scaffolds.npz`` (level 1) or the detections (detect mode) hashed
-with its dtype and shape. Writes ``OUT/compare.json``, prints a table, exits 1 when a stream
-or a digest differs (the issue asks for byte-identical streams; no tolerance is applied).
-The decoded frames' pixels (each PNG read back, so that the PNG coder's own bytes do not
-count) are compared too and reported, not held to: the reconstruction after the scaffold
-runs float arithmetic of OpenCV's and torch's.
+For each mode (``level1``, ``detect``, or those given after OUT): the streams' sha256, and
+the decoded scaffolds' digests: every array of ``scaffolds.npz`` (level 1) or the detections
+(detect mode) hashed with its dtype and shape. Writes ``OUT/compare.json``, prints a table,
+exits 1 when a stream or a digest differs (the issue asks for byte-identical streams; no
+tolerance is applied). The decoded frames' pixels (each PNG read back, so that the PNG
+coder's own bytes do not count) are compared too and reported, not held to: the
+reconstruction after the scaffold runs float arithmetic of OpenCV's and torch's.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ def frames_digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def main(out: Path) -> int:
+def main(out: Path, modes: tuple[str, ...] = ("level1", "detect")) -> int:
     rows, ok = [], True
-    for mode in ("level1", "detect"):
+    for mode in modes:
         row = {"mode": mode}
         for arch in ("x86_64", "arm64"):
             row[f"{arch}_stream"] = _sha(out / f"{arch}-{mode}.semc")
@@ -81,4 +81,4 @@ def main(out: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])))
+    sys.exit(main(Path(sys.argv[1]), tuple(sys.argv[2:]) or ("level1", "detect")))
