@@ -88,14 +88,17 @@ def predict(previous: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 def plate_region(plate: np.ndarray, region: np.ndarray) -> np.ndarray:
     """The pixels of ``plate`` ``(H, W, 3)`` uint8 under ``region`` ``(x1, y1, x2, y2)``
-    (frame pixels, rounded to whole ones; outside the frame the edge pixels repeated, the
-    region clipped to one frame beyond each side): ``(h, w, 3)`` uint8. A new person's
-    reference coded against the plate is predicted from it (resized by :func:`predict`, as
-    a held reference is): the background around the person costs next to nothing."""
+    (frame pixels, rounded to whole ones; outside the frame the edge pixels repeated; the
+    region clipped to one frame beyond each side and to the frame's size, so that a box a
+    stream makes up costs no more memory than the plate): ``(h, w, 3)`` uint8. A new
+    person's reference coded against the plate is predicted from it (resized by
+    :func:`predict`, as a held reference is): the background around the person costs next
+    to nothing."""
     height, width = plate.shape[:2]
     x1, y1, x2, y2 = (int(np.floor(float(v) + 0.5)) for v in region)
     x1, x2 = (min(max(v, -width), 2 * width) for v in (x1, x2))
     y1, y2 = (min(max(v, -height), 2 * height) for v in (y1, y2))
+    x2, y2 = min(x2, x1 + width), min(y2, y1 + height)
     xs = np.clip(np.arange(x1, max(x2, x1 + 1)), 0, width - 1)
     ys = np.clip(np.arange(y1, max(y2, y1 + 1)), 0, height - 1)
     return np.ascontiguousarray(plate[ys][:, xs])
