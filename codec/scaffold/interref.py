@@ -96,11 +96,10 @@ def plate_region(plate: np.ndarray, region: np.ndarray) -> np.ndarray:
     to nothing."""
     height, width = plate.shape[:2]
     x1, y1, x2, y2 = (int(np.floor(float(v) + 0.5)) for v in region)
-    x1, x2 = (min(max(v, -width), 2 * width) for v in (x1, x2))
-    y1, y2 = (min(max(v, -height), 2 * height) for v in (y1, y2))
-    x2, y2 = min(x2, x1 + width), min(y2, y1 + height)
-    xs = np.clip(np.arange(x1, max(x2, x1 + 1)), 0, width - 1)
-    ys = np.clip(np.arange(y1, max(y2, y1 + 1)), 0, height - 1)
+    x1, y1 = min(max(x1, -width), 2 * width), min(max(y1, -height), 2 * height)
+    x2, y2 = min(max(x2, x1 + 1), x1 + width), min(max(y2, y1 + 1), y1 + height)
+    xs = np.clip(np.arange(x1, x2), 0, width - 1)
+    ys = np.clip(np.arange(y1, y2), 0, height - 1)
     return np.ascontiguousarray(plate[ys][:, xs])
 
 

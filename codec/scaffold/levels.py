@@ -231,7 +231,8 @@ class LevelConfig:
             raise ValueError("quantization steps must be > 0")
         if self.appearance_plate and not self.appearance_inter:
             raise ValueError("appearance_plate codes references as HEVC P-pictures: it needs "
-                             "appearance_inter")  # fmt: skip
+                             "appearance_inter (to turn inter coding off at level 1, set "
+                             "appearance_plate=False too)")  # fmt: skip
         if not 0 <= self.box_tolerance < 0.5:
             raise ValueError(f"box_tolerance must be in [0, 0.5), got {self.box_tolerance}")
         if not (self.box_step_px >= 0 and 0 <= self.appearance_quality <= 100):

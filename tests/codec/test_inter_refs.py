@@ -199,8 +199,10 @@ def test_a_level1_stream_decodes_with_the_edges_references(sample_frames, inter,
 
     # a budget that refreshes the sample's three people (at 0.004 BPP its 12 frames send
     # their first references only)
+    # with the cloud's own upscaler the plate is coded at half size, so that it is used
+    extra = {"plate_scales": "0.5"} if upscale is not None else {}
     config = level_config(1, appearance_inter=inter, appearance_plate=plate,
-                          appearance_refresh_s=0.3, target_bpp=0.02)  # fmt: skip
+                          appearance_refresh_s=0.3, target_bpp=0.02, **extra)  # fmt: skip
     mirrors, codes, original = [], [], appearance.AppearanceSelector.select
 
     def select(self, *args, **kwargs):

@@ -37,15 +37,24 @@ class PlateDecoder:
         Raises:
             KeyframeError: the picture is none of the stream's sizes or does not decode.
         """
+        from semcodec.codec.core.frames import resize_to
         from semcodec.codec.keyframes import KeyframeError, KeyframeSizeError
+
+        coded = []  # the picture as coded, when the cloud's own upscaler brings it to size
+
+        def upscale(picture: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+            coded.append(picture)
+            return self.upscale(picture, size)
 
         for coder in self._coders:
             try:
-                self._plate = coder.decode(data, self.frame_size, self.upscale)
+                self._plate = coder.decode(data, self.frame_size,
+                                           None if self.upscale is None else upscale)  # fmt: skip
             except KeyframeSizeError:
                 continue
-            self.exact = (self._plate if self.upscale is None
-                          else coder.decode(data, self.frame_size))  # fmt: skip
+            # the edge's copy: the same picture brought to size by the default resize
+            self.exact = (resize_to(coded[-1][None], *self.frame_size)[0] if coded
+                          else self._plate)  # fmt: skip
             return self._plate
         sizes = ", ".join("x".join(map(str, c.coded_size(self.frame_size)))
                           for c in self._coders)  # fmt: skip
