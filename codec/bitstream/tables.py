@@ -49,6 +49,9 @@ SETTING_KEYS: tuple[str, ...] = (
     "box_tolerance",
     # references without their WebP container (codec.scaffold.levels: appearance_vp8)
     "appearance_vp8",
+    # first references coded against the plate; boxes paced (codec.scaffold.levels:
+    # appearance_plate, box_rate)
+    "appearance_plate", "box_rate",
 )  # fmt: skip
 
 MODEL_NAMES: tuple[str, ...] = (

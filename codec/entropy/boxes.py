@@ -11,6 +11,14 @@ State: ``previous`` maps a track id to its last two decoded boxes as ``(2, 4)`` 
 builds the next state from the decoded boxes. Encoder and decoder must hold the same state;
 ``{}`` after a reset or at a keyframe.
 
+Frames without boxes: a stream may leave a frame's boxes out (the header's ``box_rate``);
+the decoder then draws every track of ``previous`` at its prediction (:meth:`BoxCoder.
+predicted`) and the state stays. ``ahead = (age, gap)`` says how far the prediction goes:
+``age`` frames after the last frame that sent boxes, which came ``gap`` frames after the one
+before it; the velocity ``last - before`` is scaled by ``age / gap`` (rounded half up, in
+integers: the same on every machine). ``(1, 1)``, boxes on every frame, is ``2 last -
+before``.
+
 Payload: one rANS stream of
 
 1. track ids: for each id of ``previous`` (ascending) a present/absent flag; the number of new
@@ -119,21 +127,22 @@ class BoxCoder:
         """Exactly what :meth:`decode` returns for ``tracks`` (sorted by id)."""
         return self._tracks(*self._quantize(tracks))
 
-    def snap(self, tracks: Tracks, previous: Mapping[int, np.ndarray], tolerance: float) -> Tracks:
+    def snap(self, tracks: Tracks, previous: Mapping[int, np.ndarray], tolerance: float,
+             ahead: tuple[int, int] = (1, 1)) -> Tracks:  # fmt: skip
         """``tracks`` quantized, each **tracked** box's corners moved toward the decoder's
         constant-velocity prediction by up to ``tolerance`` of the box's height and at most
         :data:`MAX_ZONE_STEPS` steps (a dead zone on the residuals: a box that moves as
         predicted, give or take the detector's jitter, costs zero residuals, and its decoded
         corners stay within that much of the detected ones). Exactly what :meth:`decode`
         returns when they are encoded; a box the snapping would leave empty keeps its own
-        corners. ``tolerance`` 0: :meth:`quantize`.
+        corners. ``tolerance`` 0: :meth:`quantize`. ``ahead``: see the module docstring.
         """
         ids, steps = self._quantize(tracks)
         if tolerance <= 0:
             return self._tracks(ids, steps)
         tracked = np.array([int(i) in previous for i in ids], bool)
         if tracked.any():
-            predicted = self._predict(ids[tracked], previous)
+            predicted = self._predict(ids[tracked], previous, ahead)
             residuals = steps[tracked] - predicted
             heights = (steps[tracked, 3] - steps[tracked, 1]).astype(np.float64)
             zone = np.minimum(np.floor(tolerance * heights), MAX_ZONE_STEPS)
@@ -158,7 +167,8 @@ class BoxCoder:
 
     # ------------------------------------------------------------------ coding
 
-    def encode(self, tracks: Tracks, previous: Mapping[int, np.ndarray]) -> bytes:
+    def encode(self, tracks: Tracks, previous: Mapping[int, np.ndarray],
+               ahead: tuple[int, int] = (1, 1)) -> bytes:  # fmt: skip
         """Codes ``tracks`` given the state of the previous frame (see the module docstring)."""
         tabs = _tables()
         ids, steps = self._quantize(tracks)
@@ -170,15 +180,17 @@ class BoxCoder:
         w.write([len(new_ids)], [0], tabs["count"])
         w.write(id_gaps(new_ids, prev_ids), [0] * len(new_ids), tabs["gap"])
         tracked = np.array([int(i) in previous for i in ids], bool)
-        residuals = (steps[tracked] - self._predict(ids[tracked], previous)).reshape(-1)
+        residuals = (steps[tracked] - self._predict(ids[tracked], previous, ahead)).reshape(-1)
         scale = self._best_scale(residuals)
         w.write([scale], [0], tabs["scale"])
         w.write(residuals, [scale] * residuals.size, tabs["res"])
         self._write_new(w, steps[~tracked])
         return w.getvalue()
 
-    def decode(self, data: bytes, previous: Mapping[int, np.ndarray]) -> Tracks:
-        """Inverse of :meth:`encode` given the same ``previous``; boxes sorted by id.
+    def decode(self, data: bytes, previous: Mapping[int, np.ndarray],
+               ahead: tuple[int, int] = (1, 1)) -> Tracks:  # fmt: skip
+        """Inverse of :meth:`encode` given the same ``previous`` and ``ahead``; boxes sorted
+        by id.
 
         Raises:
             EntropyCodingError: a corrupt or truncated payload.
@@ -198,7 +210,7 @@ class BoxCoder:
         (scale,) = r.read([0], tabs["scale"])
         kept_arr = np.array(kept, np.int64)
         tracked = r.read([int(scale)] * (4 * len(kept)), tabs["res"]).astype(np.int64)
-        tracked = tracked.reshape(-1, 4) + self._predict(kept_arr, previous)
+        tracked = tracked.reshape(-1, 4) + self._predict(kept_arr, previous, ahead)
         new = self._read_new(r, len(new_ids))
         r.finish()
         ids = np.array(kept + new_ids, np.int64)
@@ -210,12 +222,46 @@ class BoxCoder:
 
     # ------------------------------------------------------------------ helpers
 
+    def predicted(self, previous: Mapping[int, np.ndarray],
+                  ahead: tuple[int, int] = (1, 1)) -> Tracks:  # fmt: skip
+        """Every track of ``previous`` at its prediction ``ahead`` (sorted by id): the boxes
+        of a frame that sent none. A box predicted thinner than a step is one step wide."""
+        ids = np.array(sorted(previous), np.int64)
+        return self._tracks(ids, self._predicted_steps(ids, previous, ahead))
+
+    def predicts(self, tracks: Tracks, previous: Mapping[int, np.ndarray],
+                 ahead: tuple[int, int], tolerance: float) -> bool:  # fmt: skip
+        """Whether :meth:`predicted` stands for ``tracks``: the same people as ``previous``,
+        each corner within ``tolerance`` of the box's height (and at least one step) of its
+        prediction ``ahead``."""
+        ids, steps = self._quantize(tracks)
+        if ids.tolist() != sorted(previous):
+            return False
+        if ids.size == 0:
+            return True
+        error = np.abs(steps - self._predicted_steps(ids, previous, ahead))
+        allowed = np.maximum(1.0, tolerance * (steps[:, 3] - steps[:, 1]))
+        return bool((error <= allowed[:, None]).all())
+
+    @classmethod
+    def _predicted_steps(cls, ids: np.ndarray, previous: Mapping[int, np.ndarray],
+                         ahead: tuple[int, int]) -> np.ndarray:  # fmt: skip
+        steps = cls._predict(ids, previous, ahead)
+        steps[:, 2] = np.maximum(steps[:, 2], steps[:, 0] + 1)
+        steps[:, 3] = np.maximum(steps[:, 3], steps[:, 1] + 1)
+        return steps
+
     @staticmethod
-    def _predict(ids: np.ndarray, previous: Mapping[int, np.ndarray]) -> np.ndarray:
+    def _predict(ids: np.ndarray, previous: Mapping[int, np.ndarray],
+                 ahead: tuple[int, int] = (1, 1)) -> np.ndarray:  # fmt: skip
         if ids.size == 0:
             return np.zeros((0, 4), np.int64)
+        age, gap = (int(v) for v in ahead)
+        if age < 1 or gap < 1:
+            raise EntropyCodingError(f"ahead must be two frame counts >= 1, got {ahead}")
         hist = np.stack([np.asarray(previous[int(i)], np.int64) for i in ids])
-        return 2 * hist[:, 1] - hist[:, 0]
+        last, velocity = hist[:, 1], hist[:, 1] - hist[:, 0]
+        return last + np.floor_divide(2 * velocity * age + gap, 2 * gap)
 
     @staticmethod
     def _best_scale(residuals: np.ndarray) -> int:

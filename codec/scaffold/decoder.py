@@ -238,7 +238,7 @@ class ScaffoldDecoder:
             wanted.add(SubStreamType.POSE)
         if cfg.sends_flow and kind == UnitKind.FRAME:
             wanted.add(SubStreamType.FLOW)
-        if cfg.sends_boxes:
+        if cfg.sends_boxes and not cfg.box_rate:
             wanted.add(SubStreamType.TRACKS)
         return wanted
 
@@ -252,6 +252,8 @@ class ScaffoldDecoder:
             parts[sub.type] = sub.payload
         parts.pop(SubStreamType.METADATA, None)
         wanted = self._expected(unit.kind)
+        if self.config.box_rate and SubStreamType.TRACKS in parts:
+            wanted.add(SubStreamType.TRACKS)  # optional: without it, the boxes are predicted
         if self.config.sends_appearance and SubStreamType.APPEARANCE in parts:
             wanted.add(SubStreamType.APPEARANCE)  # optional: only when a reference is sent
         if self.config.sends_sparse_pose and SubStreamType.SPARSE_POSE in parts:
@@ -282,12 +284,15 @@ class ScaffoldDecoder:
 
         kind = None
         try:
-            if SubStreamType.TRACKS in parts:
-                kind = SubStreamType.TRACKS
-                boxes = self._coders.boxes
-                scaffold.tracks = boxes.decode(parts[kind], self._coders.previous_boxes)
-                self._coders.previous_boxes = boxes.update_state(self._coders.previous_boxes,
-                                                                 scaffold.tracks)  # fmt: skip
+            if self.config.sends_boxes:
+                kind, coders = SubStreamType.TRACKS, self._coders
+                previous, ahead = coders.previous_boxes, coders.boxes_ahead
+                if kind in parts:
+                    scaffold.tracks = coders.boxes.decode(parts[kind], previous, ahead)
+                    coders.advance_boxes(scaffold.tracks)
+                else:  # a frame that sent no boxes (box_rate): everyone as predicted
+                    scaffold.tracks = coders.boxes.predicted(previous, ahead)
+                    coders.advance_boxes(None)
             if self._coders.sparse is not None:
                 kind = SubStreamType.SPARSE_POSE
                 self._decode_sparse_pose(parts.get(kind), scaffold)

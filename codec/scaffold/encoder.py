@@ -59,6 +59,9 @@ MAX_LOOKAHEAD_FRAMES = 96
 #: pump). On PETS09-S2L1-full 101-200 at level 1, MODA on the reconstruction went from
 #: 0.112 (no smoothing) to 0.159 (0.7), 0.192 (0.85) and 0.184 (0.93).
 BOX_SIZE_SMOOTHING = 0.85
+#: With ``box_rate``, a frame's boxes are left out only while each corner of every box lies
+#: within this fraction of the box's height of its constant-velocity prediction.
+BOX_PREDICTION_TOLERANCE = 0.1
 
 
 class ScaffoldEncoder:
@@ -125,6 +128,11 @@ class ScaffoldEncoder:
         if config.sends_flow:
             self._flow = FlowEstimator(FlowConfig(scale=config.flow_scale))
         self._coders = StreamCoders(config, self.flow_prior, self.frame_size)
+        #: most frames between two that send boxes (``box_rate``; 1: every frame, and the
+        #: header then says no box rate: the stream is one that sends boxes on every frame)
+        self.box_every = max(1, round(self.fps / config.box_rate)) if config.box_rate else 1
+        if self.box_every == 1 and config.box_rate:
+            self.config = dataclasses.replace(self.config, box_rate=0.0)
         self._appearance = self._rate = None
         self.plate = PlateEncoder(config, self.frame_size, self.fps, self.stats,
                                   expected_frames=expected_frames)  # fmt: skip
@@ -248,7 +256,9 @@ class ScaffoldEncoder:
         scaffold.tracks = tracks
         if self._coders.boxes is not None:
             with StageTimer(stats, "code_boxes"):
-                substreams.append(self._code_boxes(scaffold))
+                sub = self._code_boxes(scaffold, is_key)
+            if sub is not None:
+                substreams.append(sub)
         masks = None
         if self._pose is not None:
             with StageTimer(stats, "pose"):
@@ -340,6 +350,9 @@ class ScaffoldEncoder:
         if self.profile is not None:
             self._split_budget(frames)
         self._resolve_plate_refine()
+        if self.box_every > 1:
+            self.stats.profile += (f"; boxes at least every {self.box_every} frames "
+                                   f"({self.fps:g} fps, box_rate {self.config.box_rate:g})")
 
     def _lookahead_people(self, index: int, frame: np.ndarray) -> np.ndarray:
         """``(N, 4)`` float32 boxes (frame pixels) of the people the detector finds (score
@@ -447,13 +460,21 @@ class ScaffoldEncoder:
         self._sizes = sizes
         return Tracks(boxes.astype(np.float32), tracks.scores, tracks.ids)
 
-    def _code_boxes(self, scaffold: FrameScaffold) -> SubStream:
-        coder = self._coders.boxes
-        scaffold.tracks = coder.snap(scaffold.tracks, self._coders.previous_boxes,
-                                     self.config.box_tolerance)  # fmt: skip
-        data = coder.encode(scaffold.tracks, self._coders.previous_boxes)
-        self._coders.previous_boxes = coder.update_state(self._coders.previous_boxes,
-                                                         scaffold.tracks)  # fmt: skip
+    def _code_boxes(self, scaffold: FrameScaffold, is_key: bool) -> SubStream | None:
+        """The frame's boxes as the decoder will have them (into ``scaffold.tracks``) and
+        their sub-stream; None when they are left out (``box_rate``: the same people, each
+        near their prediction, fewer than :attr:`box_every` frames after the last sent)."""
+        coders = self._coders
+        coder, previous, ahead = coders.boxes, coders.previous_boxes, coders.boxes_ahead
+        tracks = coder.snap(scaffold.tracks, previous, self.config.box_tolerance, ahead)
+        if not is_key and ahead[0] < self.box_every \
+                and coder.predicts(tracks, previous, ahead, BOX_PREDICTION_TOLERANCE):  # fmt: skip
+            scaffold.tracks = coder.predicted(previous, ahead)
+            coders.advance_boxes(None)
+            return None
+        scaffold.tracks = tracks
+        data = coder.encode(tracks, previous, ahead)
+        coders.advance_boxes(tracks)
         return SubStream(SubStreamType.TRACKS, data)
 
     def _estimate_poses(self, frame: np.ndarray, tracks: Tracks, wanted: np.ndarray) -> list:

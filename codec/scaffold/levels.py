@@ -161,11 +161,27 @@ class LevelConfig:
             on PETS 501-560, zoomed PETS and TUD at half size, but cost TUD-Stadtmitte 91-179
             3.4 and 8.7 points and the demo's small people 0.044 of person-region ST-LPIPS
             (docs/journal.md, issue 51, fourth session).
+        box_rate: the most box updates a second the edge sends (0: boxes on every frame).
+            On a faster camera a frame may leave its boxes out: the cloud draws every person
+            at the constant-velocity prediction of their last sent boxes
+            (:meth:`codec.entropy.boxes.BoxCoder.predicted`). The edge sends them anyway when
+            a person appears or leaves, or when a box strays from its prediction by more than
+            :data:`codec.scaffold.encoder.BOX_PREDICTION_TOLERANCE` of its height; at most
+            ``round(fps / box_rate) - 1`` frames in a row go without. 12 at level 1: a
+            camera of 12 fps or more sends boxes on every 2nd frame at most (a 7-fps camera
+            such as PETS's on every frame, its stream unchanged). On TUD-Stadtmitte 91-179
+            (25 fps) and at half size, 0.002 and 0.004 BPP cold: the boxes 1,363 -> 895 bytes
+            (1,175 -> 771 at half size), half size's rate 1.87 -> 1.65 and 1.26 -> 1.15 of the
+            target, MODA +5.3 points summed over the four, person-region ST-LPIPS equal
+            (0.919 and 0.918 summed); 8 (every 3rd frame) sent fewer bytes again (half size
+            1.57 and 1.11) for 3.9 points less MODA than none (docs/journal.md, issue 51,
+            seventh session).
 
     ``pose_every``, ``pose_steps``, ``pose_refresh``, ``track_low_score``, ``priority``,
-    ``appearance_inter``, ``box_tolerance``, ``appearance_vp8`` and ``appearance_plate`` are
-    left out of :meth:`to_dict` (and so of a stream header) at their defaults: streams
-    written before they existed read as without them, so their defaults never change.
+    ``appearance_inter``, ``box_tolerance``, ``appearance_vp8``, ``appearance_plate`` and
+    ``box_rate`` are left out of :meth:`to_dict` (and so of a stream header) at their
+    defaults: streams written before they existed read as without them, so their defaults
+    never change.
     """
 
     level: int
@@ -201,6 +217,7 @@ class LevelConfig:
     box_tolerance: float = 0.0
     appearance_vp8: bool = False
     appearance_plate: bool = False
+    box_rate: float = 0.0
 
     def __post_init__(self) -> None:
         if self.level not in LEVEL_NUMBERS:
@@ -264,6 +281,12 @@ class LevelConfig:
             raise ValueError(f"priority={self.priority} needs a budget to split between a "
                              "plate and people: a median plate, appearance references and a "
                              "rate target (level 1)")  # fmt: skip
+        if not 0 <= self.box_rate < float("inf"):
+            raise ValueError(f"box_rate must be a number of updates a second >= 0, got "
+                             f"{self.box_rate}")  # fmt: skip
+        if self.box_rate and not self.box_step_px:
+            raise ValueError("box_rate paces the box stream: it needs box_step_px > 0 (at "
+                             "level 1 with box_step_px=0, set box_rate=0 too)")  # fmt: skip
 
     @property
     def splits_budget(self) -> bool:
@@ -334,7 +357,7 @@ LEVEL_NUMBERS = (0, 1, 2, 3)
 #: differ from their default (which therefore never changes).
 OMITTED_AT_DEFAULT = ("pose_every", "pose_steps", "pose_refresh", "track_low_score",
                       "priority", "appearance_inter", "box_tolerance", "appearance_vp8",
-                      "appearance_plate")
+                      "appearance_plate", "box_rate")
 #: Most frames between two sparse poses of a person.
 MAX_POSE_EVERY = 64
 #: ``plate_refine`` value that leaves the share to the camera's layout (resolved by the edge).
@@ -366,7 +389,7 @@ LEVELS: dict[int, LevelConfig] = {
                    detector_full_frame=False, box_step_px=2.0, appearance_quality=30,
                    plate="median", target_bpp=0.004, plate_refine=PLATE_REFINE_PER_CAMERA,
                    track_low_score=LEVEL1_TRACK_LOW_SCORE, appearance_vp8=True,
-                   appearance_inter=True, appearance_plate=True),
+                   appearance_inter=True, appearance_plate=True, box_rate=12.0),
     2: LevelConfig(level=2, seg_scale=1 / 8, pose_model="pose_landmark_lite", pose_step_px=2.0,
                    flow_scale=1 / 8, flow_step_px=0.5, keyframe_interval=75,
                    keyframe_quality=40),

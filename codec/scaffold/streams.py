@@ -248,8 +248,21 @@ class StreamCoders:
         self.previous_labels: np.ndarray | None = None
         self.previous_poses: dict[int, np.ndarray] = {}
         self.previous_boxes: dict[int, np.ndarray] = {}
+        #: ``(age, gap)``: frames since the last frame that sent boxes (counting the next one)
+        #: and between it and the one before (:mod:`codec.entropy.boxes`, ``ahead``)
+        self.boxes_ahead = (1, 1)
         #: track id -> (the person's last decoded sparse pose, the frame number it came with)
         self.previous_sparse: dict[int, tuple] = {}
+
+    def advance_boxes(self, sent: Tracks | None) -> None:
+        """Takes a frame's decoded boxes ``sent`` into the state, or ``None`` for a frame
+        that sent none (drawn at their prediction). Encoder and decoder call it alike."""
+        age, gap = self.boxes_ahead
+        if sent is None:
+            self.boxes_ahead = (age + 1, gap)
+            return
+        self.previous_boxes = self.boxes.update_state(self.previous_boxes, sent)
+        self.boxes_ahead = (1, age)
 
     def sparse_previous(self) -> dict:
         """The sparse poses the next frame's are predicted from (track id -> SparsePose)."""

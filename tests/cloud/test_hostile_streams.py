@@ -129,11 +129,26 @@ def test_a_repeated_substream_type_is_refused():
     [(2, SubStreamType.SEGMENTATION), (2, SubStreamType.FLOW), (1, SubStreamType.TRACKS)],
 )
 def test_a_missing_substream_is_refused(level, missing):
-    header, units = synthetic_stream(level=level, count=2)
+    # level 1 without a box rate: every frame carries its boxes
+    config = synthetic_config(level, box_rate=0.0) if level == 1 else None
+    header, units = synthetic_stream(level=level, count=2, config=config)
     frame = units[1]
     cut = Unit(frame.kind, frame.seq, tuple(s for s in frame.substreams if s.type != missing))
     with pytest.raises(StreamStructureError, match=f"missing.*{missing.name}"):
         _decode_all(header, [units[0], cut, units[2]])
+
+
+def test_a_box_rate_stream_may_leave_a_frames_boxes_out():
+    """With ``box_rate`` a frame without boxes decodes: everyone at their prediction."""
+    header, units = synthetic_stream(level=1, count=2, config=synthetic_config(1, box_rate=12.0))
+    frame = units[1]
+    cut = Unit(frame.kind, frame.seq,
+               tuple(s for s in frame.substreams if s.type == SubStreamType.KEYFRAME_IMAGE))
+    decoder = ScaffoldDecoder(header)
+    first = decoder.decode_unit(units[0]).scaffold.tracks
+    second = decoder.decode_unit(cut).scaffold.tracks
+    np.testing.assert_array_equal(second.ids, first.ids)  # seen once: predicted where it was
+    np.testing.assert_array_equal(second.boxes, first.boxes)
 
 
 def test_a_keyframe_without_its_picture_is_refused():

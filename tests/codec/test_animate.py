@@ -213,7 +213,8 @@ def test_animate_decodes_level_1_with_and_without_poses(sample_frames):
     warp, _ = decode(plain, "warp")
     same, _ = decode(plain, "animate")
     assert all(np.array_equal(a, b) for a, b in zip(warp, same, strict=True))  # no pose: warp
-    posed = level_config(1, pose_every=1)
+    # a rate at which the sample's people get references large enough to animate
+    posed = level_config(1, pose_every=1, target_bpp=0.016)
     first, animator = decode(posed, "animate", memory_mb=1.0)
     again, _ = decode(posed, "animate", memory_mb=1.0)
     assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))

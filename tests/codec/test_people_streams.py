@@ -92,6 +92,47 @@ def test_snapped_boxes_stay_within_the_tolerance_cost_less_and_round_trip():
                                   coder.quantize(thin).boxes)  # fmt: skip
 
 
+def test_boxes_predicted_frames_ahead_known_answer():
+    coder = BoxCoder(2.0, (640, 480))
+    state = {1: np.array([[10, 10, 30, 60], [12, 10, 32, 60]], np.int64),  # 2 steps a send
+             2: np.array([[50, 50, 70, 90], [50, 50, 70, 90]], np.int64)}  # seen once: still
+    assert coder.predicted(state).boxes.tolist() == [[28, 20, 68, 120], [100, 100, 140, 180]]
+    # two frames after a send that came one frame after the last: twice the velocity
+    assert coder.predicted(state, (2, 1)).boxes[0].tolist() == [32, 20, 72, 120]
+    # one frame after a send that came three frames after the last: 2/3 step, rounded up
+    assert coder.predicted(state, (1, 3)).boxes[0].tolist() == [26, 20, 66, 120]
+    assert coder.predicted({}).ids.size == 0
+    with pytest.raises(EntropyCodingError, match="ahead"):
+        coder.predicted(state, (0, 1))
+    shrinking = {1: np.array([[0, 0, 20, 40], [5, 5, 10, 20]], np.int64)}  # x2 < x1 predicted
+    box = coder.predicted(shrinking).boxes[0]
+    assert box[2] - box[0] == 2.0 and box[3] > box[1]  # one step wide, never empty
+
+
+def test_boxes_coded_frames_ahead_round_trip_and_predictions_stand_in_only_nearby():
+    coder = BoxCoder(2.0, (768, 576))
+    rng = np.random.default_rng(5)
+    enc, dec = {}, {}
+    for t in (0, 3, 6, 9, 12):  # sent every third frame: the prediction spans three
+        ahead = (3, 3) if t >= 6 else (3, 1) if t == 3 else (1, 1)
+        frame = tracks(np.array([[100 + 3 * t, 50, 140 + 3 * t, 150]])
+                       + rng.normal(0, 1, (1, 4)), [4])  # fmt: skip
+        payload = coder.encode(frame, enc, ahead)
+        decoded = coder.decode(payload, dec, ahead)
+        np.testing.assert_array_equal(decoded.boxes, coder.quantize(frame).boxes)
+        if t >= 6:  # constant velocity over three frames: small residuals
+            assert len(payload) <= 6
+        enc = coder.update_state(enc, decoded)
+        dec = coder.update_state(dec, decoded)
+    near = coder.predicted(enc, (1, 3))
+    assert coder.predicts(near, enc, (1, 3), 0.1)
+    moved = tracks(near.boxes + np.float32([0, 0, 0, 30]), near.ids)  # 30 px of 100: too far
+    assert not coder.predicts(moved, enc, (1, 3), 0.1)
+    someone_new = tracks(np.vstack([near.boxes, [[300, 50, 340, 150]]]), [4, 5])
+    assert not coder.predicts(someone_new, enc, (1, 3), 0.1)
+    assert not coder.predicts(tracks(np.zeros((0, 4)), []), enc, (1, 3), 0.1)  # someone left
+
+
 def test_box_quantisation_known_answer_and_far_boxes_escape():
     coder = BoxCoder(2.0, (64, 64))
     frame = tracks([[3.2, 4.9, 3.4, 9000.0]], [5])  # thinner than a step, far outside

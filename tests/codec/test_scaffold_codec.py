@@ -109,6 +109,45 @@ def test_decoding_must_start_at_a_keyframe(sample_frames, models_available):
         create_reconstructor("warp").reconstruct(first)
 
 
+@pytest.mark.shared
+def test_a_faster_camera_leaves_boxes_out_and_the_cloud_draws_the_same_people(
+        sample_frames, models_available):  # fmt: skip
+    """With ``box_rate`` a 25-fps stream sends boxes on some frames only; on the others the
+    cloud predicts them, exactly as the edge's scaffolds say. A stream without the setting
+    that lacks a frame's boxes is refused."""
+    frames = sample_frames[:12]
+    t, h, w, _ = frames.shape
+    config = level_config(1, box_rate=8.0)
+    encoder = ScaffoldEncoder(config, (w, h), fps=25)
+    pairs = [encoder.encode_frame(f) for f in frames]
+    assert encoder.box_every == 3 and "boxes at least every 3 frames" in encoder.stats.profile
+    decoder = ScaffoldDecoder(encoder.header(t))
+    without = 0
+    for unit, edge in pairs:
+        types = {sub.type for sub in unit.substreams}
+        without += SubStreamType.TRACKS not in types
+        cloud = decoder.decode_unit(Unit.from_bytes(unit.to_bytes(), seq=unit.seq)).scaffold
+        np.testing.assert_array_equal(cloud.tracks.ids, edge.tracks.ids)
+        np.testing.assert_array_equal(cloud.tracks.boxes, edge.tracks.boxes)
+    assert 0 < without <= 8  # never three frames in a row without: at most 2 of each 3
+    assert encoder.header(t).settings["box_rate"] == "8.0"
+    slow = ScaffoldEncoder(config, (w, h), fps=7)  # 7 fps: boxes on every frame anyway
+    assert slow.box_every == 1 and "box_rate" not in slow.header(t).settings
+    with pytest.raises(ValueError, match="box_step_px"):
+        level_config(1, box_rate=8.0, box_step_px=0.0, appearance_quality=0)
+    with pytest.raises(ValueError, match="box_rate"):
+        level_config(1, box_rate=-1.0)
+    # the same frames without the setting: every frame must carry its boxes
+    plain = ScaffoldEncoder(level_config(1, box_rate=0.0), (w, h), fps=25)
+    units = [plain.encode_frame(f)[0] for f in frames[:2]]
+    strict = ScaffoldDecoder(plain.header(2))
+    strict.decode_unit(units[0])
+    lost = Unit(units[1].kind, units[1].seq,
+                [sub for sub in units[1].substreams if sub.type != SubStreamType.TRACKS])
+    with pytest.raises(ScaffoldCodecError, match="missing.*TRACKS"):
+        strict.decode_unit(lost)
+
+
 def test_settings_that_are_not_a_level_config_are_refused():
     from semcodec.codec.bitstream import StreamHeader
 
