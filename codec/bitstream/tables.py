@@ -49,9 +49,8 @@ SETTING_KEYS: tuple[str, ...] = (
     "box_tolerance",
     # references without their WebP container (codec.scaffold.levels: appearance_vp8)
     "appearance_vp8",
-    # first references coded against the plate; boxes paced (codec.scaffold.levels:
-    # appearance_plate, box_rate)
-    "appearance_plate", "box_rate",
+    # boxes paced by the frame rate (codec.scaffold.levels: box_rate)
+    "box_rate",
 )  # fmt: skip
 
 MODEL_NAMES: tuple[str, ...] = (
