@@ -171,9 +171,9 @@ class LevelConfig:
             camera of 12 fps or more sends boxes on every 2nd frame at most (a 7-fps camera
             such as PETS's on every frame, its stream unchanged). On TUD-Stadtmitte 91-179
             (25 fps) and at half size, 0.002 and 0.004 BPP cold: the boxes 1,363 -> 895 bytes
-            (1,175 -> 771 at half size), half size's rate 1.87 -> 1.65 and 1.26 -> 1.15 of the
-            target, MODA +5.3 points summed over the four, person-region ST-LPIPS equal
-            (0.919 and 0.918 summed); 8 (every 3rd frame) sent fewer bytes again (half size
+            (1,175 -> 771 at half size), half size's rate 1.87 -> 1.64 and 1.26 -> 1.15 of the
+            target, MODA +2.3 points summed over the four, person-region ST-LPIPS equal
+            (0.919 and 0.920 summed); 8 (every 3rd frame) sent fewer bytes again (half size
             1.57 and 1.11) for 3.9 points less MODA than none (docs/journal.md, issue 51,
             seventh session).
 
