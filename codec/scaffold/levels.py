@@ -168,14 +168,14 @@ class LevelConfig:
             a person appears or leaves, or when a box strays from its prediction by more than
             :data:`codec.scaffold.encoder.BOX_PREDICTION_TOLERANCE` of its height; at most
             ``round(fps / box_rate) - 1`` frames in a row go without. 12 at level 1: a
-            camera of 12 fps or more sends boxes on every 2nd frame at most (a 7-fps camera
-            such as PETS's on every frame, its stream unchanged). On TUD-Stadtmitte 91-179
-            (25 fps) and at half size, 0.002 and 0.004 BPP cold: the boxes 1,363 -> 895 bytes
-            (1,175 -> 771 at half size), half size's rate 1.87 -> 1.64 and 1.26 -> 1.15 of the
-            target, MODA +2.3 points summed over the four, person-region ST-LPIPS equal
-            (0.919 and 0.920 summed); 8 (every 3rd frame) sent fewer bytes again (half size
-            1.57 and 1.11) for 3.9 points less MODA than none (docs/journal.md, issue 51,
-            seventh session).
+            camera of 18 fps or more (25, 30) may send boxes on every 2nd frame only (one
+            under 18 fps, such as PETS's 7, on every frame: its stream is unchanged). On
+            TUD-Stadtmitte 91-179 (25 fps) and at half size, 0.002 and 0.004 BPP cold: the
+            boxes 1,363 -> 895 bytes (1,175 -> 771 at half size), half size's rate 1.87 ->
+            1.64 and 1.26 -> 1.15 of the target, MODA +2.3 points summed over the four,
+            person-region ST-LPIPS equal (0.919 and 0.920 summed); 8 (every 3rd frame) sent
+            fewer bytes again (half size 1.57 and 1.11) for 3.9 points less MODA than none
+            (docs/journal.md, issue 51, seventh session).
 
     ``pose_every``, ``pose_steps``, ``pose_refresh``, ``track_low_score``, ``priority``,
     ``appearance_inter``, ``box_tolerance``, ``appearance_vp8``, ``appearance_plate`` and
