@@ -161,7 +161,8 @@ class LevelConfig:
             on PETS 501-560, zoomed PETS and TUD at half size, but cost TUD-Stadtmitte 91-179
             3.4 and 8.7 points and the demo's small people 0.044 of person-region ST-LPIPS
             (docs/journal.md, issue 51, fourth session).
-        box_rate: the most box updates a second the edge sends (0: boxes on every frame).
+        box_rate: about the fewest box updates a second the edge sends (0: boxes on every
+            frame; more are sent where people come, leave or stray from their prediction).
             On a faster camera a frame may leave its boxes out: the cloud draws every person
             at the constant-velocity prediction of their last sent boxes
             (:meth:`codec.entropy.boxes.BoxCoder.predicted`). The edge sends them anyway when

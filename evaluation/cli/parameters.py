@@ -37,8 +37,8 @@ LEVEL_ROWS = (
     ("keyframe_interval", "frames between keyframes or plate refreshes (0: only at the "
                           "start and on scene cuts)"),
     ("box_step_px", "tracked boxes' step, px"),
-    ("box_rate", "most box updates a second (a faster camera leaves some frames' boxes "
-                 "out: the cloud predicts them)"),
+    ("box_rate", "fewest box updates a second (a faster camera may leave some frames' "
+                 "boxes out: the cloud predicts them)"),
     ("appearance_quality", "appearance references' WebP quality"),
     ("detector_threshold", "the person detector's score threshold"),
     ("track_low_score", "weaker detections may continue a person's track (never start one) "
