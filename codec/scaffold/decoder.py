@@ -90,6 +90,9 @@ class ScaffoldDecoder:
                 f"the stream's entropy coders cannot be set up: {exc}"
             ) from exc
         self.plate = PlateDecoder(self.config, self.frame_size, upscale)
+        #: most frames from one that sends boxes to the next (``box_rate``; what the edge
+        #: leaves out is predicted, so a stream may not leave out more)
+        self._box_every = self.config.box_every(header.frame_rate)
         #: track id -> its latest appearance reference, ``(h, w, 3)`` uint8 RGB: what an
         #: inter-coded refresh is predicted from (``appearance_inter``; forgotten at a keyframe,
         #: at most ``MAX_HELD_REFS``: :func:`codec.scaffold.appearance.hold_refs`)
@@ -291,6 +294,12 @@ class ScaffoldDecoder:
                     scaffold.tracks = coders.boxes.decode(parts[kind], previous, ahead)
                     coders.advance_boxes(scaffold.tracks)
                 else:  # a frame that sent no boxes (box_rate): everyone as predicted
+                    if ahead[0] >= self._box_every:
+                        raise StreamStructureError(
+                            f"frame {scaffold.number}: {ahead[0]} frames without boxes since "
+                            f"the last that sent them; box_rate {self.config.box_rate:g} at "
+                            f"{float(self.header.frame_rate):g} fps allows "
+                            f"{self._box_every - 1}")  # fmt: skip
                     scaffold.tracks = coders.boxes.predicted(previous, ahead)
                     coders.advance_boxes(None)
             if self._coders.sparse is not None:

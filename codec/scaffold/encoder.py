@@ -130,7 +130,7 @@ class ScaffoldEncoder:
         self._coders = StreamCoders(config, self.flow_prior, self.frame_size)
         #: most frames between two that send boxes (``box_rate``; 1: every frame, and the
         #: header then says no box rate: the stream is one that sends boxes on every frame)
-        self.box_every = max(1, round(self.fps / config.box_rate)) if config.box_rate else 1
+        self.box_every = config.box_every(Fraction(self.fps).limit_denominator(1001))
         if self.box_every == 1 and config.box_rate:
             self.config = dataclasses.replace(self.config, box_rate=0.0)
         self._appearance = self._rate = None

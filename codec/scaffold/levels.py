@@ -168,7 +168,8 @@ class LevelConfig:
             (:meth:`codec.entropy.boxes.BoxCoder.predicted`). The edge sends them anyway when
             a person appears or leaves, or when a box strays from its prediction by more than
             :data:`codec.scaffold.encoder.BOX_PREDICTION_TOLERANCE` of its height; at most
-            ``round(fps / box_rate) - 1`` frames in a row go without. 12 at level 1: a
+            ``round(fps / box_rate) - 1`` frames in a row go without (a decoder refuses a
+            stream that leaves out more: :meth:`box_every`). 12 at level 1: a
             camera of 18 fps or more (25, 30) may send boxes on every 2nd frame only (one
             under 18 fps, such as PETS's 7, on every frame: its stream is unchanged). On
             TUD-Stadtmitte 91-179 (25 fps) and at half size, 0.002 and 0.004 BPP cold: the
@@ -321,6 +322,11 @@ class LevelConfig:
     @property
     def sends_boxes(self) -> bool:
         return self.box_step_px > 0
+
+    def box_every(self, fps: float) -> int:
+        """Most frames from one that sends boxes to the next at ``fps`` frames a second
+        (``box_rate``): ``round(fps / box_rate)``, 1 (every frame) without a box rate."""
+        return max(1, round(float(fps) / self.box_rate)) if self.box_rate else 1
 
     @property
     def sends_appearance(self) -> bool:

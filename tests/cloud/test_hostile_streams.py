@@ -138,17 +138,23 @@ def test_a_missing_substream_is_refused(level, missing):
         _decode_all(header, [units[0], cut, units[2]])
 
 
-def test_a_box_rate_stream_may_leave_a_frames_boxes_out():
-    """With ``box_rate`` a frame without boxes decodes: everyone at their prediction."""
-    header, units = synthetic_stream(level=1, count=2, config=synthetic_config(1, box_rate=12.0))
-    frame = units[1]
-    cut = Unit(frame.kind, frame.seq,
-               tuple(s for s in frame.substreams if s.type == SubStreamType.KEYFRAME_IMAGE))
+def test_a_box_rate_stream_may_leave_a_frames_boxes_out_but_no_more():
+    """With ``box_rate`` a frame without boxes decodes (everyone at their prediction), but
+    not more frames in a row than the rate allows: 3 a second at 7 fps, one."""
+    config = synthetic_config(1, box_rate=3.0, keyframe_interval=0)
+    header, units = synthetic_stream(level=1, count=3, config=config)
+
+    def boxless(unit: Unit) -> Unit:
+        return Unit(unit.kind, unit.seq, tuple(s for s in unit.substreams
+                                               if s.type == SubStreamType.KEYFRAME_IMAGE))
+
     decoder = ScaffoldDecoder(header)
     first = decoder.decode_unit(units[0]).scaffold.tracks
-    second = decoder.decode_unit(cut).scaffold.tracks
+    second = decoder.decode_unit(boxless(units[1])).scaffold.tracks
     np.testing.assert_array_equal(second.ids, first.ids)  # seen once: predicted where it was
     np.testing.assert_array_equal(second.boxes, first.boxes)
+    with pytest.raises(StreamStructureError, match="2 frames without boxes.*allows 1"):
+        decoder.decode_unit(boxless(units[2]))
 
 
 def test_a_keyframe_without_its_picture_is_refused():
