@@ -229,19 +229,19 @@ class BoxCoder:
         ids = np.array(sorted(previous), np.int64)
         return self._tracks(ids, self._predicted_steps(ids, previous, ahead))
 
-    def predicts(self, tracks: Tracks, previous: Mapping[int, np.ndarray],
-                 ahead: tuple[int, int], tolerance: float) -> bool:  # fmt: skip
-        """Whether :meth:`predicted` stands for ``tracks``: the same people as ``previous``,
-        each corner within ``tolerance`` of the box's height (and at least one step) of its
-        prediction ``ahead``."""
+    def stand_in(self, tracks: Tracks, previous: Mapping[int, np.ndarray],
+                 ahead: tuple[int, int], tolerance: float) -> Tracks | None:  # fmt: skip
+        """:meth:`predicted` where it may stand for ``tracks`` (the frame's boxes then go
+        unsent): the same people as ``previous``, each corner within ``tolerance`` of the
+        box's height (and at least one step) of its prediction ``ahead``; else None."""
         ids, steps = self._quantize(tracks)
         if ids.tolist() != sorted(previous):
-            return False
-        if ids.size == 0:
-            return True
-        error = np.abs(steps - self._predicted_steps(ids, previous, ahead))
+            return None
+        predicted = self._predicted_steps(ids, previous, ahead)
         allowed = np.maximum(1.0, tolerance * (steps[:, 3] - steps[:, 1]))
-        return bool((error <= allowed[:, None]).all())
+        if (np.abs(steps - predicted) > allowed[:, None]).any():
+            return None
+        return self._tracks(ids, predicted)
 
     @classmethod
     def _predicted_steps(cls, ids: np.ndarray, previous: Mapping[int, np.ndarray],

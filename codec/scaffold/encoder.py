@@ -467,11 +467,12 @@ class ScaffoldEncoder:
         coders = self._coders
         coder, previous, ahead = coders.boxes, coders.previous_boxes, coders.boxes_ahead
         tracks = coder.snap(scaffold.tracks, previous, self.config.box_tolerance, ahead)
-        if not is_key and ahead[0] < self.box_every \
-                and coder.predicts(tracks, previous, ahead, BOX_PREDICTION_TOLERANCE):  # fmt: skip
-            scaffold.tracks = coder.predicted(previous, ahead)
-            coders.advance_boxes(None)
-            return None
+        if not is_key and ahead[0] < self.box_every:
+            predicted = coder.stand_in(tracks, previous, ahead, BOX_PREDICTION_TOLERANCE)
+            if predicted is not None:
+                scaffold.tracks = predicted
+                coders.advance_boxes(None)
+                return None
         scaffold.tracks = tracks
         data = coder.encode(tracks, previous, ahead)
         coders.advance_boxes(tracks)

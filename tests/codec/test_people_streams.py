@@ -125,12 +125,13 @@ def test_boxes_coded_frames_ahead_round_trip_and_predictions_stand_in_only_nearb
         enc = coder.update_state(enc, decoded)
         dec = coder.update_state(dec, decoded)
     near = coder.predicted(enc, (1, 3))
-    assert coder.predicts(near, enc, (1, 3), 0.1)
+    stand_in = coder.stand_in(near, enc, (1, 3), 0.1)
+    assert stand_in is not None and stand_in.boxes.tolist() == near.boxes.tolist()
     moved = tracks(near.boxes + np.float32([0, 0, 0, 30]), near.ids)  # 30 px of 100: too far
-    assert not coder.predicts(moved, enc, (1, 3), 0.1)
+    assert coder.stand_in(moved, enc, (1, 3), 0.1) is None
     someone_new = tracks(np.vstack([near.boxes, [[300, 50, 340, 150]]]), [4, 5])
-    assert not coder.predicts(someone_new, enc, (1, 3), 0.1)
-    assert not coder.predicts(tracks(np.zeros((0, 4)), []), enc, (1, 3), 0.1)  # someone left
+    assert coder.stand_in(someone_new, enc, (1, 3), 0.1) is None
+    assert coder.stand_in(tracks(np.zeros((0, 4)), []), enc, (1, 3), 0.1) is None  # one left
 
 
 def test_box_quantisation_known_answer_and_far_boxes_escape():
