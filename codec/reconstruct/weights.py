@@ -36,6 +36,12 @@ def load_weights(path: str | Path, build: Callable[[dict], torch.nn.Module],
     """
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as exc:
+        raise UnknownReconstructorError(f"cannot load {what} weights {path}: {exc}") from None
+    except Exception as exc:  # torch's unpickler raises many kinds on bytes not its own
+        raise UnknownReconstructorError(f"cannot load {what} weights {path}: not a weights "
+                                        f"file ({type(exc).__name__}: {exc})") from None
+    try:
         model = build(state["config"])
         model.load_state_dict(state["state_dict"])
     except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:

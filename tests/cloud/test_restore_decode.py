@@ -100,6 +100,10 @@ def test_bad_weights_and_options_are_refused(weights, tmp_path, stream, capsys):
     torch.save({"config": {"width": 4}}, bad)
     with pytest.raises(UnknownReconstructorError, match="cannot load restorer weights"):
         load_restorer(bad)
+    garbage = tmp_path / "garbage.pt"  # not a torch file at all: refused as such, typed
+    garbage.write_bytes(b"these bytes are not a pickle")
+    with pytest.raises(UnknownReconstructorError, match="cannot load restorer weights"):
+        load_restorer(garbage)
     semc = tmp_path / "s.semc"
     semc.write_bytes(stream)
     assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "x"), "--decoder", "restore",
@@ -108,6 +112,10 @@ def test_bad_weights_and_options_are_refused(weights, tmp_path, stream, capsys):
     assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "x"), "--decoder", "warp",
                        "--memory-mb", "1"]) == 2  # fmt: skip
     assert "--memory-mb: only for --decoder animate or restore" in capsys.readouterr().err
+    assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "g"), "--decoder", "restore",
+                       "--weights", str(garbage)]) == 2  # fmt: skip
+    assert "cannot load restorer weights" in capsys.readouterr().err
+    assert not (tmp_path / "g").exists()  # nothing written under the output's name
     out = tmp_path / "out"
     assert cloud_main(["decode", str(semc), "-o", str(out), "--no-overview", "--decoder",
                        "restore", "--weights", str(weights),
