@@ -66,6 +66,7 @@ class _Clock:
     ("restore,memory_mb=-1", "--memory-mb -1"),
     ("animate,refiner=w8", "this stream carries no pose"),
     ("restore,weights=/etc/passwd", "a session may name shipped weights only"),
+    ("restore,redraw=/etc/passwd", "a session may name shipped redraw only"),
     ("restore,memory_mb=1000", "memory_mb=1000 is above this server's 16 MB"),
     ("restore,device=cuda:0,sr=bicubic", "device="),
 ])  # fmt: skip

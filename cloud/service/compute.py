@@ -48,11 +48,13 @@ class DecoderMismatchError(ServiceError):
 def _server_files() -> dict[str, tuple[str, ...]]:
     """The options whose value may name a file of the server, and the shipped names a
     session may give them instead."""
+    from semcodec.codec.reconstruct.pipeline import NO_REDRAW
     from semcodec.codec.reconstruct.refiner import SHIPPED_REFINERS
-    from semcodec.codec.reconstruct.restore import SHIPPED_RESTORERS
+    from semcodec.codec.reconstruct.restore import SHIPPED_REDRAWERS, SHIPPED_RESTORERS
 
     return {"weights": SHIPPED_RESTORERS,
-            "refiner": (*SHIPPED_REFINERS, *SHIPPED_REFINERS.values())}  # fmt: skip
+            "refiner": (*SHIPPED_REFINERS, *SHIPPED_REFINERS.values()),
+            "redraw": (*SHIPPED_REDRAWERS, *SHIPPED_REDRAWERS.values(), NO_REDRAW)}  # fmt: skip
 
 
 def _memory_mb(spec) -> float:

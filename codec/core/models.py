@@ -480,6 +480,9 @@ REF_RESTORER_W8_SHA256 = "fac7c40fe211eeee7899e9f9079a9fc0fab8b3d9ca25f8073adde4
 #: (``codec/weights/person_refiner_w8.pt``, ``person_refiner_w32.pt``; issue 39).
 PERSON_REFINER_W8_SHA256 = "5c40007d8447e38673854cff29e9888eb1a25d0ac2752e08811dd0e816406726"
 PERSON_REFINER_W32_SHA256 = "a17bc6053a7ddf0555694cca3adf2c71ae3c2e0e236c8b7a8d71639427bed4ae"
+#: sha256 of the shipped people redrawer of ``restore,redraw=w8``
+#: (``codec/weights/people_redrawer_w8.pt``; issue 54).
+PEOPLE_REDRAWER_W8_SHA256 = "9dacf5a4f7a746e8e0d1f65157231df3104d6a8dd72e56475812a1e3847be863"
 #: sha256 of the shipped fine-tuned plate upscaler (``codec/weights/sr/esrgan_slim_x2_plates.pt``).
 ESRGAN_SLIM_PLATES_SHA256 = "d5ed36e2a67baee8098f3a812f8ff9a658d4306593ae31c23f97e2d51e06818e"
 #: sha256 of the shipped fine-tuned medium plate upscaler
@@ -727,15 +730,22 @@ def _register_defaults() -> None:
         ),
         bundled="codec/weights/denoiser_pets.pt",
     ))  # fmt: skip
-    restorers = ("the restore reconstructor's reference restorer", "train-restorer", "")
+    tracks = "PETS09-S2L1-full 1-500, TUD-Stadtmitte 1-90 and PETS 1-500 zoomed 2x"
+    restorers = ("the restore reconstructor's reference restorer", "train-restorer",
+                 f"on the ground-truth tracks of {tracks}")  # fmt: skip
     refiners = ("the animate reconstructor's learned refiner", "train-refiner",
-                " from the reference restorer")  # fmt: skip
-    for name, sha256, width, (what, command, start) in (
+                f"from the reference restorer on the ground-truth tracks of {tracks}")
+    redrawers = ("the restore reconstructor's people redrawer", "train-redraw",
+                 "from the reference restorer on people's windows of level-1 streams of "
+                 "PETS09-S2L1-full 1-300, TUD-Stadtmitte 1-90 and PETS 1-300 zoomed 2x as "
+                 "the default decoder draws them")  # fmt: skip
+    for name, sha256, width, (what, command, data) in (
             ("ref_restorer_v2", REF_RESTORER_V2_SHA256, 32, restorers),
             ("ref_restorer", REF_RESTORER_SHA256, 32, restorers),
             ("ref_restorer_w8", REF_RESTORER_W8_SHA256, 8, restorers),
             ("person_refiner_w8", PERSON_REFINER_W8_SHA256, 8, refiners),
-            ("person_refiner_w32", PERSON_REFINER_W32_SHA256, 32, refiners)):  # fmt: skip
+            ("person_refiner_w32", PERSON_REFINER_W32_SHA256, 32, refiners),
+            ("people_redrawer_w8", PEOPLE_REDRAWER_W8_SHA256, 8, redrawers)):  # fmt: skip
         register_model(ModelSpec(
             name=name,
             relpath=f"semcodec/{name}.pt",
@@ -743,10 +753,8 @@ def _register_defaults() -> None:
             url=None,
             licence="Apache-2.0",
             description=(
-                f"{what} (width {width}), trained here{start} on PETS09-S2L1-full 1-500, "
-                "TUD-Stadtmitte 1-90 and PETS 1-500 zoomed 2x "
-                f"(semcodec-bench {command}); ships with semcodec: "
-                "codec/weights/MODEL_CARD.md"
+                f"{what} (width {width}), trained here {data} (semcodec-bench {command}); "
+                "ships with semcodec: codec/weights/MODEL_CARD.md"
             ),
             bundled=f"codec/weights/{name}.pt",
         ))  # fmt: skip

@@ -97,6 +97,16 @@ def _refiner(text: str) -> str:
     return text
 
 
+def _redraw(text: str) -> str:
+    from semcodec.codec.reconstruct.restore import SHIPPED_REDRAWERS
+
+    if text not in (NO_REDRAW, *SHIPPED_REDRAWERS, *SHIPPED_REDRAWERS.values()) \
+            and not Path(text).is_file():  # fmt: skip
+        raise ValueError(f"expected one of {', '.join(SHIPPED_REDRAWERS)}, {NO_REDRAW} or a "
+                         "redrawer file")  # fmt: skip
+    return text
+
+
 def _device(text: str) -> str:
     if text not in ("cpu", "cuda") and not text.startswith("cuda:"):
         raise ValueError("expected cpu, cuda or cuda:N")
@@ -160,6 +170,10 @@ OPTIONS: dict[str, DecoderOption] = {o.key: o for o in (
     DecoderOption("near_gap", _number(0, 2), ("warp", "restore"), "FRACTION",
                   "warp, restore: people whose boxes come within this fraction of their "
                   "height of each other count as overlapping for --near-floor (default 0)"),
+    DecoderOption("redraw", _redraw, ("restore",), "NAME",
+                  "restore: redraw every person of every frame with a network trained on "
+                  "frames as this decoder draws them: w8 (width 8), a redrawer file "
+                  "(semcodec-bench train-redraw) or none"),
     DecoderOption("limbs", _switch, ("animate",), "0|1",
                   "animate: move the legs to the pose (default 1)"),
     DecoderOption("arms", _switch, ("animate",), "0|1",
@@ -190,9 +204,9 @@ GPU_DECODERS = ("restore",)
 NETWORK_DECODERS = ("diffusion", "restore")
 #: Options that make any decoder run a network (a person matte model, a refiner, an sr
 #: network: any value but the default's).
-NETWORK_OPTIONS = ("person_matte", "refiner", "sr")
-#: Values that spell "no person matte" (the reconstructors' own default).
-NO_MATTE = "none"
+NETWORK_OPTIONS = ("person_matte", "refiner", "redraw", "sr")
+#: Values that spell "no person matte" and "no redrawing" (the reconstructors' own default).
+NO_MATTE = NO_REDRAW = "none"
 
 
 def decoder_options(name: str) -> tuple[str, ...]:
@@ -241,8 +255,9 @@ class DecoderSpec:
         else:
             spec, name = base, base.name
         options = {**dict(spec.options), **parsed}
-        if options.get("person_matte") == NO_MATTE:
-            del options["person_matte"]
+        for key, off in (("person_matte", NO_MATTE), ("redraw", NO_REDRAW)):
+            if options.get(key) == off:  # the reconstructor's own default
+                del options[key]
         extra = [k for k in parsed if name not in OPTIONS[k].decoders]
         if extra:
             owners = " or ".join(sorted(OPTIONS[extra[0]].decoders))

@@ -44,9 +44,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from semcodec.codec.reconstruct import UnknownReconstructorError
 from semcodec.codec.reconstruct.restore import _Block
-from semcodec.codec.reconstruct.weights import inference, load_weights, save_weights
+from semcodec.codec.reconstruct.weights import (
+    inference,
+    load_weights,
+    save_weights,
+    shipped_or_file,
+)
 
 #: Tallest refined person (pixels): the tallest reference level 1 sends.
 REFINED_MAX_HEIGHT = 96
@@ -242,13 +246,4 @@ def refiner_weights(name: str) -> Path:
     Raises:
         UnknownReconstructorError: neither.
     """
-    from semcodec.codec.core.models import resolve_model
-
-    registry = SHIPPED_REFINERS.get(str(name), str(name))
-    if registry in SHIPPED_REFINERS.values():
-        return resolve_model(registry)
-    if not Path(name).is_file():
-        raise UnknownReconstructorError(
-            f"refiner={name}: not a shipped refiner ({', '.join(SHIPPED_REFINERS)}) nor a "
-            f"refiner file")  # fmt: skip
-    return Path(name)
+    return shipped_or_file(name, SHIPPED_REFINERS, "refiner")

@@ -22,6 +22,13 @@ a fraction of its full size (the default ``ref_restorer_v2``: 1, 0.5, 0.25 or 0.
 thumbnails too; the first ``ref_restorer``: 1, 0.5 or 0.35), an earlier full reference of
 the same person (dropped one time in four), the original crop.
 
+With ``redraw`` (:class:`PeopleRedrawer`, issue 54), each drawn frame is then passed once
+more: every decoded person's window (the box grown :data:`WINDOW_GROW`x about its centre) is
+resampled to :data:`REDRAW_CANVAS`, redrawn by a network of the restorer's architecture
+trained on windows cut from level-1 streams as this decoder draws them (``semcodec-bench
+train-redraw``), and the redrawing's change resampled back and added, feathered at the
+window's edges. It runs every frame, per person: the compute is people x frames.
+
 Everything is a fixed function of the decoded scaffolds (CPU float32 on one torch thread,
 :func:`~codec.reconstruct.weights.inference`), so two runs give the same frames.
 """
@@ -45,7 +52,12 @@ from semcodec.codec.reconstruct import (
     register_reconstructor,
 )
 from semcodec.codec.reconstruct.warp import SMOOTH_S, WarpReconstructor
-from semcodec.codec.reconstruct.weights import inference, load_weights, save_weights
+from semcodec.codec.reconstruct.weights import (
+    inference,
+    load_weights,
+    save_weights,
+    shipped_or_file,
+)
 from semcodec.codec.scaffold.appearance import MAX_REF_HEIGHT, ref_region
 
 #: Largest difference (0..255 levels) of a reference restored on a GPU from the CPU's: float32
@@ -157,9 +169,115 @@ def restored_size(box: np.ndarray) -> tuple[int, int]:
     return max(2, round(width * scale)), max(2, round(height * scale))
 
 
+#: ``(width, height)`` of the canvas a person's window is redrawn on (the benchmark's person
+#: crop, :mod:`evaluation.metrics.person_region`).
+REDRAW_CANVAS = (64, 128)
+#: A person's window is their decoded box grown by this factor about its centre (the
+#: benchmark's margin), clipped to the frame.
+WINDOW_GROW = 1.2
+#: Narrowest or shortest window redrawn (pixels): under it a person is left as drawn.
+MIN_WINDOW_PX = 8
+#: The redrawing's change fades in over this fraction of the window's height from each edge
+#: (at least 2 px), so that no seam shows where windows end or overlap.
+FEATHER = 0.08
+#: The shipped redrawers by short name (``redraw=w8``) -> registry name.
+SHIPPED_REDRAWERS = {"w8": "people_redrawer_w8"}
+
+
+def person_window(box: np.ndarray, width: int, height: int) -> tuple[int, int, int, int] | None:
+    """``(x0, y0, x1, y1)`` integer pixels of the window of a person in ``box`` (``x1, y1,
+    x2, y2`` pixels, float) in a ``width`` x ``height`` frame: the box grown
+    :data:`WINDOW_GROW`x about its centre, clipped; None when under :data:`MIN_WINDOW_PX`."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+    half_w, half_h = (x2 - x1) * WINDOW_GROW / 2, (y2 - y1) * WINDOW_GROW / 2
+    left, top = max(0, round(cx - half_w)), max(0, round(cy - half_h))
+    right, bottom = min(width, round(cx + half_w)), min(height, round(cy + half_h))
+    if right - left < MIN_WINDOW_PX or bottom - top < MIN_WINDOW_PX:
+        return None
+    return int(left), int(top), int(right), int(bottom)
+
+
+def on_canvas(picture: np.ndarray, window: tuple[int, int, int, int]) -> np.ndarray:
+    """The ``window`` of ``picture`` ``(H, W, 3)`` uint8 resampled to :data:`REDRAW_CANVAS`:
+    ``(128, 64, 3)`` uint8 (area when it shrinks, bilinear when it grows)."""
+    left, top, right, bottom = window
+    shrink = (right - left) > REDRAW_CANVAS[0] or (bottom - top) > REDRAW_CANVAS[1]
+    return cv2.resize(picture[top:bottom, left:right], REDRAW_CANVAS,
+                      interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)  # fmt: skip
+
+
+def _feather(width: int, height: int) -> np.ndarray:
+    """``(height, width, 1)`` float32 weights: 1 inside, ramping to 0 over :data:`FEATHER`
+    of ``height`` (at least 2 px) towards every edge."""
+    ramp = max(2.0, FEATHER * height)
+    ys, xs = np.arange(height) + 0.5, np.arange(width) + 0.5
+    fy = np.clip(np.minimum(ys, height - ys) / ramp, 0, 1)
+    fx = np.clip(np.minimum(xs, width - xs) / ramp, 0, 1)
+    return (fy[:, None] * fx[None, :])[..., None].astype(np.float32)
+
+
+class PeopleRedrawer:
+    """Redraws every person of a drawn frame with ``model`` (a :class:`ReferenceRestorer`
+    trained as ``drawn window -> original window`` on :data:`REDRAW_CANVAS` canvases, its
+    memory input zero).
+
+    Attributes:
+        flops_per_window: FLOPs of the network on one window.
+        windows: windows redrawn so far.
+    """
+
+    def __init__(self, model: ReferenceRestorer) -> None:
+        self.model = model
+        self.flops_per_window = flops_per_pixel(model) * REDRAW_CANVAS[0] * REDRAW_CANVAS[1]
+        self.windows = 0
+
+    def __call__(self, picture: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+        """``picture`` ``(H, W, 3)`` uint8 with the people in ``boxes`` ``(N, 4)`` (``x1, y1,
+        x2, y2`` pixels) redrawn: a new ``(H, W, 3)`` uint8 array (``picture`` itself when no
+        window is large enough). Where windows overlap, their changes are averaged by
+        weight."""
+        height, width = picture.shape[:2]
+        windows = [w for w in (person_window(b, width, height) for b in boxes) if w is not None]
+        if not windows:
+            return picture
+        drawn = _to_tensor_batch(np.stack([on_canvas(picture, w) for w in windows]))
+        device = next(self.model.parameters()).device
+        with inference():
+            redrawn = self.model(drawn.to(device), torch.zeros_like(drawn, device=device))
+            change = (redrawn.clamp(-1, 1).cpu() - drawn).mul(127.5)
+        change = change.permute(0, 2, 3, 1).numpy()
+        total = np.zeros((height, width, 3), np.float32)
+        weight = np.zeros((height, width, 1), np.float32)
+        for (left, top, right, bottom), delta in zip(windows, change, strict=True):
+            size = (right - left, bottom - top)
+            feather = _feather(*size)
+            total[top:bottom, left:right] += feather * cv2.resize(delta, size,
+                                                                  interpolation=cv2.INTER_LINEAR)
+            weight[top:bottom, left:right] += feather
+        self.windows += len(windows)
+        out = picture.astype(np.float32) + total / np.maximum(weight, 1.0)
+        return np.clip(out + 0.5, 0, 255).astype(np.uint8)
+
+
+def redrawer_weights(name: str) -> Path:
+    """The file of redrawer ``name``: a shipped redrawer's short name (``w8``) or registry
+    name (``people_redrawer_w8``; its sha256 verified), or a redrawer file.
+
+    Raises:
+        UnknownReconstructorError: none of those.
+    """
+    return shipped_or_file(name, SHIPPED_REDRAWERS, "redrawer")
+
+
+def _to_tensor_batch(pictures: np.ndarray) -> torch.Tensor:
+    """``(N, H, W, 3)`` uint8 -> ``(N, 3, H, W)`` float32 in -1..1."""
+    return torch.from_numpy(pictures).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+
+
 def _to_tensor(picture: np.ndarray) -> torch.Tensor:
     """``(H, W, 3)`` uint8 -> ``(1, 3, H, W)`` float32 in -1..1."""
-    return torch.from_numpy(picture).permute(2, 0, 1)[None].float().div(127.5).sub(1.0)
+    return _to_tensor_batch(picture[None])
 
 
 def _resized(picture: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -197,6 +315,9 @@ class RestoreReconstructor(WarpReconstructor):
         memory_mb: the memory's budget, MB (10**6 bytes of uint8 pixels) per stream; each
             track's sharpest earlier reference is kept while the budget allows (0: none).
         matte, fade, smooth_s, person_matte, near_floor: as for ``warp``.
+        redraw: redraw every person of every frame with a :class:`PeopleRedrawer`: a shipped
+            redrawer's short or registry name (:data:`SHIPPED_REDRAWERS`) or a file of
+            ``semcodec-bench train-redraw``; "": no redrawing.
         device: where the restorer runs (``cpu``; ``cuda``: a GPU, its outputs within
             :data:`GPU_TOLERANCE` of the CPU's; the person matte stays on the CPU).
 
@@ -208,7 +329,7 @@ class RestoreReconstructor(WarpReconstructor):
                  memory_mb: float = DEFAULT_MEMORY_MB, matte: bool = False,
                  fade: int = 0, smooth_s: float = SMOOTH_S,
                  person_matte: str = "", near_floor: float = 0.0, near_gap: float = 0.0,
-                 device: str = "cpu") -> None:  # fmt: skip
+                 redraw: str = "", device: str = "cpu") -> None:  # fmt: skip
         if not 0 <= float(memory_mb) < float("inf"):
             raise ValueError(f"memory_mb must be a finite number >= 0, got {memory_mb}")
         self.weights = restorer_weights(weights)
@@ -217,6 +338,12 @@ class RestoreReconstructor(WarpReconstructor):
         self.weights_sha256 = file_sha256(self.weights)
         self.memory_bytes = int(float(memory_mb) * 1e6)
         self._flops_per_pixel = flops_per_pixel(self.model)
+        self.redraw = str(redraw)
+        self.redrawer = None
+        if self.redraw:
+            redraw_file = redrawer_weights(self.redraw)
+            self.redraw_sha256 = file_sha256(redraw_file)
+            self.redrawer = PeopleRedrawer(load_restorer(redraw_file).to(self.device))
         super().__init__(matte=matte, fade=fade, smooth_s=smooth_s, person_matte=person_matte,
                          near_floor=near_floor, near_gap=near_gap)  # fmt: skip
 
@@ -232,7 +359,14 @@ class RestoreReconstructor(WarpReconstructor):
             self._memory = OrderedDict()
         if frame.appearances:
             frame = dataclasses.replace(frame, appearances=self._restored(frame))
-        return super().reconstruct(frame)
+        picture = super().reconstruct(frame)
+        boxes = frame.scaffold.tracks.boxes
+        if self.redrawer is None or "redraw" in self.skipped or not len(boxes):
+            return picture
+        before = self.redrawer.windows
+        picture = self._previous = self.redrawer(picture, boxes)
+        self.flops += (self.redrawer.windows - before) * self.redrawer.flops_per_window
+        return picture
 
     def _restored(self, frame: DecodedFrame) -> dict[int, np.ndarray]:
         tracks = frame.scaffold.tracks
@@ -267,10 +401,14 @@ class RestoreReconstructor(WarpReconstructor):
         return True  # the restorer: ``flops`` counts its restorations
 
     def steps_down(self) -> tuple[str, ...]:
-        """The person matte first, then the restorer (references drawn as they came)."""
-        return (*super().steps_down(), "restorer")
+        """The redrawing first (where on), then the person matte, then the restorer
+        (references drawn as they came)."""
+        first = ("redraw",) if self.redrawer is not None else ()
+        return (*first, *super().steps_down(), "restorer")
 
     def describe(self) -> dict:
         return {**super().describe(), "name": "restore", "weights": self.weights.name,
                 "weights_sha256": self.weights_sha256,
-                "memory_mb": self.memory_bytes / 1e6}  # fmt: skip
+                "memory_mb": self.memory_bytes / 1e6,
+                **({"redraw": self.redraw, "redraw_sha256": self.redraw_sha256}
+                   if self.redrawer is not None else {})}  # fmt: skip

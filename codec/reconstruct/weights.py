@@ -50,6 +50,25 @@ def load_weights(path: str | Path, build: Callable[[dict], torch.nn.Module],
     return model.eval()
 
 
+def shipped_or_file(name: str | Path, shipped: dict[str, str], what: str) -> Path:
+    """The file of ``name``: a shipped network's short name (a key of ``shipped``) or registry
+    name (a value; resolved and its sha256 verified, a mismatch refused with
+    :class:`~codec.core.models.ModelChecksumError`), or a file of a ``what``.
+
+    Raises:
+        UnknownReconstructorError: none of those.
+    """
+    from semcodec.codec.core.models import resolve_model
+
+    registry = shipped.get(str(name), str(name))
+    if registry in shipped.values():
+        return resolve_model(registry)
+    if not Path(name).is_file():
+        raise UnknownReconstructorError(f"{what} {name}: not a shipped {what} "
+                                        f"({', '.join(shipped)}) nor a {what} file")
+    return Path(name)
+
+
 #: Torch intra-op threads for the decoders' small per-person networks (the restorer, the
 #: refiner). Their convolutions are a few milliseconds on 96x48 pictures: on two threads of
 #: a CPU another process is also using, OpenMP's waiting between layers made one w8 refiner

@@ -173,3 +173,67 @@ def test_training_examples_and_a_short_run_give_a_loadable_restorer(tmp_path):
     assert set(next(iter(scores.values()))) == {"examples", "enlarged", "restored_without_memory",
                                                 "restored"}  # fmt: skip
     assert json.loads((tmp_path / "r" / "scores.json").read_text()) == scores
+
+
+def test_redrawing_changes_people_only_counts_its_flops_and_steps_down_first(
+        decode_with, stream, weights, capsys, tmp_path):  # fmt: skip
+    from semcodec.codec.reconstruct.restore import person_window
+
+    _, decoded, drawn = decode_with(stream, "restore", weights=weights)
+    rec, _, frames = decode_with(stream, "restore", weights=weights, redraw=str(weights))
+    assert rec.steps_down()[0] == "redraw" and rec.describe()["redraw"] == str(weights)
+    height, width = drawn.shape[1:3]
+    windows = 0
+    for k, unit in enumerate(decoded):
+        outside = np.ones((height, width), bool)
+        for box in unit.scaffold.tracks.boxes:
+            window = person_window(box, width, height)
+            if window is not None:
+                windows += 1
+                outside[window[1]:window[3], window[0]:window[2]] = False
+        np.testing.assert_array_equal(frames[k][outside], drawn[k][outside])
+    assert windows > 0 and not np.array_equal(frames, drawn)
+    plain = decode_with(stream, "restore", weights=weights)[0]
+    assert rec.flops == plain.flops + windows * rec.redrawer.flops_per_window
+    stepped = create_reconstructor("restore", weights=weights, redraw=str(weights))
+    stepped.skipped = frozenset({"redraw"})  # a live decoder behind its camera
+    np.testing.assert_array_equal(np.stack([f for _, f in decode_stream(stream, stepped)]), drawn)
+    with pytest.raises(UnknownReconstructorError, match="not a shipped redrawer"):
+        create_reconstructor("restore", redraw=str(tmp_path / "none.pt"))
+    semc = tmp_path / "s.semc"
+    semc.write_bytes(stream)
+    assert cloud_main(["decode", str(semc), "-o", str(tmp_path / "x"), "--decoder", "restore",
+                       "--redraw", str(tmp_path / "none.pt")]) == 2  # fmt: skip
+    assert "--redraw" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_redraw_training_windows_and_a_short_run_give_a_loadable_redrawer(tmp_path):
+    from pathlib import Path
+
+    from semcodec.codec.reconstruct.restore import REDRAW_CANVAS, PeopleRedrawer
+    from semcodec.evaluation.training.redraw import (
+        TARGETS,
+        Range,
+        cached_windows,
+        train,
+        window_pairs,
+    )
+
+    sample = str(Path(__file__).resolve().parents[2] / "datasets/sample/PETS09-S2L1-384x288")
+    part = Range(sample, 1, 24, every=6)
+    pairs = window_pairs(part)
+    assert pairs["decoded"].shape == pairs["original"].shape
+    assert pairs["decoded"].shape[1:] == (REDRAW_CANVAS[1], REDRAW_CANVAS[0], 3)
+    assert set(pairs["target"].tolist()) == set(TARGETS) and pairs["ground_truth"].any()
+    assert not np.array_equal(pairs["decoded"], pairs["original"])  # what level 1 lost
+    weights = train(tmp_path / "r", steps=2, batch=4, ranges=(part,), held_out=(part,),
+                    windows=tmp_path / "w", log=lambda _: None)  # fmt: skip
+    (cached,) = cached_windows((part,), tmp_path / "w/training.npz")  # read back
+    assert all(np.array_equal(cached[k], pairs[k]) for k in pairs)
+    model = load_restorer(weights)
+    assert model.width == 8 and model.metadata["init"] == "ref_restorer_w8"
+    (held,) = model.metadata["held_out"].values()
+    assert set(held["after"]) == {f"{t} {k}" for t in TARGETS for k in ("drawn", "redrawn")}
+    assert PeopleRedrawer(model).flops_per_window > 0
+    with pytest.raises(ValueError, match="widths 8, 32"):
+        train(tmp_path / "bad", width=16, ranges=(part,), log=lambda _: None)

@@ -137,7 +137,7 @@ def test_a_restorer_file_is_not_a_refiner(tmp_path):
     path = save_restorer(ReferenceRestorer(4, 1), tmp_path / "restorer.pt", {})
     with pytest.raises(UnknownReconstructorError, match="refiner"):
         load_refiner(path)
-    with pytest.raises(UnknownReconstructorError, match="refiner=nope"):
+    with pytest.raises(UnknownReconstructorError, match="refiner nope: not a shipped refiner"):
         refiner_weights("nope")
 
 

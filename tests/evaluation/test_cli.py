@@ -527,6 +527,17 @@ def test_train_restorer_refuses_bad_flags_with_exit_2(argv, message, tmp_path, c
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--width", "16"], "invalid choice: 16"),
+    (["--steps", "0"], "expected an integer >= 1"),
+    (["--seed", "-1"], "expected an integer >= 0"),
+])  # fmt: skip
+def test_train_redraw_refuses_bad_flags_with_exit_2(argv, message, tmp_path, capsys):
+    assert _status(main, ["train-redraw", "--out", str(tmp_path), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
 def test_figures_against_is_refused_without_a_result_set(tmp_path, capsys):
     """``--against`` only applies to ``--name``: refused (exit 2, one line), nothing written;
     a row the runs do not have is refused too."""

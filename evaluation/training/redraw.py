@@ -1,0 +1,194 @@
+"""``semcodec-bench train-redraw``: trains the network of ``restore``'s ``redraw`` step.
+
+Unlike the restorer's, its examples are cut from **decoded level-1 streams**: each training
+range is coded by level 1 at every target of :data:`TARGETS` and decoded by the default
+decoder without redrawing (what the redrawer is given); on every ``every``-th frame, each
+person's window (:func:`~codec.reconstruct.restore.person_window`) is taken from the decoded
+frame and from the original, both resampled to
+:data:`~codec.reconstruct.restore.REDRAW_CANVAS` -- at the ground-truth boxes (the
+benchmark's person crops) and at the boxes the stream carries (what the decoder redraws).
+The network (a restorer's architecture, memory input zero) starts from a shipped restorer of
+its width and learns ``decoded window -> original window``: L1 plus ST-LPIPS, Adam, batch
+16, every second batch mirrored, a fixed seed and step count (600 made the shipped files).
+Held-out short clips (never trained on) are scored before and after, on their ground-truth
+windows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from semcodec.evaluation.training.restorer import Range
+
+#: Level-1 targets (BPP) the training streams are coded at.
+TARGETS = (0.002, 0.004)
+#: The training ranges (PETS 1-300 and TUD 1-90, and PETS 1-300 zoomed 2x: larger people).
+DEFAULT_RANGES = (
+    Range("PETS09-S2L1-full", 1, 300, every=2),
+    Range("TUD-Stadtmitte", 1, 90),
+    Range("PETS09-S2L1-full", 1, 300, "zoom=2,x=0.5,y=0.55", every=2),
+)
+#: Held-out short clips scored after training (the benchmark's short clips).
+HELD_OUT = (
+    Range("PETS09-S2L1-full", 501, 60, every=4),
+    Range("TUD-Stadtmitte", 91, 89, every=4),
+    Range("PETS09-S2L1-full", 501, 60, "zoom=2,x=0.5,y=0.55", every=4),
+)
+#: The shipped restorer each width starts from.
+INIT = {8: "ref_restorer_w8", 32: "ref_restorer_v2"}
+#: The decoder whose frames are redrawn: the default one, without redrawing.
+DRAWN_BY = "redraw=none"
+
+
+def window_pairs(part: Range, data_dir=None) -> dict[str, np.ndarray]:
+    """The windows of ``part``: ``decoded`` and ``original`` ``(N, 128, 64, 3)`` uint8,
+    ``target`` ``(N,)`` float (BPP) and ``ground_truth`` ``(N,)`` bool (a ground-truth
+    window, else one at a box the stream carries).
+
+    Raises:
+        ValueError: a range without ground truth or without any window.
+    """
+    from semcodec.codec.core.sources import resolve_data_path
+    from semcodec.codec.reconstruct.restore import on_canvas, person_window
+    from semcodec.evaluation.codecs.base import Setting
+    from semcodec.evaluation.codecs.scaffold import ScaffoldCodec
+    from semcodec.evaluation.data.sequences import load_sequence
+    from semcodec.evaluation.metrics.person_region import crop_windows
+
+    options = () if part.camera is None else (("camera_transform", part.camera),)
+    pixels, info, gt = load_sequence(str(resolve_data_path(part.data, data_dir)), part.frames,
+                                     options, part.start)  # fmt: skip
+    if gt is None:
+        raise ValueError(f"{part.data}: no ground truth to make windows from")
+    frames = np.stack(pixels)
+    height, width = frames.shape[1:3]
+    rows: dict[str, list] = {"decoded": [], "original": [], "target": [], "ground_truth": []}
+    for target in TARGETS:
+        codec = ScaffoldCodec(decoder=DRAWN_BY)
+        encoded = codec.encode(frames, Setting.parse(f"level=1,target_bpp={target}"), info.fps)
+        decoded = codec.decode(encoded)
+        for t in range(0, len(frames), part.every):
+            at_truth = [(w, True) for w in crop_windows(gt, t + 1, width, height)]
+            carried = encoded.metadata["person_boxes"][t]
+            at_boxes = [(person_window(b, width, height), False) for b in carried]
+            for window, truth in at_truth + at_boxes:
+                if window is None:
+                    continue
+                rows["decoded"].append(on_canvas(decoded[t], window))
+                rows["original"].append(on_canvas(frames[t], window))
+                rows["target"].append(target)
+                rows["ground_truth"].append(truth)
+    if not rows["target"]:
+        raise ValueError(f"{part.data} {part.start}+{part.frames}: no window")
+    return {k: np.asarray(v) for k, v in rows.items()}
+
+
+def _tensor(pictures: np.ndarray):
+    import torch
+
+    return torch.from_numpy(pictures).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+
+
+def score(model, held: dict[str, np.ndarray], metric) -> dict[str, float]:
+    """Mean ST-LPIPS against the originals of the ground-truth windows as drawn and as
+    redrawn, per target (``"0.002 drawn"``, ``"0.002 redrawn"``, ...)."""
+    import torch
+
+    scores = {}
+    with torch.inference_mode():
+        for target in TARGETS:
+            keep = (held["target"] == target) & held["ground_truth"]
+            if not keep.any():
+                continue
+            drawn, original = _tensor(held["decoded"][keep]), _tensor(held["original"][keep])
+            redrawn = model(drawn, torch.zeros_like(drawn)).clamp(-1, 1)
+            scores[f"{target} drawn"] = float(metric(drawn, original).mean())
+            scores[f"{target} redrawn"] = float(metric(redrawn, original).mean())
+    return scores
+
+
+def cached_windows(parts, cache: Path | None, data_dir=None) -> list[dict[str, np.ndarray]]:
+    """:func:`window_pairs` of every range of ``parts``, read from ``cache`` (an ``.npz``)
+    when it holds them for the same ranges, else made (and written there when given)."""
+    key = json.dumps([vars(p) for p in parts])
+    if cache is not None and Path(cache).is_file():
+        with np.load(cache) as data:
+            if str(data["ranges"]) == key:
+                return [{k.split("/", 1)[1]: data[k] for k in data.files if k.startswith(f"{i}/")}
+                        for i in range(len(parts))]  # fmt: skip
+    made = [window_pairs(part, data_dir) for part in parts]
+    if cache is not None:
+        arrays = {f"{i}/{k}": v for i, pairs in enumerate(made) for k, v in pairs.items()}
+        partial = Path(cache).with_suffix(".partial.npz")
+        np.savez_compressed(partial, ranges=np.asarray(key), **arrays)
+        partial.replace(cache)
+    return made
+
+
+def train(out: Path, width: int = 8, steps: int = 600, seed: int = 0, batch: int = 16,
+          data_dir=None, ranges=DEFAULT_RANGES, held_out=HELD_OUT,
+          windows: Path | None = None, log=print) -> Path:  # fmt: skip
+    """Fine-tunes the shipped restorer of ``width`` (:data:`INIT`) as a redrawer; writes
+    ``out/redraw.pt`` and ``out/scores.json`` (held-out scores before and after); returns the
+    weights' path. ``windows``: a folder caching the training and held-out windows (made
+    when absent; two widths share them).
+
+    Raises:
+        ValueError: a width with no shipped restorer to start from.
+    """
+    import torch
+
+    from semcodec.codec.reconstruct.restore import load_restorer, restorer_weights, save_restorer
+    from semcodec.evaluation.metrics.perceptual import load_stlpips
+
+    if width not in INIT:
+        raise ValueError(f"width {width}: a redrawer starts from a shipped restorer, widths "
+                         f"{', '.join(map(str, INIT))}")  # fmt: skip
+    torch.manual_seed(seed)
+    started = time.perf_counter()
+    cache = None if windows is None else Path(windows)
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+    parts = cached_windows(ranges, cache and cache / "training.npz", data_dir)
+    drawn = _tensor(np.concatenate([p["decoded"] for p in parts]))
+    original = _tensor(np.concatenate([p["original"] for p in parts]))
+    names = [f"{h.data} {h.start}-{h.start + h.frames - 1}" + (f" [{h.camera}]" if h.camera
+                                                                 else "") for h in held_out]
+    held = dict(zip(names, cached_windows(held_out, cache and cache / "held_out.npz", data_dir),
+                    strict=True))  # fmt: skip
+    log(f"{len(drawn)} training windows from {len(ranges)} ranges "
+        f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
+    metric = load_stlpips().eval()
+    for p in metric.parameters():
+        p.requires_grad_(False)
+    model = load_restorer(restorer_weights(INIT[width]))
+    before = {name: score(model, h, metric) for name, h in held.items()}
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), 5e-4)
+    generator = torch.Generator().manual_seed(seed)
+    for step in range(steps):
+        pick = torch.randint(0, len(drawn), (batch,), generator=generator)
+        x, y = drawn[pick], original[pick]
+        if step % 2:
+            x, y = x.flip(3), y.flip(3)
+        redrawn = model(x, torch.zeros_like(x))
+        loss = (redrawn - y).abs().mean() + metric(redrawn.clamp(-1, 1), y).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if (step + 1) % 100 == 0:
+            log(f"step {step + 1}/{steps}: loss {loss.item():.4f} "
+                f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
+    model.eval()
+    scores = {name: {"windows": int(h["ground_truth"].sum()), "before": before[name],
+                     "after": score(model, h, metric)} for name, h in held.items()}  # fmt: skip
+    metadata = {"steps": steps, "seed": seed, "batch": batch, "init": INIT[width],
+                "targets": list(TARGETS), "drawn_by": DRAWN_BY,
+                "ranges": [vars(r) for r in ranges], "held_out": scores}  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scores.json").write_text(json.dumps(scores, indent=1) + "\n")
+    return save_restorer(model, out / "redraw.pt", metadata)
