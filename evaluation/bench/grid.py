@@ -14,6 +14,7 @@ touching a model or a frame, so a command line with a typo fails at once.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import functools
@@ -24,6 +25,7 @@ import logging
 import os
 import platform
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -38,7 +40,13 @@ from semcodec.evaluation.bench.options import (
     DEFAULT_METRICS,
     PROTOCOLS,
 )
-from semcodec.evaluation.codecs.base import Codec, Setting, bytes_of_frames, create_codec
+from semcodec.evaluation.codecs.base import (
+    Codec,
+    Encoded,
+    Setting,
+    bytes_of_frames,
+    create_codec,
+)
 from semcodec.evaluation.data.sequences import load_sequence
 from semcodec.evaluation.metrics.detector import calibration_name
 from semcodec.evaluation.report.rows import read_rows
@@ -214,7 +222,8 @@ def run_cell(cell: CellSpec, progress: StageProgress | None = None) -> dict:
     codec = create_codec(cell.codec, **dict(cell.codec_options))
     setting = Setting.parse(cell.setting)
     coded, h, w, _ = pixels.shape
-    encoded = encode_measured(codec, pixels, setting, info.fps, warm, progress("encode", coded))
+    encoded = _shared_encoding(cell, codec, setting, lambda: encode_measured(
+        codec, pixels, setting, info.fps, warm, progress("encode", coded)))
     start = time.perf_counter()
     decoded = _with_progress(codec.decode, progress("decode", coded), encoded)
     decode_seconds = time.perf_counter() - start
@@ -280,6 +289,30 @@ def _speeds(codec: Codec, frames: int, encode_s: float, decode_s: float) -> dict
         "enc_fps": frames / encode_s if encode_s > 0 else None,
         "dec_fps": frames / decode_s if decode_s > 0 else None,
     }
+
+
+#: The latest encodings of this process, by the cell and stream setting that made them: cells
+#: that differ only in their decoder (a decoder ladder) decode the same bytes, encoded once.
+_ENCODINGS: OrderedDict[str, Encoded] = OrderedDict()
+#: Encodings kept (a ladder's cells follow one another in a grid).
+SHARED_ENCODINGS = 2
+
+
+def _shared_encoding(cell: CellSpec, codec: Codec, setting: Setting,
+                     encode: Callable[[], Encoded]) -> Encoded:  # fmt: skip
+    """``encode()``, or the encoding of an earlier cell of the same codec, options, frames and
+    stream setting (:meth:`~evaluation.codecs.base.Codec.stream_setting`), given ``setting``
+    and a metadata of its own (the row reports that encoding's bytes and encode time)."""
+    key = json.dumps([cell.codec, sorted(cell.codec_options), cell.sequence, cell.start,
+                      cell.frames, cell.warmup, sorted(cell.source_options),
+                      str(codec.stream_setting(setting))], default=str)  # fmt: skip
+    if key not in _ENCODINGS:
+        _ENCODINGS[key] = encode()
+        while len(_ENCODINGS) > SHARED_ENCODINGS:
+            _ENCODINGS.popitem(last=False)
+    _ENCODINGS.move_to_end(key)
+    earlier = _ENCODINGS[key]
+    return dataclasses.replace(earlier, setting=setting, metadata=copy.deepcopy(earlier.metadata))
 
 
 def encode_measured(codec: Codec, pixels: np.ndarray, setting: Setting, fps: float,

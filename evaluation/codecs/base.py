@@ -204,6 +204,12 @@ class Codec(abc.ABC):
         """Encoder name and version, recorded in every result row."""
         return {"encoder": self.name, "encoder_version": ""}
 
+    def stream_setting(self, setting: Setting) -> Setting:
+        """The part of ``setting`` that decides the encoded bytes: settings with the same
+        stream setting share one encoding (here all of it; a codec whose settings also
+        choose a decoder drops those keys)."""
+        return setting
+
     def curve_of(self, setting: Setting) -> str:
         """Name of the rate–quality curve a setting belongs to (``x264`` or ``x264@scale=0.5``)."""
         rest = setting.without(self.quality_key)

@@ -86,6 +86,10 @@ class ScaffoldCodec(Codec):
         rest = setting.without("target_bpp")
         return f"{self.name}@{rest}" if rest.params else self.name
 
+    def stream_setting(self, setting: Setting) -> Setting:
+        """``setting`` without its decoder keys: one stream, decoded by each decoder."""
+        return Setting(tuple((k, v) for k, v in setting.params if k not in DECODER_KEYS))
+
     def check_setting(self, setting: Setting) -> None:
         self.level_config(setting)
         self.decoder_of(setting)
