@@ -141,18 +141,20 @@ class ServeSettings:
     tenant_max_streams: int = setting(32, help="concurrent streams per tenant (0: no bound)")
     tenant_max_kbps: float = setting(0.0, help="unit bytes per tenant over all its sessions, "
                                      "kbit/s, by back-pressure (0: unlimited)")  # fmt: skip
-    tenant_max_decoder_gflops: float = setting(200.0, metavar="G", help="decoder compute per "
+    tenant_max_decoder_gflops: float = setting(400.0, metavar="G", help="decoder compute per "
                                                "tenant, GFLOP/s, metered from what its "
                                                "sessions' decoders ran: at or over it, a new "
                                                "session whose decoder runs networks is refused "
                                                "(RESOURCE_EXHAUSTED; warp is taken) and its "
                                                "sessions step down their decoders' ladder until "
                                                "it is under (0: no limit). The default is 16 "
-                                               "sessions (--tenant-max-sessions) x 12.5 GFLOP/s, "
+                                               "sessions (--tenant-max-sessions) x 25 GFLOP/s, "
                                                "above the median camera of the level-1 result "
-                                               "sets with the default decoder "
-                                               "(dec_flops_per_frame x fps: 10.6 GFLOP/s; 1.4 "
-                                               "to 16.9)")  # fmt: skip
+                                               "sets with the default decoder at its 0.004 "
+                                               "target (dec_flops_per_frame x fps, PETS, "
+                                               "zoomed PETS, TUD, TUD at half size in cold "
+                                               "start: median 17.9 GFLOP/s; 9.8 to "
+                                               "33.5)")  # fmt: skip
     tenant_max_stored_mib: float = setting(4096.0, help="stored streams per tenant on disk, "
                                            "units being received included, MiB (0: "
                                            "unlimited)")  # fmt: skip

@@ -182,7 +182,7 @@ def test_a_decoder_that_falls_behind_steps_down_and_back_up(half_plate_stream):
     _, header = half_plate_stream
     _available(DEFAULT_DECODER, header)
     pipeline = DEFAULT_DECODER.open(header)
-    assert pipeline.ladder() == ("full", "no person_matte", "no restorer")
+    assert pipeline.ladder() == ("full", "no redraw", "no person_matte", "no restorer")
     assert DecoderSpec.parse("warp").open(header).ladder() == ("full",)
     changes = []
     keeper = PaceKeeper(pipeline, fps=10.0, window_s=0.5, retry_s=1.0,
@@ -190,16 +190,16 @@ def test_a_decoder_that_falls_behind_steps_down_and_back_up(half_plate_stream):
     for _ in range(5):  # 0.3 s a frame at 10 frames/s: behind
         pipeline.count += 1
         keeper.frame_done(0.3)
-    assert pipeline.rung == 1 and pipeline.reconstructor.skipped == {"person_matte"}
+    assert pipeline.rung == 1 and pipeline.reconstructor.skipped == {"redraw"}
     for _ in range(5):
         pipeline.count += 1
         keeper.frame_done(0.3)
-    assert pipeline.rung == 2 and pipeline.reconstructor.skipped == {"person_matte", "restorer"}
+    assert pipeline.rung == 2 and pipeline.reconstructor.skipped == {"redraw", "person_matte"}
     for _ in range(20):  # 0.01 s a frame: well ahead, one rung up after retry_s
         pipeline.count += 1
         keeper.frame_done(0.01)
-    assert pipeline.rung == 0 and changes[:2] == [("no person_matte", 6), ("no restorer", 11)]
-    assert pipeline.record()["steps"][0] == {"frame": 6, "rung": "no person_matte"}
+    assert pipeline.rung == 0 and changes[:2] == [("no redraw", 6), ("no person_matte", 11)]
+    assert pipeline.record()["steps"][0] == {"frame": 6, "rung": "no redraw"}
     for _ in range(5):  # behind again right after stepping up: the next try waits longer
         pipeline.count += 1
         keeper.frame_done(0.3)
@@ -212,12 +212,14 @@ def test_a_stepped_down_restore_skips_its_networks(half_plate_stream):
     from semcodec.codec.bitstream import read_stream
 
     pipeline = DEFAULT_DECODER.open(header)
-    pipeline.step_to(2)
+    pipeline.step_to(3)
     list(pipeline.frames(read_stream(path)[1]))
-    assert pipeline.reconstructor.restored == 0 and pipeline.reconstructor._matter.flops == 0
+    stepped = pipeline.reconstructor
+    assert stepped.restored == 0 and stepped._matter.flops == 0 and stepped.redrawer.windows == 0
     full = DEFAULT_DECODER.open(header)
     list(full.frames(read_stream(path)[1]))
     assert full.reconstructor.restored > 0 and full.reconstructor._matter.flops > 0
+    assert full.reconstructor.redrawer.windows > 0
 
 
 def test_the_restorer_on_a_gpu_stays_within_its_tolerance_of_the_cpu(half_plate_stream):
