@@ -127,7 +127,7 @@ def test_a_tenant_over_its_compute_limit_is_refused_networks_and_given_warp(tmp_
                              tenant_quotas={"a": {"max_decoder_gflops": 2}})  # fmt: skip
     try:
         budget = manager.tenant("a").compute
-        assert budget.limit == 2e9 and manager.tenant("b").compute.limit == 200e9  # the default
+        assert budget.limit == 2e9 and manager.tenant("b").compute.limit == 400e9  # the default
         meter = FlopsMeter(5.0, clock=_Clock())  # its time stands still: 3 GFLOP/s stays
         budget.add(meter, 2)
         manager.open("a", _request(semc))  # under: the default decoder is taken
