@@ -247,17 +247,22 @@ class PeopleRedrawer:
             redrawn = self.model(drawn.to(device), torch.zeros_like(drawn, device=device))
             change = (redrawn.clamp(-1, 1).cpu() - drawn).mul(127.5)
         change = change.permute(0, 2, 3, 1).numpy()
-        total = np.zeros((height, width, 3), np.float32)
-        weight = np.zeros((height, width, 1), np.float32)
+        # the sums are kept over the windows' bounding box only (not the whole frame)
+        x0, y0 = min(w[0] for w in windows), min(w[1] for w in windows)
+        x1, y1 = max(w[2] for w in windows), max(w[3] for w in windows)
+        total = np.zeros((y1 - y0, x1 - x0, 3), np.float32)
+        weight = np.zeros((y1 - y0, x1 - x0, 1), np.float32)
         for (left, top, right, bottom), delta in zip(windows, change, strict=True):
             size = (right - left, bottom - top)
             feather = _feather(*size)
-            total[top:bottom, left:right] += feather * cv2.resize(delta, size,
-                                                                  interpolation=cv2.INTER_LINEAR)
-            weight[top:bottom, left:right] += feather
+            rows, cols = slice(top - y0, bottom - y0), slice(left - x0, right - x0)
+            total[rows, cols] += feather * cv2.resize(delta, size, interpolation=cv2.INTER_LINEAR)
+            weight[rows, cols] += feather
         self.windows += len(windows)
-        out = picture.astype(np.float32) + total / np.maximum(weight, 1.0)
-        return np.clip(out + 0.5, 0, 255).astype(np.uint8)
+        out = picture.copy()
+        region = picture[y0:y1, x0:x1].astype(np.float32) + total / np.maximum(weight, 1.0)
+        out[y0:y1, x0:x1] = np.clip(region + 0.5, 0, 255).astype(np.uint8)
+        return out
 
 
 def redrawer_weights(name: str) -> Path:
