@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from semcodec.evaluation.training.restorer import Range
+from semcodec.evaluation.training.restorer import Range, fit, frozen_stlpips
 
 #: Level-1 targets (BPP) the training streams are coded at.
 TARGETS = (0.002, 0.004)
@@ -143,7 +143,6 @@ def train(out: Path, width: int = 8, steps: int = 600, seed: int = 0, batch: int
     import torch
 
     from semcodec.codec.reconstruct.restore import load_restorer, restorer_weights, save_restorer
-    from semcodec.evaluation.metrics.perceptual import load_stlpips
 
     if width not in INIT:
         raise ValueError(f"width {width}: a redrawer starts from a shipped restorer, widths "
@@ -162,28 +161,19 @@ def train(out: Path, width: int = 8, steps: int = 600, seed: int = 0, batch: int
                     strict=True))  # fmt: skip
     log(f"{len(drawn)} training windows from {len(ranges)} ranges "
         f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
-    metric = load_stlpips().eval()
-    for p in metric.parameters():
-        p.requires_grad_(False)
+    metric = frozen_stlpips()
     model = load_restorer(restorer_weights(INIT[width]))
     before = {name: score(model, h, metric) for name, h in held.items()}
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), 5e-4)
     generator = torch.Generator().manual_seed(seed)
-    for step in range(steps):
+
+    def batch_at(step: int):
         pick = torch.randint(0, len(drawn), (batch,), generator=generator)
         x, y = drawn[pick], original[pick]
         if step % 2:
             x, y = x.flip(3), y.flip(3)
-        redrawn = model(x, torch.zeros_like(x))
-        loss = (redrawn - y).abs().mean() + metric(redrawn.clamp(-1, 1), y).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if (step + 1) % 100 == 0:
-            log(f"step {step + 1}/{steps}: loss {loss.item():.4f} "
-                f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
-    model.eval()
+        return x, torch.zeros_like(x), y
+
+    fit(model, batch_at, steps, 5e-4, metric, log)
     scores = {name: {"windows": int(h["ground_truth"].sum()), "before": before[name],
                      "after": score(model, h, metric)} for name, h in held.items()}  # fmt: skip
     metadata = {"steps": steps, "seed": seed, "batch": batch, "init": INIT[width],

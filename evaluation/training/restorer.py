@@ -149,6 +149,39 @@ def score(model, held: tuple[np.ndarray, ...], metric) -> dict[str, float]:
                                 ("restored", restored))}  # fmt: skip
 
 
+def frozen_stlpips():
+    """The benchmark's ST-LPIPS as a loss: eval mode, its own weights frozen."""
+    from semcodec.evaluation.metrics.perceptual import load_stlpips
+
+    metric = load_stlpips().eval()
+    for p in metric.parameters():
+        p.requires_grad_(False)
+    return metric
+
+
+def fit(model, batch_at, steps: int, lr: float, metric, log=print) -> None:
+    """Trains ``model`` (a :class:`~codec.reconstruct.restore.ReferenceRestorer`) in place
+    with Adam at ``lr`` for ``steps`` steps on ``batch_at(step) -> (input, memory,
+    target)`` (each ``(N, 3, H, W)`` float32 in -1..1): loss L1 plus ``metric`` (ST-LPIPS)
+    of the output against the target; logs every 100 steps; leaves it in eval mode."""
+    import torch
+
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr)
+    started = time.perf_counter()
+    for step in range(steps):
+        x, memory, y = batch_at(step)
+        out = model(x, memory)
+        loss = (out - y).abs().mean() + metric(out.clamp(-1, 1), y).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if (step + 1) % 100 == 0:
+            log(f"step {step + 1}/{steps}: loss {loss.item():.4f} "
+                f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
+    model.eval()
+
+
 def train(out: Path, steps: int = 800, seed: int = 0, batch: int = 32, width: int = 32,
           blocks: int = 4, scales: tuple[float, ...] = SCALES,
           qualities: tuple[int, ...] = QUALITIES, data_dir=None, ranges=DEFAULT_RANGES,
@@ -160,7 +193,6 @@ def train(out: Path, steps: int = 800, seed: int = 0, batch: int = 32, width: in
     import torch
 
     from semcodec.codec.reconstruct.restore import ReferenceRestorer, save_restorer
-    from semcodec.evaluation.metrics.perceptual import load_stlpips
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -169,28 +201,18 @@ def train(out: Path, steps: int = 800, seed: int = 0, batch: int = 32, width: in
     parts = [examples(part, rng, data_dir, scales=scales, qualities=qualities) for part in ranges]
     reference, memory, original = (_tensor(np.concatenate(a)) for a in zip(*parts, strict=True))
     log(f"{len(reference)} training examples from {len(ranges)} ranges")
-    metric = load_stlpips().eval()
-    for p in metric.parameters():
-        p.requires_grad_(False)
+    metric = frozen_stlpips()
     model = ReferenceRestorer(width, blocks)
-    optimizer = torch.optim.Adam(model.parameters(), 2e-3)
     generator = torch.Generator().manual_seed(seed)
-    started = time.perf_counter()
-    for step in range(steps):
+
+    def batch_at(step: int):
         pick = torch.randint(0, len(reference), (batch,), generator=generator)
         x, m, y = reference[pick], memory[pick], original[pick]
         if step % 2:
             x, m, y = x.flip(3), m.flip(3), y.flip(3)
-        m = m * (torch.rand(batch, 1, 1, 1, generator=generator) > 0.25)
-        restored = model(x, m)
-        loss = (restored - y).abs().mean() + metric(restored.clamp(-1, 1), y).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if (step + 1) % 100 == 0:
-            log(f"step {step + 1}/{steps}: loss {loss.item():.4f} "
-                f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
-    model.eval()
+        return x, m * (torch.rand(batch, 1, 1, 1, generator=generator) > 0.25), y
+
+    fit(model, batch_at, steps, 2e-3, metric, log)
     scores = {}
     for part in held_out:
         # the same held-out examples for every restorer (default scales and quality), so
