@@ -187,7 +187,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from semcodec.cloud.outputs import DecodeOutputs, OutputError
     from semcodec.codec.bitstream import read_stream
     from semcodec.codec.reconstruct.pipeline import OPTIONS, DecoderOptionError
-    from semcodec.codec.task.stream import is_detect_stream
+    from semcodec.codec.task import is_detect_stream
 
     spec = decoder_spec(args)
     if not args.output.parent.is_dir():  # as edge-agent: a mistyped path creates nothing

@@ -97,9 +97,9 @@ def choose_decoder(header, text: str, default):
             server named as weights or refiner; a memory above the server's default decoder's.
         MissingModelsError: networks of the decoder this server cannot have.
     """
-    from semcodec.cloud.service.detect import is_detect
+    from semcodec.codec.task import is_detect_stream
 
-    if is_detect(header):
+    if is_detect_stream(header):
         if text.strip():
             raise InvalidRequestError(f"decoder {text!r}: a task-mode (detect) stream is decoded "
                                       "to detections by its bottleneck and takes no decoder; "

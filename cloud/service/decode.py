@@ -270,13 +270,13 @@ class DecodeWorker(threading.Thread):
 
     def _decode(self) -> tuple[int, bool]:
         from semcodec.cloud.outputs import DecodeOutputs
-        from semcodec.cloud.service.detect import is_detect
         from semcodec.codec.bitstream import read_stream
+        from semcodec.codec.task import is_detect_stream
 
         remove_own_partials(self.out_dir)
         with open(self.log_path, "rb") as fh:
             header, units = read_stream(fh)
-            if is_detect(header):
+            if is_detect_stream(header):
                 return self._decode_detect(header, units)
             first = self.source.next_work(0)  # the decoder's networks load for a first unit
             if first == "abandon":

@@ -28,19 +28,11 @@ from semcodec.codec.bitstream import StreamHeader
 
 log = logging.getLogger("semcodec.cloud.service")
 
-#: The header setting of a detect-mode stream: ``codec.task.stream.MODE_KEY`` /
-#: ``DETECT_MODE`` (repeated here so that this check does not import torch; a test checks
-#: they agree).
-MODE_KEY, DETECT_MODE = "mode", "detect"
-#: ``codec.task.stream.BOTTLENECK_MODEL``, for the same reason.
+#: ``codec.task.stream.BOTTLENECK_MODEL``, repeated here so that this module does not import
+#: torch (a test checks they agree).
 BOTTLENECK_MODEL = "task_bottleneck"
 #: Bottleneck files of a ``bottleneck_dir`` (what ``semcodec-bench train-bottleneck`` writes).
 BOTTLENECK_GLOB = "*.pt"
-
-
-def is_detect(header: StreamHeader) -> bool:
-    """Whether ``header`` is a detect-mode stream's."""
-    return header.settings.get(MODE_KEY) == DETECT_MODE
 
 
 @dataclass(frozen=True)

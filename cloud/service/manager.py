@@ -37,7 +37,6 @@ from pathlib import Path
 from semcodec.cloud.service.compute import DecoderMismatchError, choose_decoder, parse_decoder
 from semcodec.cloud.service.config import ServeSettings
 from semcodec.cloud.service.decode import DecodeSettings, FairSlots
-from semcodec.cloud.service.detect import is_detect
 from semcodec.cloud.service.errors import (
     CapacityError,
     InvalidRequestError,
@@ -80,6 +79,7 @@ from semcodec.cloud.service.views import (
     view_of,
 )
 from semcodec.codec.bitstream import BitstreamError, StreamHeader
+from semcodec.codec.task import is_detect_stream
 
 SESSIONS_DIR = ".sessions"
 _SESSION_ID = re.compile(r"[0-9a-f]{32}")  # fullmatch: "$" would take a trailing newline
@@ -261,7 +261,7 @@ class SessionManager:
         """Refuses a resume that names another decoder than the session's ("": keeps it)."""
         if not text.strip():
             return
-        if is_detect(header):
+        if is_detect_stream(header):
             choose_decoder(header, text, self.default_decoder())  # refuses it
         asked = str(parse_decoder(text, self.default_decoder()))
         if asked != session.decoder:

@@ -19,7 +19,6 @@ from semcodec.cloud.service.detect import (
     check_unit_shape,
     find_bottleneck,
     is_bottleneck_entry,
-    is_detect,
 )
 from semcodec.cloud.service.errors import (
     InvalidRequestError,
@@ -27,6 +26,7 @@ from semcodec.cloud.service.errors import (
     UnsupportedError,
 )
 from semcodec.codec.bitstream import BitstreamError, StreamHeader
+from semcodec.codec.task import is_detect_stream
 
 PROTOCOL_VERSION = 1
 _TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # fullmatch: "$" takes a newline
@@ -205,7 +205,7 @@ def parse_open(request: OpenRequest) -> StreamHeader:
         header = StreamHeader.from_bytes(request.header)
     except BitstreamError as exc:
         raise InvalidRequestError(f"the stream header is not valid: {exc}") from exc
-    kind = "task" if is_detect(header) else "generative"
+    kind = "task" if is_detect_stream(header) else "generative"
     if request.mode != kind:
         raise InvalidRequestError(f"mode {request.mode!r}, but the stream header is a {kind} "
                                   "stream (mode=detect: task)")  # fmt: skip
@@ -237,7 +237,7 @@ def missing_models(header: StreamHeader, decode: DecodeSettings) -> list[str]:
     from semcodec.codec.scaffold.levels import LevelConfig
 
     missing = []
-    detect = is_detect(header)
+    detect = is_detect_stream(header)
     for entry in header.models:
         known, have = True, None
         if detect and is_bottleneck_entry(entry.name):
@@ -265,12 +265,12 @@ def check_decodable(header: StreamHeader, decode: DecodeSettings) -> None:
     from semcodec.codec.scaffold.codec import ScaffoldCodecError, ScaffoldDecoder
 
     missing = missing_models(header, decode)
-    if is_detect(header) and BOTTLENECK_MODEL not in {m.name for m in header.models}:
+    if is_detect_stream(header) and BOTTLENECK_MODEL not in {m.name for m in header.models}:
         missing.append(f"{BOTTLENECK_MODEL} (the detect-mode header names none)")
     if missing:
         raise MissingModelsError("this server lacks the model(s) the stream needs: "
                                  + ", ".join(missing))  # fmt: skip
-    if is_detect(header):
+    if is_detect_stream(header):
         from semcodec.codec.task.bottleneck import BottleneckFileError
 
         sha = {m.name: m.sha256 for m in header.models}[BOTTLENECK_MODEL]

@@ -19,7 +19,7 @@ from pathlib import Path
 from semcodec.cloud.service.assembler import AssembledUnit
 from semcodec.cloud.service.compute import ComputeBudget, FlopsMeter
 from semcodec.cloud.service.decode import DecodeSettings, DecodeWorker, FairSlots, committed_decode
-from semcodec.cloud.service.detect import FrameDetections, committed_frames, is_detect
+from semcodec.cloud.service.detect import FrameDetections, committed_frames
 from semcodec.cloud.service.errors import (
     InvalidRequestError,
     QuotaError,
@@ -46,6 +46,7 @@ from semcodec.cloud.service.store import (
     read_dropped,
 )
 from semcodec.codec.bitstream import StreamHeader, UnitKind
+from semcodec.codec.task import is_detect_stream
 
 _logger = logging.getLogger("semcodec.cloud.service")
 
@@ -82,7 +83,7 @@ class Session:
         self.dropped: list[int] = read_dropped(state_dir, record)
         self.next_seq = log.units + len(self.dropped)
         header = StreamHeader.from_bytes(log.header_bytes())
-        self.num_frames, self.detect = header.num_frames, is_detect(header)
+        self.num_frames, self.detect = header.num_frames, is_detect_stream(header)
         self.decoded = 0
         self.generation = 0
         self.streams = 0  # StreamUnits calls attached (superseded ones until they end)

@@ -9,10 +9,10 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from semcodec.cloud.service.detect import is_detect
 from semcodec.cloud.service.session import Session
 from semcodec.cloud.service.store import LOG_NAME, RECORD_NAME, read_json
 from semcodec.codec.bitstream import StreamHeader
+from semcodec.codec.task import is_detect_stream
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class SessionView:
 
 
 def _header_fields(header: StreamHeader) -> dict:
-    return {"mode": "task" if is_detect(header) else "generative", "level": header.level,
+    return {"mode": "task" if is_detect_stream(header) else "generative", "level": header.level,
             "width": header.width, "height": header.height,
             "fps": round(header.fps_num / max(header.fps_den, 1), 3)}  # fmt: skip
 
@@ -78,7 +78,7 @@ def view_of(session: Session) -> SessionView:
 def recorded_decoder(record: dict, header: StreamHeader, default: str) -> str:
     """The decoder a session's record holds (one recorded before sessions chose theirs: the
     server's ``default``; "" for a detect-mode stream)."""
-    if is_detect(header):
+    if is_detect_stream(header):
         return ""
     return str(record.get("decoder", default))
 

@@ -19,7 +19,8 @@ before it is composited over the plate:
 channels, a stride-2 stage of ``blocks`` residual blocks at twice the width, a transposed
 convolution back, one more block) -> an RGB residual over the animated picture and an alpha
 residual over its alpha. The **width is the compute knob** (FLOPs grow about as its square;
-:func:`flops_per_pixel` counts them with ``FlopCounterMode``). It runs once per person and
+:func:`flops_per_pixel` counts them with
+:func:`~codec.reconstruct.weights.conv_flops`). It runs once per person and
 frame (the pose changes every frame), so its FLOPs per frame are people x output pixels x
 FLOPs per pixel.
 
@@ -46,6 +47,7 @@ from torch import nn
 
 from semcodec.codec.reconstruct.restore import _Block
 from semcodec.codec.reconstruct.weights import (
+    conv_flops,
     inference,
     load_weights,
     save_weights,
@@ -202,14 +204,11 @@ def refine_person(model: PersonRefiner, animated: np.ndarray, alpha: np.ndarray,
 
 def flops_per_pixel(model: PersonRefiner) -> int:
     """FLOPs of ``model`` per output pixel, counted once on a 96x48 input
-    (``FlopCounterMode``; every layer is a convolution at a fixed ratio of the input's pixels,
-    so one count gives every even size exactly)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
+    (:func:`~codec.reconstruct.weights.conv_flops`; every layer is a convolution at a fixed
+    ratio of the input's pixels, so one count gives every even size exactly)."""
     rgb, one = torch.zeros(1, 3, 96, 48), torch.zeros(1, 1, 96, 48)
-    with FlopCounterMode(display=False) as counter, torch.inference_mode():
-        model(rgb, rgb, one, torch.zeros(1, len(POSE_CHANNELS), 96, 48))
-    return int(counter.get_total_flops()) // (96 * 48)
+    pose = torch.zeros(1, len(POSE_CHANNELS), 96, 48)
+    return conv_flops(model, rgb, rgb, one, pose) // (96 * 48)
 
 
 def save_refiner(model: PersonRefiner, path: Path, metadata: dict) -> Path:

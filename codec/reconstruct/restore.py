@@ -53,6 +53,7 @@ from semcodec.codec.reconstruct import (
 )
 from semcodec.codec.reconstruct.warp import SMOOTH_S, WarpReconstructor
 from semcodec.codec.reconstruct.weights import (
+    conv_flops,
     inference,
     load_weights,
     save_weights,
@@ -148,14 +149,11 @@ def restorer_weights(weights: str | Path | None = None) -> Path:
 
 def flops_per_pixel(model: ReferenceRestorer) -> int:
     """FLOPs of ``model`` per output pixel, counted once on a 96x48 input
-    (``FlopCounterMode``): every layer is a convolution whose output has a fixed ratio of the
-    input's pixels (even sides), so one count gives every size exactly."""
-    from torch.utils.flop_counter import FlopCounterMode
-
+    (:func:`~codec.reconstruct.weights.conv_flops`): every layer is a convolution whose
+    output has a fixed ratio of the input's pixels (even sides), so one count gives every
+    size exactly."""
     x = torch.zeros(1, 3, 96, 48)
-    with FlopCounterMode(display=False) as counter, torch.inference_mode():
-        model(x, x)
-    return int(counter.get_total_flops()) // (96 * 48)
+    return conv_flops(model, x, x) // (96 * 48)
 
 
 def restored_size(box: np.ndarray) -> tuple[int, int]:

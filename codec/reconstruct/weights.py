@@ -1,6 +1,7 @@
 """Weight files of the neural reconstructors: ``torch.save`` of ``{"config", "metadata",
 "state_dict"}`` (float32 tensors), written atomically; load with ``weights_only=True``;
-and :func:`inference`, the one way the decoders' small networks are run."""
+:func:`inference`, the one way the decoders' small networks are run; and
+:func:`conv_flops`, the way their FLOPs are counted."""
 
 from __future__ import annotations
 
@@ -91,3 +92,38 @@ def inference(threads: int = INFERENCE_THREADS) -> Iterator[None]:
     finally:
         if torch.get_num_threads() != before:
             torch.set_num_threads(before)
+
+
+#: The layers :func:`conv_flops` counts.
+_COUNTED = (torch.nn.Conv2d, torch.nn.ConvTranspose2d, torch.nn.Linear)
+
+
+def conv_flops(model: torch.nn.Module, *inputs: torch.Tensor) -> int:
+    """FLOPs of one call ``model(*inputs)`` in its convolutions and linear layers, counted
+    as :class:`torch.utils.flop_counter.FlopCounterMode` counts them (a multiply-add is 2,
+    biases are not counted, a transposed convolution is counted over its input's pixels;
+    activations and additions are counted by neither), from forward hooks.
+
+    The dispatch mode is not used: its first use in a process imports ``torch._dynamo``,
+    about 3 s of a decoder's start on the 2-core VM. A network with other counted work
+    (matrix products outside these layers, attention) must use the mode instead.
+    """
+    total = 0
+
+    def count(layer: torch.nn.Module, args: tuple, out: torch.Tensor) -> None:
+        nonlocal total
+        if isinstance(layer, torch.nn.Linear):
+            total += 2 * out.numel() * layer.in_features
+            return
+        x = args[0]
+        over = x if isinstance(layer, torch.nn.ConvTranspose2d) else out
+        total += 2 * over.shape[0] * over[0, 0].numel() * layer.weight.numel()
+
+    hooks = [m.register_forward_hook(count) for m in model.modules() if isinstance(m, _COUNTED)]
+    try:
+        with torch.inference_mode():
+            model(*inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return total

@@ -31,7 +31,7 @@ from semcodec.codec.bitstream import (
 )
 from semcodec.codec.scaffold.detector import Detections, PersonDetector
 from semcodec.codec.scaffold.profile import PROFILE_SECONDS
-from semcodec.codec.task import DEFAULT_MIN_AGREEMENT
+from semcodec.codec.task import DEFAULT_MIN_AGREEMENT, DETECT_MODE, MODE_KEY, is_detect_stream
 from semcodec.codec.task.bottleneck import TaskBottleneck, load_bottleneck
 from semcodec.codec.task.calibrate import (
     DetectProfile,
@@ -58,7 +58,6 @@ from semcodec.codec.task.ratecontrol import (
 )
 from semcodec.codec.task.split import WEIGHTS_NAME, SplitConfig, SplitDetector, load_split_model
 
-MODE_KEY, DETECT_MODE = "mode", "detect"
 BOTTLENECK_MODEL = "task_bottleneck"
 #: Header settings of a stream whose rate control may change bottleneck: the β of each
 #: bottleneck a unit may switch to (index 0: the first, ``task_bottleneck``; index k >= 1:
@@ -405,11 +404,6 @@ def _check_size(frame: np.ndarray, index: int, width: int, height: int) -> None:
     if frame.shape[:2] != (height, width):
         raise TaskStreamError(f"frame {index + 1} is {frame.shape[1]}x{frame.shape[0]}, "
                               f"the stream is {width}x{height}")  # fmt: skip
-
-
-def is_detect_stream(header: StreamHeader) -> bool:
-    """Whether ``header`` is a detect-mode stream's."""
-    return header.settings.get(MODE_KEY) == DETECT_MODE
 
 
 def open_detect_decoder(header: StreamHeader,

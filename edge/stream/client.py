@@ -26,6 +26,7 @@ from pathlib import Path
 import grpc
 
 from semcodec.codec.bitstream import StreamHeader
+from semcodec.codec.task import is_detect_stream
 from semcodec.edge.stream.detections import DetectionRecorder
 from semcodec.edge.stream.pacer import Pacer, Unpaced
 from semcodec.edge.stream.spool import Spool, SpooledUnit
@@ -48,9 +49,6 @@ DEFAULT_CHUNK_BYTES = 256 * 1024
 #: first OpenSession on and after every restart, so a load balancer can keep the stream
 #: (and so its session) on one replica (hash the header; docs/deployment.md).
 AFFINITY_HEADER = "x-semcodec-stream"
-#: The header setting of a detect-mode stream (``codec.task.stream.MODE_KEY`` /
-#: ``DETECT_MODE``, repeated so that a scaffold stream's client does not import torch).
-MODE_KEY, DETECT_MODE = "mode", "detect"
 
 
 class StreamError(RuntimeError):
@@ -147,7 +145,7 @@ def open_request(header: bytes, session_id: str = "", decoder: str = ""
     header is codec ``features``, mode ``TASK``) and the decoder asked for (text of
     ``cloud-decoder decode --decoder``; "": the server's)."""
     h = StreamHeader.from_bytes(header)
-    detect = h.settings.get(MODE_KEY) == DETECT_MODE
+    detect = is_detect_stream(h)
     return pb.OpenSessionRequest(
         protocol_version=1, session_id=session_id, codec="features" if detect else "scaffold",
         mode=pb.MODE_TASK if detect else pb.MODE_GENERATIVE,

@@ -137,7 +137,8 @@ DEFINITIONS: tuple[ColumnDefinition, ...] = (
     ColumnDefinition(("enc_fps", "dec_fps"), "wall-clock frames per second of `encode` / "
                      "`decode` on the machine in `machine`; empty for `raw`"),
     ColumnDefinition(("dec_flops_per_frame",), "decoder FLOPs per frame of its networks: "
-                     "restorer, refiner, diffusion (`torch.utils.flop_counter`), "
+                     "restorer, redrawer, refiner (counted as `torch.utils.flop_counter` counts), "
+                     "diffusion (`torch.utils.flop_counter`), "
                      "super-resolution and the cloud's person matte model (2 x the "
                      "multiply-adds of its layers, from the graph's shapes); empty where it "
                      "runs none"),
