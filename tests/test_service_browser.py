@@ -95,18 +95,21 @@ def test_the_live_view_in_a_browser(tmp_path, sample_dir):
     token_file = tmp_path / "alpha.token"
     token_file.write_text(TOKEN_A)
     token_file.chmod(0o600)
-    agent = subprocess.Popen(
-        [sys.executable, "-m", "semcodec.edge.cli", "-q", "stream", str(sample_dir), "--server",
-         f"127.0.0.1:{server.port}", "--token-file", str(token_file), "--frames", "140",
-         "--auto", "--max-kbps", "40", "--spool", str(tmp_path / "spool")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-    driver = None
+    # the browser starts and logs in before the stream does: the sample's 60 frames last
+    # 8.6 s at its 7 frames/s, and a loaded machine's chromium start could take most of them
+    driver = agent = None
     try:
+        driver = _browser()
+        _login(driver, base, TOKEN_A)
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "semcodec.edge.cli", "-q", "stream", str(sample_dir),
+             "--server", f"127.0.0.1:{server.port}", "--token-file", str(token_file),
+             "--auto", "--max-kbps", "40", "--spool", str(tmp_path / "spool")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
         sid = _until(lambda: next((s["session_id"] for s in _sessions(port, TOKEN_A)
                                    if s["frames_decoded"] >= 1), None), 180,
                      "the agent's session to decode a frame")  # fmt: skip
-        driver = _browser()
-        _login(driver, base, TOKEN_A)
+        driver.get(f"{base}/")  # the dashboard, now listing the session
         from selenium.webdriver.common.by import By
 
         driver.find_element(By.CSS_SELECTOR, f'a[href="/sessions/{sid}"]').click()
@@ -146,6 +149,7 @@ def test_the_live_view_in_a_browser(tmp_path, sample_dir):
     finally:
         if driver is not None:
             driver.quit()
-        agent.terminate()
-        agent.wait(30)
+        if agent is not None:
+            agent.terminate()
+            agent.wait(30)
         server.stop(0)

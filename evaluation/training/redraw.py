@@ -16,6 +16,7 @@ windows.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -112,20 +113,27 @@ def score(model, held: dict[str, np.ndarray], metric) -> dict[str, float]:
 
 
 def cached_windows(parts, cache: Path | None, data_dir=None) -> list[dict[str, np.ndarray]]:
-    """:func:`window_pairs` of every range of ``parts``, read from ``cache`` (an ``.npz``)
-    when it holds them for the same ranges, else made (and written there when given)."""
-    key = json.dumps([vars(p) for p in parts])
-    if cache is not None and Path(cache).is_file():
-        with np.load(cache) as data:
-            if str(data["ranges"]) == key:
-                return [{k.split("/", 1)[1]: data[k] for k in data.files if k.startswith(f"{i}/")}
-                        for i in range(len(parts))]  # fmt: skip
-    made = [window_pairs(part, data_dir) for part in parts]
-    if cache is not None:
-        arrays = {f"{i}/{k}": v for i, pairs in enumerate(made) for k, v in pairs.items()}
-        partial = Path(cache).with_suffix(".partial.npz")
-        np.savez_compressed(partial, ranges=np.asarray(key), **arrays)
-        partial.replace(cache)
+    """:func:`window_pairs` of every range of ``parts``, each read from its own file in the
+    folder ``cache`` (named by a digest of the range, :data:`TARGETS` and
+    :data:`DRAWN_BY`) when there, else made (and written there when a folder is given): a
+    range added later makes only its own windows."""
+    return [_cached_range(part, cache, data_dir) for part in parts]
+
+
+def _cached_range(part: Range, cache: Path | None, data_dir=None) -> dict[str, np.ndarray]:
+    key = json.dumps({"range": vars(part), "targets": list(TARGETS), "drawn_by": DRAWN_BY})
+    if cache is None:
+        return window_pairs(part, data_dir)
+    path = Path(cache) / f"windows-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
+    if path.is_file():
+        with np.load(path) as data:
+            if str(data["key"]) == key:
+                return {k: data[k] for k in data.files if k != "key"}
+    made = window_pairs(part, data_dir)
+    Path(cache).mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial.npz")
+    np.savez_compressed(partial, key=np.asarray(key), **made)
+    partial.replace(path)
     return made
 
 
@@ -150,15 +158,12 @@ def train(out: Path, width: int = 8, steps: int = 600, seed: int = 0, batch: int
     torch.manual_seed(seed)
     started = time.perf_counter()
     cache = None if windows is None else Path(windows)
-    if cache is not None:
-        cache.mkdir(parents=True, exist_ok=True)
-    parts = cached_windows(ranges, cache and cache / "training.npz", data_dir)
+    parts = cached_windows(ranges, cache, data_dir)
     drawn = _tensor(np.concatenate([p["decoded"] for p in parts]))
     original = _tensor(np.concatenate([p["original"] for p in parts]))
     names = [f"{h.data} {h.start}-{h.start + h.frames - 1}" + (f" [{h.camera}]" if h.camera
                                                                  else "") for h in held_out]
-    held = dict(zip(names, cached_windows(held_out, cache and cache / "held_out.npz", data_dir),
-                    strict=True))  # fmt: skip
+    held = dict(zip(names, cached_windows(held_out, cache, data_dir), strict=True))
     log(f"{len(drawn)} training windows from {len(ranges)} ranges "
         f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
     metric = frozen_stlpips()

@@ -228,7 +228,8 @@ def test_redraw_training_windows_and_a_short_run_give_a_loadable_redrawer(tmp_pa
     assert not np.array_equal(pairs["decoded"], pairs["original"])  # what level 1 lost
     weights = train(tmp_path / "r", steps=2, batch=4, ranges=(part,), held_out=(part,),
                     windows=tmp_path / "w", log=lambda _: None)  # fmt: skip
-    (cached,) = cached_windows((part,), tmp_path / "w/training.npz")  # read back
+    (cached,) = cached_windows((part,), tmp_path / "w")  # read back
+    assert len(list((tmp_path / "w").glob("windows-*.npz"))) == 1  # training = held out
     assert all(np.array_equal(cached[k], pairs[k]) for k in pairs)
     model = load_restorer(weights)
     assert model.width == 8 and model.metadata["init"] == "ref_restorer_w8"
