@@ -482,7 +482,7 @@ PERSON_REFINER_W8_SHA256 = "5c40007d8447e38673854cff29e9888eb1a25d0ac2752e08811d
 PERSON_REFINER_W32_SHA256 = "a17bc6053a7ddf0555694cca3adf2c71ae3c2e0e236c8b7a8d71639427bed4ae"
 #: sha256 of the shipped people redrawer of ``restore,redraw=w8``
 #: (``codec/weights/people_redrawer_w8.pt``; issue 54).
-PEOPLE_REDRAWER_W8_SHA256 = "9dacf5a4f7a746e8e0d1f65157231df3104d6a8dd72e56475812a1e3847be863"
+PEOPLE_REDRAWER_W8_SHA256 = "c3c2a656d16d0cc3a4124481a6312af0fc73e6c9f8a46475f4e64f3cc26ebf55"
 #: sha256 of the shipped fine-tuned plate upscaler (``codec/weights/sr/esrgan_slim_x2_plates.pt``).
 ESRGAN_SLIM_PLATES_SHA256 = "d5ed36e2a67baee8098f3a812f8ff9a658d4306593ae31c23f97e2d51e06818e"
 #: sha256 of the shipped fine-tuned medium plate upscaler

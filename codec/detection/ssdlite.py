@@ -567,6 +567,25 @@ class SSDLiteMobileNetV2(nn.Module):
             maps.append(extra(maps[-1]))
         return maps
 
+    def person_logit_maps(self, x: Tensor) -> list[Tensor]:
+        """The person evidence of the two finest predictors, on pictures of any size.
+
+        Args:
+            x: ``(N, 3, H, W)`` float32 RGB in [-1, 1] (as :meth:`preprocess` gives, but not
+                resized: the network is convolutional up to its heads).
+
+        Returns:
+            ``[(N, A0, h16, w16), (N, A1, h32, w32)]`` float32 person logits (before the
+            sigmoid) of ``BoxPredictor_0`` (stride 16) and ``BoxPredictor_1`` (stride 32),
+            one channel per anchor. Differentiable in ``x``.
+        """
+        x = self.features(x, upto=HEAD_TAP_BLOCK - 1)
+        x, tap = self.blocks[HEAD_TAP_BLOCK].forward_with_expansion(x)
+        for block in self.blocks[HEAD_TAP_BLOCK + 1 :]:
+            x = block(x)
+        maps = (tap, self.conv_1(x))
+        return [p.cls(m)[:, 1::NUM_CLASSES] for p, m in zip(self.predictors[:2], maps, strict=True)]
+
     def heads(self, maps: list[Tensor]) -> tuple[Tensor, Tensor]:
         """Six feature maps -> box encodings ``(N, 1917, 4)`` (ty, tx, th, tw) and class
         logits ``(N, 1917, 2)`` (background, person), float32."""

@@ -7,13 +7,14 @@
 #
 # SNAPSHOT: a PYTHONPATH holding the `semcodec` package to measure; NAME: result sets (default
 # all seven); SETTINGS: the level-1 settings (default the two targets with the default
-# decoder; decoder keys added to a target share its encoding). Writes runs/p51/TAG-NAME (the
+# decoder; decoder keys added to a target share its encoding); METRICS: the metrics (default
+# person,moda,st_lpips; add pose for PCK@0.1). Writes runs/p51/TAG-NAME (the
 # run), TAG-NAME-merged and its fig/t.md (savings).
 set -e
 tag=$1; snap=$2; shift 2
 names=${*:-level1-cold-tud level1-cold-tud-half level1-steady-tud level1-cold-pets level1-cold-pets-zoom2 level1-steady-pets level1-steady-pets-zoom2}
 S=${SETTINGS:-'scaffold:level=1,target_bpp=0.002;level=1'}
-C='--codecs scaffold --lpips-every 8 --moda-every 2 --data-dir ../shared/data --no-progress --metrics person,moda,st_lpips'
+C="--codecs scaffold --lpips-every 8 --moda-every 2 --data-dir ../shared/data --no-progress --metrics ${METRICS:-person,moda,st_lpips}"
 here=$(dirname "$0")
 mkdir -p runs/p51
 for name in $names; do

@@ -9,6 +9,7 @@ from pathlib import Path
 from semcodec.codec.core.console import (
     DefaultsHelpFormatter,
     add_verbosity,
+    non_negative_float,
     non_negative_int,
     positive_float,
     positive_int,
@@ -112,7 +113,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "2x with level 1 at 0.002 and 0.004 BPP, decodes them with the default decoder "
         "(without redrawing), cuts every person's window from the decoded and the original "
         "frames (at the ground-truth boxes and at the boxes the stream carries), fine-tunes "
-        "the shipped restorer of --width as drawn -> original (L1 + ST-LPIPS) and scores it "
+        "the shipped restorer of --width as drawn -> original (L1 + ST-LPIPS + the person "
+        "detector's evidence) and scores it "
         "on the short clips PETS 501-560, TUD 91-179 and zoomed PETS 501-560. Writes "
         "OUT/redraw.pt (pass it as `--decoder restore --redraw FILE`) and OUT/scores.json.",
         formatter_class=DefaultsHelpFormatter,
@@ -128,6 +130,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     redraw.add_argument("--windows", type=Path, metavar="DIR",
                         help="cache of the training and held-out windows (made when absent; "
                         "the coding and decoding take most of the time)")  # fmt: skip
+    redraw.add_argument("--detector-weight", type=non_negative_float, default=0.1,
+                        help="weight of the person detector's evidence in the loss (its "
+                        "person logits on the redrawn window against the original's; "
+                        "0: L1 + ST-LPIPS only; 0.1 made the shipped file)")  # fmt: skip
     redraw.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
     redraw.set_defaults(handler=cmd_train_redraw)
     refiner = sub.add_parser(
@@ -326,7 +332,8 @@ def cmd_train_redraw(args: argparse.Namespace) -> int:
     from semcodec.evaluation.training.redraw import train
 
     weights = train(args.out, width=args.width, steps=args.steps, seed=args.seed,
-                    data_dir=args.data_dir, windows=args.windows, log=log.info)  # fmt: skip
+                    data_dir=args.data_dir, windows=args.windows,
+                    detector_weight=args.detector_weight, log=log.info)  # fmt: skip
     log.info("wrote %s (held-out scores: %s)", weights, args.out / "scores.json")
     return 0
 

@@ -8,8 +8,10 @@ frame and from the original, both resampled to
 :data:`~codec.reconstruct.restore.REDRAW_CANVAS` -- at the ground-truth boxes (the
 benchmark's person crops) and at the boxes the stream carries (what the decoder redraws).
 The network (a restorer's architecture, memory input zero) starts from a shipped restorer of
-its width and learns ``decoded window -> original window``: L1 plus ST-LPIPS, Adam, batch
-16, every second batch mirrored, a fixed seed and step count (600 made the shipped files).
+its width and learns ``decoded window -> original window``: L1 plus ST-LPIPS plus the person
+detector's evidence (:func:`evidence_loss`: the redrawn window should give the benchmark's
+detector the original's logits; weight 0.1 made the shipped file), Adam, batch 16, every
+second batch mirrored, a fixed seed and step count (600 made the shipped files).
 Held-out short clips (never trained on) are scored before and after, on their ground-truth
 windows.
 """
@@ -43,6 +45,10 @@ HELD_OUT = (
 INIT = {8: "ref_restorer_w8", 32: "ref_restorer_v2"}
 #: The decoder whose frames are redrawn: the default one, without redrawing.
 DRAWN_BY = "redraw=none"
+#: Scales at which the detector-evidence term and score look at a window: a window's person
+#: is about 107 px tall on the canvas, so 53-107 px, the heights at which the benchmark's
+#: tiled detector sees the people of the training and held-out cameras.
+DETECTOR_SCALES = (1.0, 0.5)
 
 
 def window_pairs(part: Range, data_dir=None) -> dict[str, np.ndarray]:
@@ -94,9 +100,50 @@ def _tensor(pictures: np.ndarray):
     return torch.from_numpy(pictures).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
 
 
-def score(model, held: dict[str, np.ndarray], metric) -> dict[str, float]:
+def person_evidence(detector, pictures) -> list:
+    """The person detector's logit maps (:meth:`~codec.detection.ssdlite.SSDLiteMobileNetV2.
+    person_logit_maps`) of ``pictures`` ``(N, 3, 128, 64)`` float32 in -1..1 at each of
+    :data:`DETECTOR_SCALES` (four maps), differentiable in ``pictures``."""
+    import torch.nn.functional as F
+
+    maps = []
+    for scale in DETECTOR_SCALES:
+        x = pictures if scale == 1 else F.interpolate(pictures, scale_factor=scale,
+                                                      mode="bilinear", antialias=True)  # fmt: skip
+        maps += detector.person_logit_maps(x)
+    return maps
+
+
+def evidence_loss(detector, weight: float):
+    """``(output, target) -> weight x`` the mean absolute difference of their
+    :func:`person_evidence` logits: the redrawn window should give the detector the
+    original's evidence of a person (the target's side carries no gradient)."""
+    import torch
+
+    def loss(output, target):
+        with torch.no_grad():
+            wanted = person_evidence(detector, target)
+        got = person_evidence(detector, output)
+        gaps = [(g - w).abs().mean() for g, w in zip(got, wanted, strict=True)]
+        return weight * torch.stack(gaps).mean()
+
+    return loss
+
+
+def person_confidence(detector, pictures) -> float:
+    """Mean over ``pictures`` of the detector's highest person probability anywhere in the
+    window (any anchor, map or scale of :func:`person_evidence`)."""
+    import torch
+
+    best = torch.stack([m.flatten(1).amax(1) for m in person_evidence(detector, pictures)], 1)
+    return float(torch.sigmoid(best.amax(1)).mean())
+
+
+def score(model, held: dict[str, np.ndarray], metric, detector=None) -> dict[str, float]:
     """Mean ST-LPIPS against the originals of the ground-truth windows as drawn and as
-    redrawn, per target (``"0.002 drawn"``, ``"0.002 redrawn"``, ...)."""
+    redrawn, per target (``"0.002 drawn"``, ``"0.002 redrawn"``, ...); with ``detector``,
+    also its :func:`person_confidence` in the original, drawn and redrawn windows
+    (``"0.002 confidence original"``, ...)."""
     import torch
 
     scores = {}
@@ -109,6 +156,9 @@ def score(model, held: dict[str, np.ndarray], metric) -> dict[str, float]:
             redrawn = model(drawn, torch.zeros_like(drawn)).clamp(-1, 1)
             scores[f"{target} drawn"] = float(metric(drawn, original).mean())
             scores[f"{target} redrawn"] = float(metric(redrawn, original).mean())
+            if detector is not None:
+                for name, x in (("original", original), ("drawn", drawn), ("redrawn", redrawn)):
+                    scores[f"{target} confidence {name}"] = person_confidence(detector, x)
     return scores
 
 
@@ -138,12 +188,13 @@ def _cached_range(part: Range, cache: Path | None, data_dir=None) -> dict[str, n
 
 
 def train(out: Path, width: int = 8, steps: int = 600, seed: int = 0, batch: int = 16,
-          data_dir=None, ranges=DEFAULT_RANGES, held_out=HELD_OUT,
-          windows: Path | None = None, log=print) -> Path:  # fmt: skip
+          data_dir=None, ranges=DEFAULT_RANGES, held_out=HELD_OUT, windows: Path | None = None,
+          detector_weight: float = 0.1, log=print) -> Path:  # fmt: skip
     """Fine-tunes the shipped restorer of ``width`` (:data:`INIT`) as a redrawer; writes
     ``out/redraw.pt`` and ``out/scores.json`` (held-out scores before and after); returns the
     weights' path. ``windows``: a folder caching the training and held-out windows (made
-    when absent; two widths share them).
+    when absent; two widths share them). ``detector_weight``: the weight of
+    :func:`evidence_loss` in the loss (0: L1 + ST-LPIPS only).
 
     Raises:
         ValueError: a width with no shipped restorer to start from.
@@ -151,6 +202,7 @@ def train(out: Path, width: int = 8, steps: int = 600, seed: int = 0, batch: int
     import torch
 
     from semcodec.codec.reconstruct.restore import load_restorer, restorer_weights, save_restorer
+    from semcodec.codec.task.split import load_split_model
 
     if width not in INIT:
         raise ValueError(f"width {width}: a redrawer starts from a shipped restorer, widths "
@@ -167,8 +219,9 @@ def train(out: Path, width: int = 8, steps: int = 600, seed: int = 0, batch: int
     log(f"{len(drawn)} training windows from {len(ranges)} ranges "
         f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
     metric = frozen_stlpips()
+    detector = load_split_model()
     model = load_restorer(restorer_weights(INIT[width]))
-    before = {name: score(model, h, metric) for name, h in held.items()}
+    before = {name: score(model, h, metric, detector) for name, h in held.items()}
     generator = torch.Generator().manual_seed(seed)
 
     def batch_at(step: int):
@@ -178,10 +231,13 @@ def train(out: Path, width: int = 8, steps: int = 600, seed: int = 0, batch: int
             x, y = x.flip(3), y.flip(3)
         return x, torch.zeros_like(x), y
 
-    fit(model, batch_at, steps, 5e-4, metric, log)
+    extra = evidence_loss(detector, detector_weight) if detector_weight else None
+    fit(model, batch_at, steps, 5e-4, metric, log, extra)
     scores = {name: {"windows": int(h["ground_truth"].sum()), "before": before[name],
-                     "after": score(model, h, metric)} for name, h in held.items()}  # fmt: skip
+                     "after": score(model, h, metric, detector)}
+              for name, h in held.items()}  # fmt: skip
     metadata = {"steps": steps, "seed": seed, "batch": batch, "init": INIT[width],
+                "detector_weight": detector_weight,
                 "targets": list(TARGETS), "drawn_by": DRAWN_BY,
                 "ranges": [vars(r) for r in ranges], "held_out": scores}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)

@@ -159,11 +159,12 @@ def frozen_stlpips():
     return metric
 
 
-def fit(model, batch_at, steps: int, lr: float, metric, log=print) -> None:
+def fit(model, batch_at, steps: int, lr: float, metric, log=print, extra=None) -> None:
     """Trains ``model`` (a :class:`~codec.reconstruct.restore.ReferenceRestorer`) in place
     with Adam at ``lr`` for ``steps`` steps on ``batch_at(step) -> (input, memory,
     target)`` (each ``(N, 3, H, W)`` float32 in -1..1): loss L1 plus ``metric`` (ST-LPIPS)
-    of the output against the target; logs every 100 steps; leaves it in eval mode."""
+    of the output against the target, plus ``extra(output, target)`` (a scalar tensor) when
+    given; logs every 100 steps; leaves it in eval mode."""
     import torch
 
     model.train()
@@ -173,6 +174,8 @@ def fit(model, batch_at, steps: int, lr: float, metric, log=print) -> None:
         x, memory, y = batch_at(step)
         out = model(x, memory)
         loss = (out - y).abs().mean() + metric(out.clamp(-1, 1), y).mean()
+        if extra is not None:
+            loss = loss + extra(out.clamp(-1, 1), y)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

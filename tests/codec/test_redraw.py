@@ -76,3 +76,26 @@ def test_the_option_names_a_shipped_redrawer_a_file_or_none(tmp_path):
     weights = tmp_path / "r.pt"
     weights.write_bytes(b"x")
     assert dict(DecoderSpec.parse(f"restore,redraw={weights}").options)["redraw"] == str(weights)
+
+
+def test_the_detector_evidence_term_is_zero_on_the_original_and_pulls_towards_it():
+    """``train-redraw --detector-weight``: the loss is 0 when the output is the target, grows
+    with the weight, and its gradient moves the output towards the target's evidence."""
+    from semcodec.codec.detection.ssdlite import SSDLiteMobileNetV2
+    from semcodec.evaluation.training.redraw import evidence_loss, person_confidence
+
+    torch.manual_seed(0)
+    detector = SSDLiteMobileNetV2().eval().requires_grad_(False)
+    target = torch.rand(2, 3, 128, 64) * 2 - 1
+    output = (target + 0.3 * torch.randn_like(target)).clamp(-1, 1).requires_grad_(True)
+    with torch.no_grad():
+        assert float(evidence_loss(detector, 1.0)(target, target)) == 0.0
+    light, heavy = evidence_loss(detector, 0.1)(output, target), evidence_loss(detector, 1.0)(
+        output, target)
+    assert float(heavy.detach()) > 0
+    assert float(heavy.detach()) == pytest.approx(10 * float(light.detach()), rel=1e-5)
+    heavy.backward()
+    with torch.no_grad():
+        stepped = output - 1e-2 * output.grad / output.grad.abs().max()
+        assert float(evidence_loss(detector, 1.0)(stepped, target)) < float(heavy.detach())
+        assert 0.0 < person_confidence(detector, target) < 1.0

@@ -312,6 +312,21 @@ def test_forward_shapes_ranges_and_split(random_model) -> None:
         random_model.features(x, upto=17)
 
 
+def test_person_logit_maps_are_the_first_two_predictors_person_logits(random_model) -> None:
+    """On a 300x300 input the maps are the raw outputs' person logits (anchor order row,
+    column, anchor); on a 128x64 window they keep the network's strides (16 and 32)."""
+    torch.manual_seed(2)
+    x = torch.rand(2, 3, 300, 300) * 2 - 1
+    with torch.no_grad():
+        fine, coarse = random_model.person_logit_maps(x)
+        logits = random_model.raw_outputs(x)[1][..., 1]
+        window = random_model.person_logit_maps(x[:, :, :128, :64])
+    assert fine.shape == (2, 3, 19, 19) and coarse.shape == (2, 6, 10, 10)
+    flat = torch.cat([m.permute(0, 2, 3, 1).reshape(2, -1) for m in (fine, coarse)], 1)
+    torch.testing.assert_close(flat, logits[:, : flat.shape[1]], rtol=0, atol=1e-5)
+    assert [tuple(m.shape[1:]) for m in window] == [(3, 8, 4), (6, 4, 2)]
+
+
 def test_fused_batchnorm_matches(random_model) -> None:
     import copy
 
