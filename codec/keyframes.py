@@ -35,6 +35,7 @@ picture: that is what the checksum of the bitstream unit is for.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from abc import ABC, abstractmethod
@@ -387,6 +388,10 @@ class Av1IntraCoder(_PyAVIntraCoder):
     def _codec_options(self, quality: int) -> dict[str, str]:
         return {"preset": str(self.preset), "crf": str(self.crf(quality))}
 
+    def _encode(self, picture: np.ndarray, quality: int) -> bytes:
+        with kept_scheduling():
+            return super()._encode(picture, quality)
+
     def _padded_size(self, width: int, height: int) -> tuple[int, int]:
         """The base padding, and a side under :data:`AV1_SAFE_SIDE` padded to it when the
         other is over 64: SVT-AV1 4.1 never returns from such pictures (probed: 16x96, 24x80,
@@ -402,6 +407,29 @@ class Av1IntraCoder(_PyAVIntraCoder):
 
 #: See :meth:`Av1IntraCoder._padded_size`.
 AV1_SAFE_SIDE = 28
+
+
+@contextlib.contextmanager
+def kept_scheduling():
+    """Gives the calling thread back its scheduling policy and priority on leaving.
+
+    SVT-AV1 (4.1, through PyAV), run as root, switches the thread that opens an encoder to
+    real-time ``SCHED_FIFO`` (probed: ``os.sched_getscheduler(0)`` 0 -> 1 after one key
+    frame). Every thread and process that thread starts afterwards inherits it: in the test
+    suite the servers and agents started after an AV1 test ran at real-time priority and
+    starved the 2-core machine (load average 80, ``ps`` hanging); an edge agent run as root
+    with AV1 key frames would do the same to its board. The encoder's own threads still run
+    at that priority while it codes one picture.
+    """
+    if not hasattr(os, "sched_getscheduler"):  # not Linux
+        yield
+        return
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        yield
+    finally:
+        if (os.sched_getscheduler(0), os.sched_getparam(0)) != (policy, param):
+            os.sched_setscheduler(0, policy, param)
 
 
 @register_intra_coder("webp")

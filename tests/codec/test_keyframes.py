@@ -209,3 +209,48 @@ def test_av1_codes_narrow_tall_and_short_wide_pictures():
                           timeout=120)  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
     assert "SVT [config]" not in done.stderr  # its set-up banner is off
+
+
+@pytest.mark.parametrize("name", CODERS)
+def test_coding_a_key_frame_leaves_the_threads_scheduling_as_it_was(name, frame):
+    """SVT-AV1, run as root, switches the thread that opens an encoder to real-time
+    SCHED_FIFO, which every process started from it afterwards inherits (the suite's servers
+    starved the machine): the coder gives the thread its policy back, in the main thread and
+    in a worker alike."""
+    import os
+    import threading
+
+    if not hasattr(os, "sched_getscheduler"):
+        pytest.skip("no POSIX scheduling on this platform")
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    create_intra_coder(name).encode(frame[:64, :64], 50)
+    assert (os.sched_getscheduler(0), os.sched_getparam(0)) == (policy, param)
+    seen = []
+
+    def worker():
+        create_intra_coder(name).encode(frame[:64, :64], 50)
+        seen.append(os.sched_getscheduler(0))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen == [policy]
+
+
+def test_the_scheduling_guard_undoes_a_change(monkeypatch):
+    """Known answer without an encoder: a change made inside the guard is undone."""
+    calls = []
+    state = {"policy": 0}
+    monkeypatch.setattr(keyframes.os, "sched_getscheduler", lambda pid: state["policy"],
+                        raising=False)  # fmt: skip
+    monkeypatch.setattr(keyframes.os, "sched_getparam", lambda pid: 0, raising=False)
+    monkeypatch.setattr(keyframes.os, "sched_setscheduler",
+                        lambda pid, policy, param: calls.append((pid, policy, param)),
+                        raising=False)  # fmt: skip
+    with keyframes.kept_scheduling():
+        state["policy"] = 1  # what SVT-AV1 does as root
+    assert calls == [(0, 0, 0)]
+    calls.clear()
+    with keyframes.kept_scheduling():
+        pass
+    assert calls == []
