@@ -234,7 +234,8 @@ def test_redraw_training_windows_and_a_short_run_give_a_loadable_redrawer(tmp_pa
     model = load_restorer(weights)
     assert model.width == 8 and model.metadata["init"] == "ref_restorer_w8"
     (held,) = model.metadata["held_out"].values()
-    assert set(held["after"]) == {f"{t} {k}" for t in TARGETS for k in ("drawn", "redrawn")}
+    assert set(held["after"]) == {f"{t} {k}" for t in TARGETS for k in (
+        "drawn", "redrawn", "confidence original", "confidence drawn", "confidence redrawn")}
     assert PeopleRedrawer(model).flops_per_window > 0
     with pytest.raises(ValueError, match="widths 8, 32"):
         train(tmp_path / "bad", width=16, ranges=(part,), log=lambda _: None)
