@@ -556,13 +556,7 @@ class SSDLiteMobileNetV2(nn.Module):
         if not 0 <= after < HEAD_TAP_BLOCK:
             raise ValueError(f"a split must cut at expanded_conv_0..{HEAD_TAP_BLOCK - 1}, "
                              f"before the first predictor's input; got {after}")  # fmt: skip
-        x = feature
-        for block in self.blocks[after + 1 : HEAD_TAP_BLOCK]:
-            x = block(x)
-        x, tap = self.blocks[HEAD_TAP_BLOCK].forward_with_expansion(x)
-        for block in self.blocks[HEAD_TAP_BLOCK + 1 :]:
-            x = block(x)
-        maps = [tap, self.conv_1(x)]
+        maps = self._finest_maps(feature, after)
         for extra in self.extras:
             maps.append(extra(maps[-1]))
         return maps
@@ -579,12 +573,19 @@ class SSDLiteMobileNetV2(nn.Module):
             sigmoid) of ``BoxPredictor_0`` (stride 16) and ``BoxPredictor_1`` (stride 32),
             one channel per anchor. Differentiable in ``x``.
         """
-        x = self.features(x, upto=HEAD_TAP_BLOCK - 1)
+        after = HEAD_TAP_BLOCK - 1
+        maps = self._finest_maps(self.features(x, upto=after), after)
+        return [p.cls(m)[:, 1::NUM_CLASSES] for p, m in zip(self.predictors[:2], maps, strict=True)]
+
+    def _finest_maps(self, feature: Tensor, after: int) -> list[Tensor]:
+        """The first two predictor inputs (stride 16 and 32) from ``features(x, upto=after)``."""
+        x = feature
+        for block in self.blocks[after + 1 : HEAD_TAP_BLOCK]:
+            x = block(x)
         x, tap = self.blocks[HEAD_TAP_BLOCK].forward_with_expansion(x)
         for block in self.blocks[HEAD_TAP_BLOCK + 1 :]:
             x = block(x)
-        maps = (tap, self.conv_1(x))
-        return [p.cls(m)[:, 1::NUM_CLASSES] for p, m in zip(self.predictors[:2], maps, strict=True)]
+        return [tap, self.conv_1(x)]
 
     def heads(self, maps: list[Tensor]) -> tuple[Tensor, Tensor]:
         """Six feature maps -> box encodings ``(N, 1917, 4)`` (ty, tx, th, tw) and class
