@@ -144,6 +144,20 @@ def frame_progress(desc: str, total: int | None, hidden: bool = False):
                 disable=True if hidden else None, leave=False, dynamic_ncols=True)  # fmt: skip
 
 
+class _StderrHandler(logging.StreamHandler):
+    """A handler that writes to whatever ``sys.stderr`` is when a record comes, not the one
+    it was made with (a caller that swaps stderr and closes its copy, as test runners do,
+    would leave a handler bound to a closed file)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler.__init__ sets it; sys.stderr it stays
+        pass
+
+
 def configure_logging(verbose: int = 0, quiet: int = 0, prog: str | None = None) -> None:
     """Sends the package's log records to stderr at the level ``-v``/``-q`` ask for.
 
@@ -152,7 +166,7 @@ def configure_logging(verbose: int = 0, quiet: int = 0, prog: str | None = None)
     """
     level = logging.INFO + 10 * (quiet - verbose)
     level = min(max(level, logging.DEBUG), logging.ERROR)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     prefix = f"{prog}: " if prog else ""
     handler.setFormatter(logging.Formatter(prefix + "%(message)s"))
     logger = logging.getLogger(LOGGER_NAME)
