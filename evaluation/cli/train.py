@@ -134,6 +134,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         help="weight of the person detector's evidence in the loss (its "
                         "person logits on the redrawn window against the original's; "
                         "0: L1 + ST-LPIPS only; 0.1 made the shipped file)")  # fmt: skip
+    redraw.add_argument("--device", default="cpu",
+                        help="torch device to train on (cpu, cuda); the windows are made "
+                        "on the CPU (or read from --windows)")  # fmt: skip
     redraw.add_argument("--data-dir", metavar="DIR", help="where sequence names are looked up")
     redraw.set_defaults(handler=cmd_train_redraw)
     refiner = sub.add_parser(
@@ -329,11 +332,16 @@ def cmd_train_restorer(args: argparse.Namespace) -> int:
 
 
 def cmd_train_redraw(args: argparse.Namespace) -> int:
+    import torch
+
     from semcodec.evaluation.training.redraw import train
 
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"--device {args.device}: PyTorch sees no CUDA device here")
     weights = train(args.out, width=args.width, steps=args.steps, seed=args.seed,
                     data_dir=args.data_dir, windows=args.windows,
-                    detector_weight=args.detector_weight, log=log.info)  # fmt: skip
+                    detector_weight=args.detector_weight, device=args.device,
+                    log=log.info)  # fmt: skip
     log.info("wrote %s (held-out scores: %s)", weights, args.out / "scores.json")
     return 0
 

@@ -152,7 +152,9 @@ def score(model, held: dict[str, np.ndarray], metric, detector=None) -> dict[str
             keep = (held["target"] == target) & held["ground_truth"]
             if not keep.any():
                 continue
-            drawn, original = _tensor(held["decoded"][keep]), _tensor(held["original"][keep])
+            device = next(model.parameters()).device
+            drawn = _tensor(held["decoded"][keep]).to(device)
+            original = _tensor(held["original"][keep]).to(device)
             redrawn = model(drawn, torch.zeros_like(drawn)).clamp(-1, 1)
             scores[f"{target} drawn"] = float(metric(drawn, original).mean())
             scores[f"{target} redrawn"] = float(metric(redrawn, original).mean())
@@ -189,12 +191,14 @@ def _cached_range(part: Range, cache: Path | None, data_dir=None) -> dict[str, n
 
 def train(out: Path, width: int = 8, steps: int = 600, seed: int = 0, batch: int = 16,
           data_dir=None, ranges=DEFAULT_RANGES, held_out=HELD_OUT, windows: Path | None = None,
-          detector_weight: float = 0.1, log=print) -> Path:  # fmt: skip
+          detector_weight: float = 0.1, device: str = "cpu", log=print) -> Path:  # fmt: skip
     """Fine-tunes the shipped restorer of ``width`` (:data:`INIT`) as a redrawer; writes
     ``out/redraw.pt`` and ``out/scores.json`` (held-out scores before and after); returns the
     weights' path. ``windows``: a folder caching the training and held-out windows (made
     when absent; two widths share them). ``detector_weight``: the weight of
-    :func:`evidence_loss` in the loss (0: L1 + ST-LPIPS only).
+    :func:`evidence_loss` in the loss (0: L1 + ST-LPIPS only). ``device``: where the
+    networks train and score (the windows stay in host memory; each batch is moved); the
+    weights are written from the CPU either way.
 
     Raises:
         ValueError: a width with no shipped restorer to start from.
@@ -218,9 +222,9 @@ def train(out: Path, width: int = 8, steps: int = 600, seed: int = 0, batch: int
     held = dict(zip(names, cached_windows(held_out, cache, data_dir), strict=True))
     log(f"{len(drawn)} training windows from {len(ranges)} ranges "
         f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
-    metric = frozen_stlpips()
-    detector = load_split_model()
-    model = load_restorer(restorer_weights(INIT[width]))
+    metric = frozen_stlpips().to(device)
+    detector = load_split_model().to(device)
+    model = load_restorer(restorer_weights(INIT[width])).to(device)
     before = {name: score(model, h, metric, detector) for name, h in held.items()}
     generator = torch.Generator().manual_seed(seed)
 
@@ -229,6 +233,7 @@ def train(out: Path, width: int = 8, steps: int = 600, seed: int = 0, batch: int
         x, y = drawn[pick], original[pick]
         if step % 2:
             x, y = x.flip(3), y.flip(3)
+        x, y = x.to(device), y.to(device)
         return x, torch.zeros_like(x), y
 
     extra = evidence_loss(detector, detector_weight) if detector_weight else None
@@ -237,9 +242,9 @@ def train(out: Path, width: int = 8, steps: int = 600, seed: int = 0, batch: int
                      "after": score(model, h, metric, detector)}
               for name, h in held.items()}  # fmt: skip
     metadata = {"steps": steps, "seed": seed, "batch": batch, "init": INIT[width],
-                "detector_weight": detector_weight,
+                "detector_weight": detector_weight, "device": str(device),
                 "targets": list(TARGETS), "drawn_by": DRAWN_BY,
                 "ranges": [vars(r) for r in ranges], "held_out": scores}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / "scores.json").write_text(json.dumps(scores, indent=1) + "\n")
-    return save_restorer(model, out / "redraw.pt", metadata)
+    return save_restorer(model.cpu(), out / "redraw.pt", metadata)

@@ -233,6 +233,7 @@ def test_redraw_training_windows_and_a_short_run_give_a_loadable_redrawer(tmp_pa
     assert all(np.array_equal(cached[k], pairs[k]) for k in pairs)
     model = load_restorer(weights)
     assert model.width == 8 and model.metadata["init"] == "ref_restorer_w8"
+    assert model.metadata["device"] == "cpu"
     (held,) = model.metadata["held_out"].values()
     assert set(held["after"]) == {f"{t} {k}" for t in TARGETS for k in (
         "drawn", "redrawn", "confidence original", "confidence drawn", "confidence redrawn")}

@@ -531,6 +531,9 @@ def test_train_restorer_refuses_bad_flags_with_exit_2(argv, message, tmp_path, c
     (["--width", "16"], "invalid choice: 16"),
     (["--steps", "0"], "expected an integer >= 1"),
     (["--seed", "-1"], "expected an integer >= 0"),
+    pytest.param(["--device", "cuda"], "PyTorch sees no CUDA device here",
+                 marks=pytest.mark.skipif(__import__("torch").cuda.is_available(),
+                                        reason="this machine has CUDA")),
 ])  # fmt: skip
 def test_train_redraw_refuses_bad_flags_with_exit_2(argv, message, tmp_path, capsys):
     assert _status(main, ["train-redraw", "--out", str(tmp_path), *argv]) == 2
