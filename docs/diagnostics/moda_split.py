@@ -6,8 +6,10 @@ more MODA at 0.002 than at 0.004).
 
 e.g. ``python docs/diagnostics/moda_split.py PETS09-S2L1-full 501 295 level=1,target_bpp=0.002
 level=1``; ``CAMERA=zoom=2,x=0.5,y=0.55`` in the environment makes a new camera of the clip
-(the benchmark's ``--camera-transform``). Run with ``PYTHONPATH`` at a snapshot to measure
-another commit. The detector is the benchmark's, calibrated on the clip's uncompressed frames
+(the benchmark's ``--camera-transform``); ``PROTOCOL=steady`` codes the frames before START
+too and measures START on (the benchmark's steady state). Settings that differ only in their
+decoder keys decode one stream. Run with ``PYTHONPATH`` at a snapshot to measure another
+commit. The detector is the benchmark's, calibrated on the clip's uncompressed frames
 (every 2nd) as the benchmark does.
 """
 
@@ -33,16 +35,24 @@ STRETCHES = 6
 def main(sequence: str, start: int, count: int, settings: list[str]) -> None:
     camera = os.environ.get("CAMERA")
     options = (("camera_transform", camera),) if camera else ()
-    pixels, info, gt = load_sequence(sequence, count, options, start)
+    warmup = start - 1 if os.environ.get("PROTOCOL") == "steady" else 0
+    coded, info, gt_all = load_sequence(sequence, warmup + count, options, start - warmup)
+    pixels = coded[warmup:]
+    gt = gt_all.restrict(warmup + 1, warmup + count).renumbered(warmup + 1)
     numbers = evaluated_frames(len(pixels), EVERY)
     config = dataclasses.asdict(calibrate_detector(pixels[::EVERY], gt, numbers)[0])
     detector = _detector(tuple(sorted(config.items())), None)
     edges = np.linspace(0, len(pixels), STRETCHES + 1).astype(int)
-    print(f"{sequence} {start}-{start + count - 1}: detector {config}")
+    print(f"{sequence} {start}-{start + count - 1} ({warmup} frames before, coded): "
+          f"detector {config}")  # fmt: skip
+    codec, streams = ScaffoldCodec(), {}
     for text in settings:
-        codec = ScaffoldCodec()
-        encoded = codec.encode(pixels, Setting.parse(text), info.fps)
-        decoded = codec.decode(encoded)
+        setting = Setting.parse(text)
+        stream = str(codec.stream_setting(setting))
+        if stream not in streams:
+            streams[stream] = codec.encode(coded, setting, info.fps, measured_from=warmup)
+        encoded = dataclasses.replace(streams[stream], setting=setting)
+        decoded = codec.decode(encoded)[warmup:]
         boxes = {n: detector.detect(decoded[n - 1]).boxes for n in numbers}
         whole = clear_mod(boxes, gt, numbers)
         print(f"{text}: {8 * len(encoded.payload) / pixels[0].size * 3 / len(pixels):.4f} bpp, "
