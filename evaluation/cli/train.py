@@ -275,6 +275,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     bneck.set_defaults(handler=cmd_train_bottleneck)
 
 
+def _device(args: argparse.Namespace) -> str:
+    """``args.device``, refused (exit 2) when it names CUDA and PyTorch sees none (every
+    trainer with ``--device`` asks here, before it spends time on its data)."""
+    import torch
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"--device {args.device}: PyTorch sees no CUDA device here")
+    return args.device
+
+
 def cmd_train_flow_prior(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -315,7 +325,7 @@ def cmd_train_decoder(args: argparse.Namespace) -> int:
             changes[key] = getattr(args, key)
     config = dataclasses.replace(config, **changes)
     weights = train(config, args.out, resume=args.resume, data_dir=args.data_dir,
-                    show_progress=not args.quiet, device=args.device)  # fmt: skip
+                    show_progress=not args.quiet, device=_device(args))  # fmt: skip
     log.info("wrote %s (loss curve: %s)", weights, args.out / "loss.png")
     return 0
 
@@ -332,15 +342,12 @@ def cmd_train_restorer(args: argparse.Namespace) -> int:
 
 
 def cmd_train_redraw(args: argparse.Namespace) -> int:
-    import torch
-
     from semcodec.evaluation.training.redraw import train
 
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError(f"--device {args.device}: PyTorch sees no CUDA device here")
+    device = _device(args)
     weights = train(args.out, width=args.width, steps=args.steps, seed=args.seed,
                     data_dir=args.data_dir, windows=args.windows,
-                    detector_weight=args.detector_weight, device=args.device,
+                    detector_weight=args.detector_weight, device=device,
                     log=log.info)  # fmt: skip
     log.info("wrote %s (held-out scores: %s)", weights, args.out / "scores.json")
     return 0
@@ -369,7 +376,7 @@ def cmd_train_refiner(args: argparse.Namespace) -> int:
         if getattr(args, key, None) is not None:
             config[key] = getattr(args, key)
     weights = train(args.out, examples_file=args.examples, held_out_file=args.held_out,
-                    data_dir=args.data_dir, device=args.device, log=log.info,
+                    data_dir=args.data_dir, device=_device(args), log=log.info,
                     **config)  # fmt: skip
     log.info("wrote %s (held-out scores: %s)", weights, args.out / "scores.json")
     return 0
@@ -383,7 +390,7 @@ def cmd_train_sr(args: argparse.Namespace) -> int:
         log.info("wrote %s (%.1f MB)", path, path.stat().st_size / 1e6)
         return 0
     weights = train(args.out, base=args.base, steps=args.steps, batch=args.batch,
-                    seed=args.seed, data_dir=args.data_dir, log=log.info, device=args.device,
+                    seed=args.seed, data_dir=args.data_dir, log=log.info, device=_device(args),
                     pairs_file=args.pairs)  # fmt: skip
     log.info("wrote %s (validation scores: %s)", weights, args.out / "scores.json")
     return 0
@@ -401,6 +408,7 @@ def cmd_score_decoder(args: argparse.Namespace) -> int:
         score_windows,
     )
 
+    device = _device(args)
     steps = tuple(args.steps)
     results = {}
     for name in args.weights:
@@ -411,7 +419,7 @@ def cmd_score_decoder(args: argparse.Namespace) -> int:
                                      data=(DataRange(args.data, args.start, args.frames),))
         with tempfile.TemporaryDirectory() as scratch:
             examples = load_examples(config, args.cache or Path(scratch), args.data_dir)
-        scores = score_windows(model, examples, steps, args.windows, device=args.device)
+        scores = score_windows(model, examples, steps, args.windows, device=device)
         results[name] = scores
         for key, value in scores.items():
             if key != "windows":
@@ -478,10 +486,9 @@ def cmd_train_bottleneck(args: argparse.Namespace) -> int:
                                  bottleneck=BottleneckConfig(latent=args.latent))  # fmt: skip
     if args.data:
         base = dataclasses.replace(base, data=tuple(_data_range(d) for d in args.data))
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError(f"--device {args.device}: PyTorch sees no CUDA device here")
+    device = _device(args)
     try:
-        rows = run_sweep(args.beta, args.out, cache, base, args.data_dir, device=args.device,
+        rows = run_sweep(args.beta, args.out, cache, base, args.data_dir, device=device,
                          frame_step=args.frame_step, packed=args.packed)  # fmt: skip
     except ValueError as exc:
         raise UsageError(str(exc)) from None

@@ -146,13 +146,12 @@ def score(model, held: dict[str, np.ndarray], metric, detector=None) -> dict[str
     (``"0.002 confidence original"``, ...)."""
     import torch
 
-    scores = {}
+    scores, device = {}, next(model.parameters()).device
     with torch.inference_mode():
         for target in TARGETS:
             keep = (held["target"] == target) & held["ground_truth"]
             if not keep.any():
                 continue
-            device = next(model.parameters()).device
             drawn = _tensor(held["decoded"][keep]).to(device)
             original = _tensor(held["original"][keep]).to(device)
             redrawn = model(drawn, torch.zeros_like(drawn)).clamp(-1, 1)

@@ -508,6 +508,15 @@ def test_train_bottleneck_on_cuda_without_cuda_exits_2(tmp_path, capsys):
     assert not out.exists()
 
 
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.parametrize("command", ["train-refiner", "train-sr", "train-decoder"])
+def test_every_trainer_refuses_cuda_without_cuda_before_its_data(command, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _status(main, [command, "--out", str(out), "--device", "cuda"]) == 2
+    assert "--device cuda: PyTorch sees no CUDA device here" in capsys.readouterr().err
+    assert not out.exists()
+
 def test_train_bottleneck_from_a_missing_packed_file_exits_2(tmp_path, capsys):
     out = tmp_path / "out"
     argv = ["train-bottleneck", "--beta", "0.01", "--out", str(out),
